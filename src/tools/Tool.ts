@@ -1,0 +1,78 @@
+import type * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+
+// One definition per tool (seed 001): the adapters (CLI, CGI, MCP) derive everything from
+// this and decide nothing, so a call is allowed or refused the same way from every entry point.
+
+/** One step a tool performed, or in a dry run would perform. */
+export const Operation = Schema.Struct({
+  op: Schema.String,
+  detail: Schema.String,
+  done: Schema.Boolean
+})
+export type Operation = typeof Operation.Type
+
+export const StopReason = Schema.Literal("completed", "dry_run", "refused", "failed")
+export type StopReason = typeof StopReason.Type
+
+/** Every answer has one shape: the operations log, the output when it ran to the end, and why it stopped. */
+export interface Answer<O> {
+  readonly tool: string
+  readonly operations: ReadonlyArray<Operation>
+  readonly output?: O
+  readonly stopped: { readonly reason: StopReason; readonly message?: string }
+}
+
+export const answerSchema = <O, OE>(output: Schema.Schema<O, OE>) =>
+  Schema.Struct({
+    tool: Schema.String,
+    operations: Schema.Array(Operation),
+    output: Schema.optionalWith(output, { exact: true }),
+    stopped: Schema.Struct({
+      reason: StopReason,
+      message: Schema.optionalWith(Schema.String, { exact: true })
+    })
+  })
+
+/** Who is calling, as the entry point authenticated them. */
+export interface Caller {
+  readonly user: string | undefined
+  /** Fossil's effective capabilities of the user on the served repository ("" when unknown). */
+  readonly capabilities: string
+  /** Whether the call comes from inside a run's sandbox. */
+  readonly sandboxed: boolean
+}
+
+export interface ToolContext {
+  readonly caller: Caller
+  readonly dryRun: boolean
+  /** The repository file the call acts on, when one was named. */
+  readonly repository: string | undefined
+}
+
+/** What a handler returns; runTool adds the tool's name and turns failures into answers. */
+export interface Handled<O> {
+  readonly operations: ReadonlyArray<Operation>
+  readonly output?: O
+  readonly stopped?: { readonly reason: StopReason; readonly message?: string }
+}
+
+export interface Tool<I = any, IE = any, O = any, OE = any, R = never> {
+  readonly name: string
+  /** One line for lists. */
+  readonly summary: string
+  /** What it does, who may use it, what it leaves in Fossil. */
+  readonly description: string
+  readonly input: Schema.Schema<I, IE, never>
+  /** Input fields taken by position on the command line, in order. */
+  readonly positional: ReadonlyArray<string>
+  readonly output: Schema.Schema<O, OE>
+  /** undefined when the caller may use the tool; otherwise the refusal, in the same words everywhere. */
+  readonly allow: (caller: Caller) => string | undefined
+  readonly handle: (input: I, context: ToolContext) => Effect.Effect<Handled<O>, never, R>
+}
+
+export const defineTool = <I, IE, O, OE, R>(tool: Tool<I, IE, O, OE, R>): Tool<I, IE, O, OE, R> => tool
+
+export const hasCapability = (caller: Caller, letters: string): boolean =>
+  [...letters].some((letter) => caller.capabilities.includes(letter))

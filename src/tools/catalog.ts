@@ -1,0 +1,77 @@
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import { fieldsOf, optionName, usage } from "./fields.js"
+import { defineTool, type Tool } from "./Tool.js"
+
+// list and help describe the tools that exist; they take the registry lazily because they are in it.
+
+const ToolSummary = Schema.Struct({ name: Schema.String, summary: Schema.String, usage: Schema.String })
+
+export const makeList = (tools: () => ReadonlyArray<Tool>) =>
+  defineTool({
+    name: "list",
+    summary: "List the tools",
+    description: "Lists every tool this release offers, with its usage line.",
+    input: Schema.Struct({}),
+    positional: [],
+    output: Schema.Struct({ tools: Schema.Array(ToolSummary) }),
+    allow: () => undefined,
+    handle: () =>
+      Effect.succeed({
+        operations: [],
+        output: { tools: tools().map((tool) => ({ name: tool.name, summary: tool.summary, usage: usage(tool) })) }
+      })
+  })
+
+const FieldHelp = Schema.Struct({
+  name: Schema.String,
+  option: Schema.String,
+  kind: Schema.String,
+  optional: Schema.Boolean,
+  positional: Schema.Boolean,
+  description: Schema.String
+})
+
+export const makeHelp = (tools: () => ReadonlyArray<Tool>) =>
+  defineTool({
+    name: "help",
+    summary: "Give help on a tool",
+    description: "Says what a tool does, who may use it, and its arguments.",
+    input: Schema.Struct({ tool: Schema.String.annotations({ description: "the tool's name" }) }),
+    positional: ["tool"],
+    output: Schema.Struct({
+      name: Schema.String,
+      summary: Schema.String,
+      description: Schema.String,
+      usage: Schema.String,
+      fields: Schema.Array(FieldHelp)
+    }),
+    allow: () => undefined,
+    handle: (input) => {
+      const tool = tools().find((t) => t.name === input.tool)
+      if (tool === undefined) {
+        const names = tools().map((t) => t.name).join(", ")
+        return Effect.succeed({
+          operations: [],
+          stopped: { reason: "refused" as const, message: `no tool named "${input.tool}"; the tools are ${names}` }
+        })
+      }
+      return Effect.succeed({
+        operations: [],
+        output: {
+          name: tool.name,
+          summary: tool.summary,
+          description: tool.description,
+          usage: usage(tool),
+          fields: fieldsOf(tool).map((field) => ({
+            name: field.name,
+            option: field.positional ? field.name.toUpperCase() : `--${optionName(field)}`,
+            kind: field.kind === "choice" ? field.choices.join("|") : field.kind,
+            optional: field.optional,
+            positional: field.positional,
+            description: field.description
+          }))
+        }
+      })
+    }
+  })

@@ -1,0 +1,10 @@
+import { makeHelp, makeList } from "./catalog.js"
+import { echo } from "./echo.js"
+import type { Tool } from "./Tool.js"
+
+/** Every tool this release offers, in the order lists show them. */
+export const tools: ReadonlyArray<Tool> = [
+  makeList(() => tools),
+  makeHelp(() => tools),
+  echo
+]

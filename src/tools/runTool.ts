@@ -1,0 +1,39 @@
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import type { Answer, Tool, ToolContext } from "./Tool.js"
+
+/** The one place a call is decoded, authorized and run; every entry point goes through it. */
+export const runTool = <I, IE, O, OE, R>(
+  tool: Tool<I, IE, O, OE, R>,
+  rawInput: unknown,
+  context: ToolContext
+): Effect.Effect<Answer<O>, never, R> => {
+  const refused = (message: string): Answer<O> => ({ tool: tool.name, operations: [], stopped: { reason: "refused", message } })
+  const decoded = Schema.decodeUnknownEither(tool.input, { onExcessProperty: "error", errors: "all" })(rawInput)
+  if (Either.isLeft(decoded)) return Effect.succeed(refused(`bad argument: ${describeParseError(decoded.left)}`))
+  const notAllowed = tool.allow(context.caller)
+  if (notAllowed !== undefined) return Effect.succeed(refused(notAllowed))
+  return tool.handle(decoded.right, context).pipe(
+    Effect.map((handled): Answer<O> => ({
+      tool: tool.name,
+      operations: handled.operations,
+      ...(handled.output !== undefined ? { output: handled.output } : {}),
+      stopped: handled.stopped ?? { reason: context.dryRun ? "dry_run" : "completed" }
+    })),
+    Effect.catchAllCause((cause) =>
+      Effect.succeed<Answer<O>>({
+        tool: tool.name,
+        operations: [],
+        stopped: { reason: "failed", message: Cause.pretty(cause).split("\n")[0] ?? "failed" }
+      }))
+  )
+}
+
+/** "key: message; key: message", naming every key that is wrong. */
+export const describeParseError = (error: ParseResult.ParseError): string =>
+  ParseResult.ArrayFormatter.formatErrorSync(error)
+    .map((issue) => `${issue.path.length > 0 ? issue.path.join(".") : "(input)"}: ${issue.message}`)
+    .join("; ")
