@@ -1,0 +1,431 @@
+/**
+ * SandboxLauncher on Linux: bubblewrap for the sandbox, util-linux prlimit for cpu and
+ * file_size, setpriv to really become uid/gid, cgroup v1 pids and memory groups nested
+ * under our own. The spawned wrapper joins its cgroups first and then execs, so every
+ * descendant is counted from its first instruction.
+ */
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import {
+  InvalidLaunchSpec,
+  LaunchFailed,
+  LimitUnavailable,
+  SandboxLauncher,
+  StdinClosed,
+  type HostCapabilities,
+  type LaunchResult,
+  type LaunchSpec,
+  type RunningProcess,
+  type SandboxLauncherShape,
+  type SandboxPathRefused
+} from "../services/SandboxLauncher.js"
+import { ByteTail } from "../src/sandbox/ByteTail.js"
+import { bwrapArgs, unconfinedArgs } from "../src/sandbox/bwrapArgs.js"
+import { LaunchCgroups, probeController } from "../src/sandbox/cgroups.js"
+import { decideEnding } from "../src/sandbox/ending.js"
+import { planMounts, type PlannedMounts } from "../src/sandbox/mountPlan.js"
+import { endTree } from "../src/sandbox/processTree.js"
+import { checkSpecForm } from "../src/sandbox/specCheck.js"
+
+export interface BwrapSandboxOptions {
+  readonly bash?: string
+  readonly bwrap?: string
+  readonly setpriv?: string
+  readonly prlimit?: string
+  /** the host name every sandbox sees */
+  readonly hostname?: string
+}
+
+/** the processes bwrap itself adds to a sandbox's pids group: bwrap and the namespace's init */
+const bwrapProcesses = 2
+const wrapperEnv = { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" }
+// closes every descriptor it inherited but stdio and the created files' (3 .. 2+$1), joins each
+// cgroup named before "--", then becomes the rest of its arguments (bash: dash cannot close fd 10+)
+const wrapperScript = [
+  'last=$((2 + $1)); shift',
+  'for f in /proc/$$/fd/*; do n=${f##*/}; if [ "$n" -gt "$last" ]; then eval "exec $n>&-" 2>/dev/null; fi; done',
+  'while [ "$1" != "--" ]; do echo "$$" > "$1" || exit 125; shift; done; shift; exec "$@"'
+].join("\n")
+
+const exists = (p: string) => {
+  try {
+    Fs.accessSync(p, Fs.constants.X_OK)
+    return true
+  } catch {
+    return false
+  }
+}
+
+const measureCapabilities = (o: Required<BwrapSandboxOptions>): HostCapabilities => {
+  const notes: Array<string> = []
+  let sandbox = exists(o.bwrap) && exists(o.setpriv) && exists(o.bash)
+  if (!sandbox) notes.push(`sandbox: ${o.bwrap} or ${o.setpriv} is missing`)
+  else {
+    // unprivileged user namespaces for a non-root uid: what every sandbox relies on
+    const r = ChildProcess.spawnSync(
+      o.setpriv,
+      ["--reuid", "65534", "--regid", "65534", "--clear-groups", o.bwrap, "--unshare-user", "--unshare-pid", "--uid", "65534",
+        "--gid", "65534", "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+        "--", "/usr/bin/true"],
+      { env: wrapperEnv, cwd: "/", stdio: ["ignore", "ignore", "pipe"], timeout: 10_000 }
+    )
+    if (r.status !== 0) {
+      sandbox = false
+      notes.push(`sandbox: bwrap in a user namespace as uid 65534 failed: ${r.stderr?.toString().trim() ?? r.error?.message}`)
+    }
+  }
+  const limits = exists(o.prlimit)
+  if (!limits) notes.push(`cpu, file_size: ${o.prlimit} is missing`)
+  const pidsProblem = probeController("pids")
+  if (pidsProblem !== undefined) notes.push(`processes: ${pidsProblem}`)
+  const memoryProblem = probeController("memory")
+  if (memoryProblem !== undefined) notes.push(`memory: ${memoryProblem}`)
+  return {
+    sandbox,
+    wall: true,
+    cpu: limits,
+    file_size: limits,
+    processes: pidsProblem === undefined,
+    memory: memoryProblem === undefined,
+    notes
+  }
+}
+
+const signalNumber = (s: NodeJS.Signals) => Os.constants.signals[s] ?? 0
+
+/** opens DIR/NAME for writing without following a link the process may have left there */
+const openLog = (file: string): number => {
+  try {
+    Fs.unlinkSync(file)
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e
+  }
+  const c = Fs.constants
+  return Fs.openSync(file, c.O_WRONLY | c.O_CREAT | c.O_EXCL | c.O_NOFOLLOW, 0o644)
+}
+
+/** a stream read into a bounded tail and, once it printed a byte, into its log file */
+class StreamSink {
+  readonly tail: ByteTail
+  private log: Fs.WriteStream | undefined
+  private logFailed = false
+  logPath: string | undefined
+  readonly done: Promise<void>
+
+  constructor(
+    readonly name: "stdout" | "stderr",
+    readable: NodeJS.ReadableStream & { pause(): void; resume(): void },
+    keep: number,
+    logDir: string | undefined,
+    problems: Array<string>
+  ) {
+    this.tail = new ByteTail(keep)
+    this.done = new Promise<void>((resolve) => {
+      readable.on("data", (chunk: Buffer) => {
+        this.tail.push(chunk)
+        if (logDir === undefined || this.logFailed) return
+        if (this.log === undefined) {
+          const file = Path.join(logDir, `${name}.log`)
+          try {
+            this.log = Fs.createWriteStream(file, { fd: openLog(file) })
+            this.log.on("error", (e) => problems.push(`${file}: ${e.message}`))
+            this.logPath = file
+          } catch (e) {
+            this.logFailed = true
+            problems.push(`${file}: ${(e as Error).message}`)
+            return
+          }
+        }
+        if (!this.log.write(chunk)) {
+          readable.pause()
+          this.log.once("drain", () => readable.resume())
+        }
+      })
+      readable.on("error", () => resolve())
+      readable.on("close", () => resolve())
+      readable.on("end", () => resolve())
+    }).then(
+      () =>
+        new Promise<void>((resolve) => {
+          if (this.log === undefined) return resolve()
+          this.log.end(() => resolve())
+        })
+    )
+  }
+}
+
+const launch = (
+  o: Required<BwrapSandboxOptions>,
+  spec: LaunchSpec,
+  mounts: PlannedMounts | undefined,
+  cgroups: LaunchCgroups | undefined
+): Promise<RunningProcess> => {
+  // created files: their text reaches bwrap on inherited descriptors
+  const createdFds: Array<number> = []
+  let createdDir: string | undefined
+  const closeCreated = () => {
+    for (const fd of createdFds.splice(0)) Fs.closeSync(fd)
+    if (createdDir !== undefined) Fs.rmSync(createdDir, { recursive: true, force: true })
+    createdDir = undefined
+  }
+  const sb = spec.sandbox
+  try {
+    if (sb !== undefined && sb.createdFiles.length > 0) {
+      createdDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-created-"))
+      sb.createdFiles.forEach((f, i) => {
+        const file = Path.join(createdDir!, String(i))
+        Fs.writeFileSync(file, f.text, { mode: 0o600 })
+        createdFds.push(Fs.openSync(file, "r"))
+      })
+    }
+  } catch (e) {
+    closeCreated()
+    return Promise.reject(new LaunchFailed({ step: "created_files", reason: (e as Error).message }))
+  }
+
+  const inner: Array<string> = []
+  const prlimits: Array<string> = []
+  if (spec.limits.cpuSeconds !== undefined) {
+    // hard one second later: at the hard limit the kernel sends SIGKILL, which names nothing
+    prlimits.push(`--cpu=${spec.limits.cpuSeconds}:${spec.limits.cpuSeconds + 1}`)
+  }
+  if (spec.limits.fileSizeBytes !== undefined) prlimits.push(`--fsize=${spec.limits.fileSizeBytes}:${spec.limits.fileSizeBytes}`)
+  if (prlimits.length > 0) inner.push(o.prlimit, ...prlimits, "--")
+  if (sb !== undefined) {
+    inner.push(o.setpriv, "--reuid", String(sb.uid), "--regid", String(sb.gid), "--clear-groups", "--")
+    inner.push(o.bwrap, ...bwrapArgs({
+      uid: sb.uid,
+      gid: sb.gid,
+      linuxCapabilities: sb.linuxCapabilities,
+      network: sb.network,
+      isolateTerminal: sb.isolateTerminal,
+      endsWithParent: sb.endsWithParent,
+      proc: sb.proc,
+      dev: sb.dev,
+      tmp: sb.tmp,
+      mounts: mounts!.mounts,
+      createdFiles: sb.createdFiles.map((f, i) => ({ fd: 3 + i, at: f.at })),
+      env: spec.env,
+      cwd: spec.cwd,
+      command: spec.command,
+      hostname: o.hostname
+    }))
+  } else {
+    inner.push(o.bwrap, ...unconfinedArgs({ env: spec.env, cwd: spec.cwd, command: spec.command }))
+  }
+  const argv = ["--norc", "--noprofile", "-c", wrapperScript, "ocx2-launch", String(createdFds.length), ...(cgroups?.procsFiles() ?? []), "--", ...inner]
+
+  return new Promise<RunningProcess>((resolveStart, rejectStart) => {
+    const startedAt = Date.now()
+    let child: ChildProcess.ChildProcess
+    try {
+      child = ChildProcess.spawn(o.bash, argv, {
+        cwd: "/",
+        env: wrapperEnv,
+        detached: true,
+        stdio: ["pipe", "pipe", "pipe", ...createdFds]
+      })
+    } catch (e) {
+      closeCreated()
+      return rejectStart(new LaunchFailed({ step: "spawn", reason: (e as Error).message }))
+    }
+    const problems: Array<string> = []
+    let stopped = false
+    let wallExpired = false
+    let oomSeen = false
+    let ended = false
+    let exitCode: number | undefined
+    let stdinOpen = true
+    const stdin = child.stdin!
+    stdin.on("error", () => {
+      stdinOpen = false
+    })
+
+    const out = new StreamSink("stdout", child.stdout!, spec.keep.stdout, spec.logDir, problems)
+    const err = new StreamSink("stderr", child.stderr!, spec.keep.stderr, spec.logDir, problems)
+    const pid = child.pid!
+
+    const timers: Array<NodeJS.Timeout> = []
+    if (spec.limits.wallSeconds !== undefined) {
+      timers.push(setTimeout(() => {
+        if (ended) return
+        wallExpired = true
+        void endTree(pid)
+      }, spec.limits.wallSeconds * 1000))
+    }
+    if (cgroups !== undefined && spec.limits.memoryBytes !== undefined) {
+      // past the memory limit the run is over, even when the kernel killed only a child
+      timers.push(setInterval(() => {
+        if (ended || oomSeen || cgroups.oomKills() === 0) return
+        oomSeen = true
+        void endTree(pid)
+      }, 200))
+    }
+
+    const exited = new Promise<void>((resolve) => {
+      child.once("exit", (code, sig) => {
+        exitCode = code ?? (sig === null ? undefined : 128 + signalNumber(sig))
+        resolve()
+      })
+    })
+    const result: Promise<LaunchResult> = exited.then(async () => {
+      ended = true
+      for (const t of timers) clearTimeout(t)
+      stdinOpen = false
+      stdin.destroy()
+      // the pid namespace is gone with bwrap; whatever an odd path left in the groups goes too
+      if (cgroups !== undefined) {
+        for (let i = 0; i < 100 && cgroups.killAll() > 0; i++) await new Promise((r) => setTimeout(r, 10))
+      }
+      const drained = await Promise.race([
+        Promise.all([out.done, err.done]).then(() => true),
+        new Promise<boolean>((r) => setTimeout(() => r(false), 2000))
+      ])
+      if (!drained) {
+        child.stdout!.destroy()
+        child.stderr!.destroy()
+        await Promise.all([out.done, err.done])
+      }
+      const oomKilled = oomSeen || (cgroups?.oomKills() ?? 0) > 0
+      const processesRefused = (cgroups?.pidsRefused() ?? 0) > 0
+      if (cgroups !== undefined) {
+        for (let i = 0; i < 100 && !cgroups.removeNow(); i++) await new Promise((r) => setTimeout(r, 20))
+      }
+      const logs: { stdout?: string; stderr?: string } = {}
+      if (out.logPath !== undefined) logs.stdout = out.logPath
+      if (err.logPath !== undefined) logs.stderr = err.logPath
+      return {
+        ending: decideEnding({ exit: exitCode, stopped, wallExpired, oomKilled, processesRefused, limits: spec.limits }),
+        stdout: { tail: out.tail.bytes(), totalBytes: out.tail.total },
+        stderr: { tail: err.tail.bytes(), totalBytes: err.tail.total },
+        startedAt,
+        endedAt: Date.now(),
+        logs,
+        logProblems: problems
+      }
+    })
+
+    const writeRaw = (text: string) =>
+      new Promise<void>((resolve, reject) => {
+        if (!stdinOpen) return reject(new StdinClosed({ reason: ended ? "the process ended" : "it was closed" }))
+        stdin.write(text, (e) => (e ? reject(new StdinClosed({ reason: e.message })) : resolve()))
+      })
+    const closeStdin = () => {
+      if (!stdinOpen) return
+      stdinOpen = false
+      stdin.end()
+    }
+
+    child.once("error", (e) => {
+      closeCreated()
+      for (const t of timers) clearTimeout(t)
+      rejectStart(new LaunchFailed({ step: "spawn", reason: e.message }))
+    })
+    child.once("spawn", () => {
+      closeCreated()
+      const handle: RunningProcess = {
+        pid,
+        writeLine: (line) =>
+          line.includes("\n")
+            ? Effect.fail(new StdinClosed({ reason: "a line may not hold a newline" }))
+            : Effect.tryPromise({ try: () => writeRaw(`${line}\n`), catch: (e) => e as StdinClosed }),
+        closeStdin: Effect.sync(closeStdin),
+        stop: Effect.promise(async () => {
+          if (ended) return
+          stopped = true
+          await endTree(pid)
+          await exited
+        }),
+        result: Effect.promise(() => result),
+        processIds: Effect.sync(() => (ended ? [] : cgroups?.pids() ?? [pid]))
+      }
+      // the first lines, then close unless the caller keeps stdin for more
+      const first = spec.stdin.lines.map((l) => `${l}\n`).join("")
+      const afterFirst = () => {
+        if (!spec.stdin.keepOpen) closeStdin()
+      }
+      if (first.length > 0) writeRaw(first).then(afterFirst, afterFirst)
+      else afterFirst()
+      resolveStart(handle)
+    })
+  })
+}
+
+export const make = (options: BwrapSandboxOptions = {}): SandboxLauncherShape => {
+  const o: Required<BwrapSandboxOptions> = {
+    bash: options.bash ?? "/bin/bash",
+    bwrap: options.bwrap ?? "/usr/bin/bwrap",
+    setpriv: options.setpriv ?? "/usr/bin/setpriv",
+    prlimit: options.prlimit ?? "/usr/bin/prlimit",
+    hostname: options.hostname ?? "sandbox"
+  }
+  let measured: HostCapabilities | undefined
+  const caps = () => (measured ??= measureCapabilities(o))
+
+  const checkAll = (spec: LaunchSpec): PlannedMounts | undefined | SandboxPathRefused | InvalidLaunchSpec | LimitUnavailable => {
+    const form = checkSpecForm(spec)
+    if (form !== undefined) return form
+    const c = caps()
+    const unavailable = (which: string, ok: boolean) =>
+      ok ? undefined : new LimitUnavailable({ which, reason: c.notes.find((n) => n.startsWith(which)) ?? "not on this host" })
+    const l = spec.limits
+    const refused =
+      unavailable("sandbox", c.sandbox || spec.sandbox === undefined) ??
+      (spec.sandbox === undefined && !Fs.existsSync(o.bwrap) ? unavailable("sandbox", false) : undefined) ??
+      unavailable("cpu", c.cpu || l.cpuSeconds === undefined) ??
+      unavailable("file_size", c.file_size || l.fileSizeBytes === undefined) ??
+      unavailable("processes", c.processes || l.processes === undefined) ??
+      unavailable("memory", c.memory || l.memoryBytes === undefined)
+    if (refused !== undefined) return refused
+    return spec.sandbox === undefined ? undefined : planMounts(spec.sandbox)
+  }
+
+  const check: SandboxLauncherShape["check"] = (spec) =>
+    Effect.suspend(() => {
+      const r = checkAll(spec)
+      return r === undefined || !("_tag" in r) ? Effect.void : Effect.fail(r)
+    })
+
+  const start: SandboxLauncherShape["start"] = (spec) =>
+    Effect.acquireRelease(
+      Effect.gen(function*() {
+        const checked = checkAll(spec)
+        if (checked !== undefined && "_tag" in checked) return yield* Effect.fail(checked)
+        const processes = spec.limits.processes
+        const cgroups = yield* Effect.try({
+          try: () =>
+            caps().processes || spec.limits.memoryBytes !== undefined
+              ? LaunchCgroups.make(`ocx2-${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`, {
+                pids: caps().processes,
+                pidsMax: processes === undefined ? undefined : processes + bwrapProcesses,
+                memoryBytes: spec.limits.memoryBytes
+              })
+              : undefined,
+          catch: (e) => new LaunchFailed({ step: "cgroups", reason: (e as Error).message })
+        })
+        return yield* Effect.tryPromise({
+          try: () => launch(o, spec, checked, cgroups),
+          catch: (e) => {
+            cgroups?.removeNow()
+            return e instanceof LaunchFailed ? e : new LaunchFailed({ step: "spawn", reason: String(e) })
+          }
+        })
+      }),
+      // the scope's end stops whatever still runs and waits until it is gone
+      (handle) => Effect.zipRight(handle.stop, handle.result)
+    )
+
+  return {
+    capabilities: Effect.sync(caps),
+    check,
+    start,
+    run: (spec) => Effect.scoped(Effect.flatMap(start(spec), (h) => h.result))
+  }
+}
+
+export const layer = (options: BwrapSandboxOptions = {}): Layer.Layer<SandboxLauncher> =>
+  Layer.sync(SandboxLauncher, () => make(options))

@@ -1,0 +1,250 @@
+/**
+ * CareDirectory on a local filesystem. Locks are flock(2) locks taken by util-linux
+ * `flock` on a descriptor we pass it: the lock belongs to our open file description,
+ * so it stays ours after `flock` exits and the kernel drops it when we die.
+ */
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import {
+  CareDirectory,
+  CareDirError,
+  InvalidRunName,
+  RoundBusy,
+  RunBusy,
+  type CareDirectoryShape,
+  type RunCare
+} from "../services/CareDirectory.js"
+
+export interface CareDirectoryFsOptions {
+  /** OCX's ROOT: the care directory is ROOT/care */
+  readonly root: string
+  readonly flock?: string
+}
+
+const conflict = 75
+const runName = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/
+
+const failure = (op: string, path: string) => (e: unknown) =>
+  new CareDirError({ op, path, reason: e instanceof Error ? e.message : String(e) })
+
+/** flock on `fd` (as the child's fd 3); resolves its exit status */
+const flockOn = (flock: string, fd: number, args: ReadonlyArray<string>) =>
+  Effect.async<number, CareDirError>((resume) => {
+    const child = ChildProcess.spawn(flock, [...args, "--conflict-exit-code", String(conflict), "3"], {
+      stdio: ["ignore", "ignore", "pipe", fd]
+    })
+    let stderr = ""
+    child.stderr!.on("data", (b: Buffer) => (stderr += b.toString()))
+    child.once("error", (e) => resume(Effect.fail(failure("flock", flock)(e))))
+    child.once("close", (code, signal) => {
+      if (code === 0 || code === conflict) resume(Effect.succeed(code))
+      else resume(Effect.fail(new CareDirError({ op: "flock", path: flock, reason: `exit ${code ?? signal}: ${stderr.trim()}` })))
+    })
+    // interrupted while waiting: the waiting flock must not take the lock after we left
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
+export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirectoryShape, CareDirError> =>
+  Effect.gen(function*() {
+    const dir = Path.join(options.root, "care")
+    const flock = options.flock ?? "/usr/bin/flock"
+    yield* Effect.try({ try: () => Fs.mkdirSync(dir, { recursive: true, mode: 0o700 }), catch: failure("mkdir", dir) })
+
+    const fileOf = (run: string, ext: "lock" | "inbox" | "workspace" | "log") =>
+      runName.test(run) && run !== "round" ? Effect.succeed(Path.join(dir, `${run}.${ext}`)) : Effect.fail(new InvalidRunName({ run }))
+
+    const open = (file: string, flags: number) =>
+      Effect.try({ try: () => Fs.openSync(file, flags, 0o600), catch: failure("open", file) })
+    const closeQuietly = (fd: number) => Effect.sync(() => Fs.closeSync(fd))
+
+    const readHolder = (file: string): Option.Option<number> => {
+      try {
+        const n = Number.parseInt(Fs.readFileSync(file, "utf8").trim(), 10)
+        return Number.isSafeInteger(n) && n > 0 ? Option.some(n) : Option.none()
+      } catch {
+        return Option.none()
+      }
+    }
+
+    const c = Fs.constants
+
+    const lockRun: CareDirectoryShape["lockRun"] = (run) =>
+      Effect.flatMap(fileOf(run, "lock"), (file) =>
+        Effect.acquireRelease(
+          Effect.gen(function*() {
+            const fd = yield* open(file, c.O_RDWR | c.O_CREAT)
+            const status = yield* flockOn(flock, fd, ["--exclusive", "--nonblock"]).pipe(Effect.tapError(() => closeQuietly(fd)))
+            if (status === conflict) {
+              Fs.closeSync(fd)
+              const holder = readHolder(file)
+              return yield* Effect.fail(
+                Option.isSome(holder) ? new RunBusy({ run, lockPath: file, holder: holder.value }) : new RunBusy({ run, lockPath: file })
+              )
+            }
+            yield* Effect.try({
+              try: () => {
+                Fs.ftruncateSync(fd, 0)
+                Fs.writeSync(fd, `${process.pid}\n`, 0)
+              },
+              catch: failure("write", file)
+            }).pipe(Effect.tapError(() => closeQuietly(fd)))
+            return fd
+          }),
+          closeQuietly
+        ).pipe(Effect.as({ run, lockPath: file }))
+      )
+
+    const probe: CareDirectoryShape["probe"] = (run) =>
+      Effect.flatMap(fileOf(run, "lock"), (file) =>
+        Effect.gen(function*() {
+          if (!Fs.existsSync(file)) return "absent" as RunCare
+          const fd = yield* Effect.try({ try: () => Fs.openSync(file, c.O_RDONLY), catch: (e) => e as NodeJS.ErrnoException }).pipe(
+            Effect.catchAll((e) => (e.code === "ENOENT" ? Effect.succeed(-1) : Effect.fail(failure("open", file)(e))))
+          )
+          if (fd === -1) return "absent" as RunCare
+          const status = yield* Effect.ensuring(flockOn(flock, fd, ["--exclusive", "--nonblock"]), closeQuietly(fd))
+          return (status === conflict ? "alive" : "gone") as RunCare
+        })
+      )
+
+    const listRuns = Effect.try({
+      try: () =>
+        Fs.readdirSync(dir)
+          .filter((n) => n.endsWith(".lock") && n !== "round.lock")
+          .map((n) => n.slice(0, -".lock".length))
+          .filter((n) => runName.test(n))
+          .sort(),
+      catch: failure("readdir", dir)
+    })
+
+    const roundFile = Path.join(dir, "round.lock")
+    const withRoundLock: CareDirectoryShape["withRoundLock"] = (effect, opts) => {
+      const wait = Duration.decode(opts?.wait ?? "10 seconds")
+      const seconds = (Duration.toMillis(wait) / 1000).toFixed(3)
+      return Effect.acquireUseRelease(
+        Effect.gen(function*() {
+          const fd = yield* open(roundFile, c.O_RDWR | c.O_CREAT)
+          const started = Date.now()
+          // waiting may be interrupted; the waiting flock is then killed and the file closed
+          const status = yield* flockOn(flock, fd, ["--exclusive", "--wait", seconds]).pipe(
+            Effect.interruptible,
+            Effect.onExit((exit) => (exit._tag === "Success" ? Effect.void : closeQuietly(fd)))
+          )
+          if (status === conflict) {
+            Fs.closeSync(fd)
+            return yield* Effect.fail(new RoundBusy({ lockPath: roundFile, waitedMillis: Date.now() - started }))
+          }
+          return fd
+        }),
+        () => effect,
+        closeQuietly
+      )
+    }
+
+    const appendInbox: CareDirectoryShape["appendInbox"] = (run, line) =>
+      Effect.flatMap(fileOf(run, "inbox"), (file) =>
+        line.includes("\n")
+          ? Effect.fail(new CareDirError({ op: "append", path: file, reason: "an inbox line may not hold a newline" }))
+          : Effect.try({ try: () => Fs.appendFileSync(file, `${line}\n`, { mode: 0o600 }), catch: failure("append", file) })
+      )
+
+    const readInbox: CareDirectoryShape["readInbox"] = (run, offset) =>
+      Effect.flatMap(fileOf(run, "inbox"), (file) =>
+        Effect.try({
+          try: () => {
+            let data: Buffer
+            try {
+              const fd = Fs.openSync(file, "r")
+              try {
+                const size = Fs.fstatSync(fd).size
+                data = Buffer.alloc(Math.max(0, size - offset))
+                if (data.length > 0) Fs.readSync(fd, data, 0, data.length, offset)
+              } finally {
+                Fs.closeSync(fd)
+              }
+            } catch (e) {
+              if ((e as NodeJS.ErrnoException).code === "ENOENT") return { lines: [], nextOffset: offset }
+              throw e
+            }
+            const end = data.lastIndexOf(0x0a)
+            if (end < 0) return { lines: [], nextOffset: offset }
+            const lines = data.subarray(0, end).toString("utf8").split("\n")
+            return { lines, nextOffset: offset + end + 1 }
+          },
+          catch: failure("read", file)
+        })
+      )
+
+    const writeWorkspace: CareDirectoryShape["writeWorkspace"] = (run, workspace) =>
+      Effect.flatMap(fileOf(run, "workspace"), (file) =>
+        Effect.try({
+          try: () => {
+            // written whole or not at all: a reader never sees half a path
+            const tmp = `${file}.${process.pid}.tmp`
+            Fs.writeFileSync(tmp, `${workspace}\n`, { mode: 0o600 })
+            Fs.renameSync(tmp, file)
+          },
+          catch: failure("write", file)
+        })
+      )
+
+    const readWorkspace: CareDirectoryShape["readWorkspace"] = (run) =>
+      Effect.flatMap(fileOf(run, "workspace"), (file) =>
+        Effect.try({
+          try: () => {
+            try {
+              return Option.some(Fs.readFileSync(file, "utf8").replace(/\n$/, ""))
+            } catch (e) {
+              if ((e as NodeJS.ErrnoException).code === "ENOENT") return Option.none()
+              throw e
+            }
+          },
+          catch: failure("read", file)
+        })
+      )
+
+    const appendLog: CareDirectoryShape["appendLog"] = (run, text) =>
+      Effect.flatMap(fileOf(run, "log"), (file) =>
+        Effect.try({ try: () => Fs.appendFileSync(file, text.endsWith("\n") ? text : `${text}\n`, { mode: 0o600 }), catch: failure("append", file) })
+      )
+
+    const readLog: CareDirectoryShape["readLog"] = (run) =>
+      Effect.flatMap(fileOf(run, "log"), (file) =>
+        Effect.try({
+          try: () => {
+            try {
+              return Fs.readFileSync(file, "utf8")
+            } catch (e) {
+              if ((e as NodeJS.ErrnoException).code === "ENOENT") return ""
+              throw e
+            }
+          },
+          catch: failure("read", file)
+        })
+      )
+
+    const holder: CareDirectoryShape["holder"] = (run) => Effect.map(fileOf(run, "lock"), readHolder)
+
+    return {
+      path: dir,
+      lockRun,
+      probe,
+      holder,
+      listRuns,
+      withRoundLock,
+      appendInbox,
+      readInbox,
+      writeWorkspace,
+      readWorkspace,
+      appendLog,
+      readLog
+    } satisfies CareDirectoryShape
+  })
+
+export const layer = (options: CareDirectoryFsOptions): Layer.Layer<CareDirectory, CareDirError> =>
+  Layer.effect(CareDirectory, make(options))

@@ -1,0 +1,89 @@
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+
+/** ROOT/care (2.15): the runs in this host's care, one watcher lock each, and round.lock */
+
+/** "absent": not in care; "alive": its watcher holds RUN.lock; "gone": RUN.lock is there and free */
+export type RunCare = "absent" | "alive" | "gone"
+
+export interface RunLock {
+  readonly run: string
+  readonly lockPath: string
+}
+
+export interface InboxRead {
+  /** whole lines after the offset (a line being written is left for the next read) */
+  readonly lines: ReadonlyArray<string>
+  /** where the next read starts */
+  readonly nextOffset: number
+}
+
+export class RunBusy extends Schema.TaggedError<RunBusy>()("RunBusy", {
+  run: Schema.String,
+  lockPath: Schema.String,
+  /** the pid the holder wrote, when it wrote one */
+  holder: Schema.optionalWith(Schema.Number, { exact: true })
+}) {
+  override get message() {
+    return `run ${this.run} is held by another watcher${this.holder === undefined ? "" : ` (pid ${this.holder})`}: ${this.lockPath}`
+  }
+}
+
+export class RoundBusy extends Schema.TaggedError<RoundBusy>()("RoundBusy", {
+  lockPath: Schema.String,
+  waitedMillis: Schema.Number
+}) {
+  override get message() {
+    return `another round holds ${this.lockPath}; waited ${this.waitedMillis} ms`
+  }
+}
+
+export class InvalidRunName extends Schema.TaggedError<InvalidRunName>()("InvalidRunName", {
+  run: Schema.String
+}) {
+  override get message() {
+    return `${JSON.stringify(this.run)} cannot name a run in care (letters, digits, - and _ only, at most 128)`
+  }
+}
+
+export class CareDirError extends Schema.TaggedError<CareDirError>()("CareDirError", {
+  op: Schema.String,
+  path: Schema.String,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `care directory: ${this.op} ${this.path}: ${this.reason}`
+  }
+}
+
+export type CareError = CareDirError | InvalidRunName
+
+export interface CareDirectoryShape {
+  /** the directory itself (ROOT/care) */
+  readonly path: string
+  /** takes RUN.lock for the scope's life (released by the kernel if this process dies); writes our pid into it */
+  readonly lockRun: (run: string) => Effect.Effect<RunLock, RunBusy | CareError, Scope.Scope>
+  /** one non-blocking lock attempt; the lock is let go at once */
+  readonly probe: (run: string) => Effect.Effect<RunCare, CareError>
+  /** the pid written in RUN.lock by its last holder */
+  readonly holder: (run: string) => Effect.Effect<Option.Option<number>, CareError>
+  /** every run with a RUN.lock, sorted */
+  readonly listRuns: Effect.Effect<ReadonlyArray<string>, CareDirError>
+  /** runs the effect while holding round.lock, waiting for it up to `wait` (default 10 seconds) */
+  readonly withRoundLock: <A, E, R>(
+    effect: Effect.Effect<A, E, R>,
+    options?: { readonly wait?: Duration.DurationInput }
+  ) => Effect.Effect<A, E | RoundBusy | CareDirError, R>
+  readonly appendInbox: (run: string, line: string) => Effect.Effect<void, CareError>
+  readonly readInbox: (run: string, offset: number) => Effect.Effect<InboxRead, CareError>
+  readonly writeWorkspace: (run: string, workspace: string) => Effect.Effect<void, CareError>
+  readonly readWorkspace: (run: string) => Effect.Effect<Option.Option<string>, CareError>
+  readonly appendLog: (run: string, text: string) => Effect.Effect<void, CareError>
+  readonly readLog: (run: string) => Effect.Effect<string, CareError>
+}
+
+export class CareDirectory extends Context.Tag("ocx2/CareDirectory")<CareDirectory, CareDirectoryShape>() {}

@@ -1,0 +1,133 @@
+/**
+ * Host paths a sandbox is given: each resolved (links followed) before it is trusted,
+ * checked against OCX's own paths (refusal 7), and turned into bind mounts in 2.8's
+ * table order.
+ */
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { SandboxPathRefused, InvalidLaunchSpec, type SandboxSpec } from "../../services/SandboxLauncher.js"
+import type { Mount } from "./bwrapArgs.js"
+
+/** `p` is `dir` or lies within it (both absolute and normalized) */
+export const isWithin = (p: string, dir: string): boolean =>
+  p === dir || dir === "/" || p.startsWith(dir.endsWith("/") ? dir : `${dir}/`)
+
+/** realpath of the longest existing prefix, the rest joined as written (for paths not made yet) */
+export const resolveLoose = (p: string): string => {
+  const abs = Path.resolve(p)
+  let head = abs
+  const rest: Array<string> = []
+  for (;;) {
+    try {
+      return Path.join(Fs.realpathSync(head), ...rest.reverse())
+    } catch {
+      if (head === "/") return abs
+      rest.push(Path.basename(head))
+      head = Path.dirname(head)
+    }
+  }
+}
+
+type Kind = "read_only" | "read_write" | "homes"
+
+/** host paths no sandbox may see: /proc shows the host's processes */
+const neverShown = ["/proc"]
+
+const refuse = (path: string, resolved: string, reason: string) => new SandboxPathRefused({ path, resolved, reason })
+
+const resolveGiven = (key: string, given: string): string | InvalidLaunchSpec | SandboxPathRefused => {
+  if (!Path.isAbsolute(given)) return new InvalidLaunchSpec({ key, reason: `${JSON.stringify(given)} is not an absolute path` })
+  try {
+    return Fs.realpathSync(given)
+  } catch (e) {
+    return refuse(given, given, `it does not exist on this host (${(e as NodeJS.ErrnoException).code ?? String(e)})`)
+  }
+}
+
+/**
+ * Refusal 7: a path that, once links are followed, is, holds or lies within one of
+ * OCX's own paths; but the workspace may be named anywhere, and the release
+ * directory (and what lies within it) in read_only alone.
+ */
+export const checkPath = (
+  kind: Kind,
+  given: string,
+  resolved: string,
+  context: { readonly own: ReadonlyArray<string>; readonly workspace: string | undefined; readonly release: string | undefined }
+): SandboxPathRefused | undefined => {
+  for (const n of neverShown) {
+    if (isWithin(resolved, n) || isWithin(n, resolved)) return refuse(given, resolved, `it is, holds or lies within the host's ${n}`)
+  }
+  if (context.workspace !== undefined && isWithin(resolved, context.workspace)) return undefined
+  const inRelease = kind === "read_only" && context.release !== undefined && isWithin(resolved, context.release)
+  for (const own of context.own) {
+    if (inRelease) {
+      // within the release dir, only an own path it holds (other than the release dir's own ancestors) counts
+      if (own !== resolved && isWithin(own, resolved) && !isWithin(context.release!, own)) {
+        return refuse(given, resolved, `it holds OCX's own ${own}`)
+      }
+      continue
+    }
+    if (resolved === own) return refuse(given, resolved, `it is OCX's own ${own}`)
+    if (isWithin(own, resolved)) return refuse(given, resolved, `it holds OCX's own ${own}`)
+    if (isWithin(resolved, own)) return refuse(given, resolved, `it lies within OCX's own ${own}`)
+  }
+  return undefined
+}
+
+export interface PlannedMounts {
+  readonly mounts: ReadonlyArray<Mount>
+  readonly workspace: string | undefined
+}
+
+/** every host path resolved and checked, as mounts: the workspace, then table order (read_only, read_write, homes) */
+export const planMounts = (sb: SandboxSpec): PlannedMounts | SandboxPathRefused | InvalidLaunchSpec => {
+  const own = sb.ownPaths.map(resolveLoose)
+  let workspace: string | undefined
+  let workspaceDest: string | undefined
+  if (sb.workspace !== undefined) {
+    const r = resolveGiven("sandbox.workspace", sb.workspace)
+    if (typeof r !== "string") return r
+    if (!Fs.statSync(r).isDirectory()) return new InvalidLaunchSpec({ key: "sandbox.workspace", reason: `${sb.workspace} is not a directory` })
+    workspace = r
+    workspaceDest = Path.resolve(sb.workspace)
+  }
+  const release = sb.release === undefined ? undefined : resolveLoose(sb.release)
+  const context = { own, workspace, release }
+
+  const resolveAll = (kind: Kind, list: ReadonlyArray<string>) => {
+    const out: Array<{ given: string; resolved: string }> = []
+    for (const given of list) {
+      const r = resolveGiven(`sandbox.${kind}`, given)
+      if (typeof r !== "string") return r
+      const refused = checkPath(kind, given, r, context)
+      if (refused !== undefined) return refused
+      out.push({ given, resolved: r })
+    }
+    return out
+  }
+  const rw = resolveAll("read_write", sb.readWrite)
+  if (!Array.isArray(rw)) return rw
+  // a path in both lists is read-write
+  const roAll = resolveAll("read_only", sb.readOnly.filter((p) => !sb.readWrite.includes(p)))
+  if (!Array.isArray(roAll)) return roAll
+  const rwResolved = new Set(rw.map((x) => x.resolved))
+  const ro = roAll.filter((x) => !rwResolved.has(x.resolved))
+  const homes = resolveAll("homes", sb.homes)
+  if (!Array.isArray(homes)) return homes
+  if (homes.length > 0 && workspaceDest === undefined) {
+    return new InvalidLaunchSpec({ key: "sandbox.homes", reason: "homes are seen inside the workspace, and there is none" })
+  }
+
+  // the workspace first, as the base the keys are applied over: a read_only path inside it stays read-only
+  const mounts: Array<Mount> = []
+  if (workspace !== undefined) mounts.push({ mode: "rw", source: workspace, dest: workspaceDest! })
+  for (const x of ro) mounts.push({ mode: "ro", source: x.resolved, dest: Path.resolve(x.given) })
+  for (const x of rw) mounts.push({ mode: "rw", source: x.resolved, dest: Path.resolve(x.given) })
+  for (const x of homes) {
+    const base = Path.basename(Path.resolve(x.given))
+    if (base === "") return new InvalidLaunchSpec({ key: "sandbox.homes", reason: `${x.given} has no base name` })
+    mounts.push({ mode: "rw", source: x.resolved, dest: Path.join(workspaceDest!, base) })
+  }
+  return { mounts, workspace }
+}
