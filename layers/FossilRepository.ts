@@ -1,0 +1,392 @@
+/**
+ * The Repository service over a real Fossil repository file.
+ *
+ * Reads: better-sqlite3, read-only, busy_timeout set, short `.all()`/`.get()` reads
+ * (no open iterators), deltas decoded in process (src/fossil/Content.ts).
+ *
+ * Writes:
+ * - served (the server's host): the artifact is composed here, put in a bundle and
+ *   imported by `fossil bundle import --publish -U USER` (one process, one receipt,
+ *   rcvfrom.uid = USER); unversioned files by `fossil uv add -U USER`. Confirmed by
+ *   reading the receipt back and checking its sender.
+ * - clone: the composed artifact is pushed over Fossil's sync protocol with a
+ *   `login` card for USER (src/fossil/Xfer.ts), then asked back of the server with
+ *   `gimme`; the clone itself receives it at its next pull.
+ */
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import BetterSqlite3 from "better-sqlite3"
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { type Artifact, composeForumPost, composeTag, composeTicketChange } from "../src/fossil/Artifact.js"
+import { writeBundle } from "../src/fossil/Bundle.js"
+import { errorLines, runFossil } from "../src/fossil/Command.js"
+import { content } from "../src/fossil/Content.js"
+import { isFullHash, isHashPrefix, sha1, sha3 } from "../src/fossil/Hash.js"
+import * as Read from "../src/fossil/Read.js"
+import {
+  clientCode, fileCard, heldHashes, uvfileCard, type XferLogin, XferProtocolError, type XferReply, xferRequest,
+  XferUnreachable
+} from "../src/fossil/Xfer.js"
+import {
+  AmbiguousName, InvalidInput, NotFound, PhantomArtifact, Repository, RepositoryUnavailable, type RepositoryService,
+  ServerUnreachable, WriteFailed, WriteNotConfirmed, WriteRefused, type Written, type WrittenUnversioned
+} from "../services/Repository.js"
+
+export interface FossilRepositoryConfig {
+  /** the repository file */
+  readonly path: string
+  /**
+   * Absent: `path` is the served repository on this host. Present: `path` is a
+   * clone of the server at `url`, and writes are pushed with the named user's password.
+   */
+  readonly server?: {
+    readonly url: string
+    readonly passwords: Readonly<Record<string, string>>
+  }
+  /** how long a read waits for Fossil's commit to end (default 5000 ms) */
+  readonly busyTimeoutMs?: number
+}
+
+const message = (e: unknown) => (e instanceof Error ? e.message : String(e))
+
+/** Logins as Fossil stores them: no spaces or control characters (they would break a card). */
+const validLogin = (user: string) => /^[^\s\x00-\x1f\\]{1,64}$/.test(user)
+const validUvName = (name: string) =>
+  /^[A-Za-z0-9._\-][A-Za-z0-9._\-/]{0,250}$/.test(name) && !name.split("/").some((p) => p === ".." || p === "")
+const validField = (name: string) => /^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(name)
+
+export const make = (config: FossilRepositoryConfig) =>
+  Effect.gen(function*() {
+    const path = Path.resolve(config.path)
+    const role: "served" | "clone" = config.server === undefined ? "served" : "clone"
+    const readOptions: Read.ReadOptions = { senders: role === "served" }
+    let db: BetterSqlite3.Database | undefined
+
+    yield* Effect.addFinalizer(() => Effect.sync(() => db?.close()))
+
+    const open = (): BetterSqlite3.Database => {
+      if (db !== undefined) return db
+      const d = new BetterSqlite3(path, { readonly: true, fileMustExist: true })
+      try {
+        d.pragma(`busy_timeout = ${config.busyTimeoutMs ?? 5000}`)
+        // a repository has these; anything else is not one
+        d.prepare("SELECT 1 FROM blob, rcvfrom, config LIMIT 1").all()
+      } catch (e) {
+        d.close()
+        throw e
+      }
+      db = d
+      return d
+    }
+
+    /** a synchronous read, its throws made RepositoryUnavailable */
+    const read = <A>(f: (db: BetterSqlite3.Database) => A) =>
+      Effect.try({ try: () => f(open()), catch: (e) => new RepositoryUnavailable({ path, reason: message(e) }) })
+
+    const resolve = (what: string, name: string) =>
+      Effect.gen(function*() {
+        if (!isHashPrefix(name)) return yield* new InvalidInput({ field: what, reason: `"${name}" is not a hash or a hash prefix (4 to 64 lower-case hex digits)` })
+        const r = yield* read((d) => Read.resolveHash(d, name))
+        if (r === "none") return yield* new NotFound({ what, name })
+        if (r === "ambiguous") return yield* new AmbiguousName({ what, name })
+        if (r.size < 0) return yield* new PhantomArtifact({ hash: r.hash })
+        return r
+      })
+
+    const resolvePost = (name: string) =>
+      Effect.gen(function*() {
+        const r = yield* resolve("forum post", name)
+        if (!(yield* read((d) => Read.isForumPost(d, r.rid)))) return yield* new NotFound({ what: "forum post", name })
+        return r
+      })
+
+    const resolveTicket = (name: string) =>
+      Effect.gen(function*() {
+        if (!isHashPrefix(name)) return yield* new InvalidInput({ field: "ticket", reason: `"${name}" is not a ticket id or prefix (4 to 40 hex digits)` })
+        const ids = yield* read((d) => Read.ticketIds(d, name))
+        if (ids.length === 0) return yield* new NotFound({ what: "ticket", name })
+        if (ids.length > 1 && !ids.includes(name)) return yield* new AmbiguousName({ what: "ticket", name })
+        return ids.includes(name) ? name : ids[0]!
+      })
+
+    const checkUser = (user: string) =>
+      validLogin(user)
+        ? Effect.void
+        : Effect.fail(new InvalidInput({ field: "user", reason: `"${user}" is not a Fossil login` }))
+
+    // ---------- writes on the server's host ----------
+
+    const withTempDir = <A, E>(f: (dir: string) => Effect.Effect<A, E>): Effect.Effect<A, E | WriteFailed> =>
+      Effect.acquireUseRelease(
+        Effect.try({
+          try: () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-write-")),
+          catch: (e) => new WriteFailed({ operation: "make a temporary directory", reason: message(e) })
+        }),
+        f,
+        (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+      )
+
+    const fossil = (operation: string, user: string, args: ReadonlyArray<string>) =>
+      Effect.gen(function*() {
+        const r = yield* Effect.tryPromise({
+          try: () => runFossil(args, { user }),
+          catch: (e) => new WriteFailed({ operation, reason: `cannot run fossil: ${message(e)}` })
+        })
+        const out = `${r.stdout}\n${r.stderr}`.trim()
+        if (/no such user/i.test(out)) return yield* new WriteRefused({ user, reason: `no such user in ${path}` })
+        if (r.code !== 0 || errorLines(out).length > 0) {
+          return yield* new WriteFailed({ operation, reason: out.split("\n").slice(-3).join(" ").slice(0, 500) || `exit ${String(r.code)}` })
+        }
+        return r
+      })
+
+    const confirmServed = (user: string, hash: string) =>
+      Effect.gen(function*() {
+        const r = yield* read((d) => Read.receipt(d, hash))
+        if (r === undefined) return yield* new WriteNotConfirmed({ hash, reason: `${path} has no receipt for it` })
+        if (r.sender !== user) {
+          return yield* new WriteNotConfirmed({ hash, reason: `${path} received it from ${r.sender}, not ${user}` })
+        }
+        return { hash: r.hash, rid: r.rid, rcvid: r.rcvid, sender: r.sender }
+      })
+
+    const putServed = (user: string, artifact: Artifact) =>
+      Effect.gen(function*() {
+        const existing = yield* read((d) => Read.receipt(d, artifact.hash))
+        if (existing !== undefined) {
+          const receipt = yield* confirmServed(user, artifact.hash)
+          return { hash: artifact.hash, receipt, sent: false } satisfies Written
+        }
+        if ((yield* read((d) => Read.user(d, user))) === undefined) {
+          return yield* new WriteRefused({ user, reason: `no such user in ${path}` })
+        }
+        const { projectCode } = yield* read(Read.codes)
+        yield* withTempDir((dir) =>
+          Effect.gen(function*() {
+            const bundle = Path.join(dir, "write.bundle")
+            yield* Effect.try({
+              try: () => writeBundle(bundle, projectCode, [artifact]),
+              catch: (e) => new WriteFailed({ operation: "write a bundle", reason: message(e) })
+            })
+            yield* fossil("fossil bundle import", user, ["bundle", "import", bundle, "--publish", "-U", user, "-R", path])
+          })
+        )
+        const receipt = yield* confirmServed(user, artifact.hash)
+        return { hash: artifact.hash, receipt, sent: true } satisfies Written
+      })
+
+    // ---------- writes from a clone ----------
+
+    const loginFor = (user: string) =>
+      Effect.gen(function*() {
+        const password = config.server?.passwords[user]
+        if (password === undefined) {
+          return yield* new WriteRefused({ user, reason: "no password for this user on this host" })
+        }
+        const { projectCode } = yield* read(Read.codes)
+        return { user, password, projectCode } satisfies XferLogin
+      })
+
+    const url = config.server?.url ?? ""
+
+    const exchange = (operation: string, login: XferLogin, payload: Buffer) =>
+      Effect.gen(function*() {
+        const reply: XferReply = yield* Effect.tryPromise({
+          try: () => xferRequest(url, login, payload),
+          catch: (e) =>
+            e instanceof XferUnreachable
+              ? new ServerUnreachable({ url, reason: e.message })
+              : new WriteFailed({ operation, reason: e instanceof XferProtocolError ? e.message : message(e) })
+        })
+        const error = reply.errors[0]
+        if (error === undefined) return reply
+        if (/login failed|not authorized/i.test(error)) {
+          return yield* new WriteRefused({ user: login.user, reason: `${url} says: ${error}` })
+        }
+        return yield* new WriteFailed({ operation, reason: `${url} says: ${error}` })
+      })
+
+    const pullCard = (login: XferLogin) => `pull ${clientCode} ${login.projectCode}\n`
+    const pushCard = (login: XferLogin) => `push ${clientCode} ${login.projectCode}\n`
+
+    const serverHolds = (login: XferLogin, hash: string) =>
+      exchange("ask the server for the artifact", login, Buffer.from(`${pullCard(login)}gimme ${hash}\n`)).pipe(
+        Effect.map((reply) => heldHashes(reply.cards).has(hash))
+      )
+
+    const putClone = (user: string, artifact: Artifact) =>
+      Effect.gen(function*() {
+        const login = yield* loginFor(user)
+        if (yield* serverHolds(login, artifact.hash)) {
+          return { hash: artifact.hash, receipt: undefined, sent: false } satisfies Written
+        }
+        yield* exchange("push", login, Buffer.concat([Buffer.from(pushCard(login)), fileCard(artifact.hash, artifact.bytes)]))
+        if (!(yield* serverHolds(login, artifact.hash))) {
+          return yield* new WriteNotConfirmed({ hash: artifact.hash, reason: `${url} does not return it after the push` })
+        }
+        return { hash: artifact.hash, receipt: undefined, sent: true } satisfies Written
+      })
+
+    const put = (user: string, artifact: Artifact) =>
+      Effect.gen(function*() {
+        yield* checkUser(user)
+        if (sha3(artifact.bytes) !== artifact.hash) {
+          return yield* new InvalidInput({ field: "artifact", reason: `its hash ${artifact.hash} is not the SHA3-256 of its bytes` })
+        }
+        return yield* (role === "served" ? putServed(user, artifact) : putClone(user, artifact))
+      })
+
+    const putUnversioned: RepositoryService["putUnversioned"] = (input) =>
+      Effect.gen(function*() {
+        yield* checkUser(input.user)
+        if (!validUvName(input.name)) {
+          return yield* new InvalidInput({ field: "name", reason: `"${input.name}" is not a valid unversioned file name` })
+        }
+        const bytes = typeof input.content === "string" ? Buffer.from(input.content, "utf8") : Buffer.from(input.content)
+        const hash = sha3(bytes)
+        if (role === "served") {
+          const before = yield* read((d) => Read.unversionedReceipt(d, input.name))
+          if (before === undefined || before.hash !== hash || before.sender !== input.user) {
+            if ((yield* read((d) => Read.user(d, input.user))) === undefined) {
+              return yield* new WriteRefused({ user: input.user, reason: `no such user in ${path}` })
+            }
+            yield* withTempDir((dir) =>
+              Effect.gen(function*() {
+                const file = Path.join(dir, "content")
+                yield* Effect.try({
+                  try: () => Fs.writeFileSync(file, bytes),
+                  catch: (e) => new WriteFailed({ operation: "write a temporary file", reason: message(e) })
+                })
+                yield* fossil("fossil uv add", input.user, ["uv", "add", file, "--as", input.name, "-U", input.user, "-R", path])
+              })
+            )
+          }
+          const after = yield* read((d) => Read.unversionedReceipt(d, input.name))
+          if (after === undefined || (after.hash !== hash && after.hash !== sha1(bytes))) {
+            return yield* new WriteNotConfirmed({ hash, reason: `${path} does not hold ${input.name} with this content` })
+          }
+          if (after.sender !== input.user) {
+            return yield* new WriteNotConfirmed({ hash, reason: `${path} received ${input.name} from ${String(after.sender)}, not ${input.user}` })
+          }
+          return { name: input.name, hash: after.hash, rcvid: after.rcvid, sender: after.sender } satisfies WrittenUnversioned
+        }
+        const login = yield* loginFor(input.user)
+        const mtime = Math.floor(Date.now() / 1000)
+        // a uv-hash pragma makes the server create its unversioned table and say whether it takes uv files
+        const pushed = yield* exchange("push an unversioned file", login,
+          Buffer.concat([Buffer.from(`${pushCard(login)}pragma uv-hash ${sha1("ocx2")}\n`), uvfileCard(input.name, mtime, hash, bytes)]))
+        if (pushed.cards.some((c) => c.name === "pragma" && c.args[0] === "uv-pull-only")) {
+          return yield* new WriteRefused({ user: input.user, reason: `${url} takes no unversioned files from ${input.user} (capability y)` })
+        }
+        const reply = yield* exchange("ask the server for the unversioned file", login,
+          Buffer.from(`${pullCard(login)}uvgimme ${input.name}\n`))
+        const held = reply.cards.find((c) => c.name === "uvfile" && c.args[0] === input.name)
+        if (held === undefined || held.args[2] !== hash) {
+          return yield* new WriteNotConfirmed({
+            hash,
+            reason: `${url} does not hold ${input.name} with this content (does ${input.user} hold capability y?)`
+          })
+        }
+        return { name: input.name, hash, rcvid: undefined, sender: undefined } satisfies WrittenUnversioned
+      })
+
+    const service: RepositoryService = {
+      path,
+      role,
+      readAfter: (cursor, limit = 1000) =>
+        Number.isInteger(limit) && limit > 0
+          ? read((d) => Read.readAfter(d, cursor, limit, readOptions))
+          : Effect.fail(new InvalidInput({ field: "limit", reason: `${limit} is not a whole number above 0` })),
+      thread: (post) =>
+        Effect.gen(function*() {
+          const r = yield* resolvePost(post)
+          const posts = yield* read((d) => Read.thread(d, r.rid, readOptions))
+          if (posts === undefined) return yield* new NotFound({ what: "forum post", name: post })
+          return posts
+        }),
+      ticket: (id) =>
+        Effect.gen(function*() {
+          const full = yield* resolveTicket(id)
+          return yield* read((d) => Read.ticket(d, full, readOptions))
+        }),
+      tags: (checkin) =>
+        Effect.gen(function*() {
+          const r = yield* resolve("check-in", checkin)
+          if (!(yield* read((d) => Read.isCheckin(d, r.rid)))) return yield* new NotFound({ what: "check-in", name: checkin })
+          return yield* read((d) => Read.checkinTags(d, r.rid, r.hash, readOptions))
+        }),
+      user: (login) => read((d) => Read.user(d, login)),
+      codes: () => read(Read.codes),
+      artifact: (hash) =>
+        Effect.gen(function*() {
+          const r = yield* resolve("artifact", hash)
+          const bytes = yield* read((d) => content(d, r.rid))
+          if (bytes === undefined) return yield* new PhantomArtifact({ hash: r.hash })
+          return bytes
+        }),
+      unversioned: () => read((d) => Read.unversionedList(d, readOptions)),
+      readUnversioned: (name) =>
+        Effect.gen(function*() {
+          const f = yield* read((d) => Read.unversionedFile(d, name, readOptions))
+          if (f === undefined) return yield* new NotFound({ what: "unversioned file", name })
+          return f
+        }),
+
+      post: (input) =>
+        Effect.gen(function*() {
+          if (input.title.trim() === "") return yield* new InvalidInput({ field: "title", reason: "a new thread needs a title" })
+          const artifact = composeForumPost({
+            user: input.user, date: new Date(), title: input.title, text: input.text,
+            ...(input.mimetype === undefined ? {} : { mimetype: input.mimetype })
+          })
+          return yield* put(input.user, artifact)
+        }),
+      reply: (input) =>
+        Effect.gen(function*() {
+          const to = yield* resolvePost(input.to)
+          const thread = yield* read((d) => Read.thread(d, to.rid, { senders: false }))
+          const root = thread?.find((p) => p.hash === to.hash)?.root ?? thread?.[0]?.root
+          if (root === undefined) return yield* new NotFound({ what: "forum post", name: input.to })
+          const artifact = composeForumPost({
+            user: input.user, date: new Date(), root, replyTo: to.hash, text: input.text,
+            ...(input.mimetype === undefined ? {} : { mimetype: input.mimetype })
+          })
+          const written = yield* put(input.user, artifact)
+          return { ...written, root }
+        }),
+      ticketChange: (input) =>
+        Effect.gen(function*() {
+          const names = [...Object.keys(input.fields), ...Object.keys(input.append ?? {})]
+          const bad = names.find((n) => !validField(n))
+          if (bad !== undefined) return yield* new InvalidInput({ field: "fields", reason: `"${bad}" is not a ticket field name` })
+          if (names.length === 0) return yield* new InvalidInput({ field: "fields", reason: "a ticket change sets at least one field" })
+          const ticket = input.ticket === undefined ? Crypto.randomBytes(20).toString("hex") : yield* resolveTicket(input.ticket)
+          const artifact = composeTicketChange({
+            user: input.user, date: new Date(), ticket, fields: input.fields,
+            ...(input.append === undefined ? {} : { append: input.append })
+          })
+          const written = yield* put(input.user, artifact)
+          return { ...written, ticket }
+        }),
+      tag: (input) =>
+        Effect.gen(function*() {
+          if (!/^[^\s\x00-\x1f]{1,100}$/.test(input.name)) return yield* new InvalidInput({ field: "name", reason: `"${input.name}" is not a tag name` })
+          if (/[\r\n]/.test(input.value)) return yield* new InvalidInput({ field: "value", reason: "a tag value is one line" })
+          const r = yield* resolve("check-in", input.checkin)
+          if (!(yield* read((d) => Read.isCheckin(d, r.rid)))) return yield* new NotFound({ what: "check-in", name: input.checkin })
+          const artifact = composeTag({ user: input.user, date: new Date(), target: r.hash, name: input.name, value: input.value })
+          return yield* put(input.user, artifact)
+        }),
+      putUnversioned,
+      put
+    }
+    return service
+  })
+
+/** The Repository over one repository file; the read connection closes with the layer. */
+export const layer = (config: FossilRepositoryConfig) => Layer.scoped(Repository, make(config))
+
+export { isFullHash }
