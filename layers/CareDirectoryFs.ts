@@ -96,7 +96,7 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
             return fd
           }),
           closeQuietly
-        ).pipe(Effect.as({ run, lockPath: file }))
+        ).pipe(Effect.map((fd) => ({ run, lockPath: file, fd })))
       )
 
     const probe: CareDirectoryShape["probe"] = (run) =>

@@ -46,6 +46,11 @@ export interface FossilRepositoryConfig {
     readonly url: string
     readonly passwords: Readonly<Record<string, string>>
   }
+  /**
+   * Descriptors every writing fossil child inherits: the watcher passes its run's lock, so a
+   * write still in flight when the watcher dies keeps the lock until the write has landed.
+   */
+  readonly holdFds?: ReadonlyArray<number>
   /** how long a read waits for Fossil's commit to end (default 5000 ms) */
   readonly busyTimeoutMs?: number
 }
@@ -132,7 +137,7 @@ export const make = (config: FossilRepositoryConfig) =>
     const fossil = (operation: string, user: string, args: ReadonlyArray<string>) =>
       Effect.gen(function*() {
         const r = yield* Effect.tryPromise({
-          try: () => runFossil(args, { user }),
+          try: () => runFossil(args, { user, ...(config.holdFds !== undefined ? { holdFds: config.holdFds } : {}) }),
           catch: (e) => new WriteFailed({ operation, reason: `cannot run fossil: ${message(e)}` })
         })
         const out = `${r.stdout}\n${r.stderr}`.trim()

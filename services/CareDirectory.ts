@@ -12,6 +12,11 @@ export type RunCare = "absent" | "alive" | "gone"
 
 export interface RunLock {
   readonly run: string
+  /**
+   * The descriptor holding the lock. A child given it keeps the lock held until the child
+   * ends too: a write still in flight when the watcher dies keeps recovery waiting for it.
+   */
+  readonly fd: number
   readonly lockPath: string
 }
 

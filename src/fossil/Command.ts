@@ -15,25 +15,43 @@ export const fossilBinary = process.env["OCX2_FOSSIL"] ?? "fossil"
 
 export const runFossil = (
   args: ReadonlyArray<string>,
-  options: { readonly user: string; readonly cwd?: string; readonly timeoutMs?: number; readonly input?: string }
+  options: {
+    readonly user: string
+    readonly cwd?: string
+    readonly timeoutMs?: number
+    readonly input?: string
+    /** descriptors the child inherits (as fds 3, 4, ...): a lock passed this way is held until it ends */
+    readonly holdFds?: ReadonlyArray<number>
+  }
 ): Promise<FossilResult> =>
   new Promise((resolve, reject) => {
-    const child = ChildProcess.execFile(
-      fossilBinary,
-      [...args],
-      {
-        cwd: options.cwd,
-        env: { ...process.env, USER: options.user },
-        timeout: options.timeoutMs ?? 60_000,
-        maxBuffer: 64 * 1024 * 1024,
-        encoding: "utf8"
-      },
-      (error, stdout, stderr) => {
-        if (error !== null && typeof error.code === "string") return reject(error) // ENOENT and the like
-        resolve({ code: error === null ? 0 : (typeof error.code === "number" ? error.code : null), stdout, stderr })
-      }
-    )
-    if (options.input !== undefined) child.stdin?.end(options.input)
+    // spawn, not execFile: execFile ignores `stdio`, and held descriptors must reach the child
+    const child = ChildProcess.spawn(fossilBinary, [...args], {
+      cwd: options.cwd,
+      env: { ...process.env, USER: options.user },
+      stdio: ["pipe", "pipe", "pipe", ...(options.holdFds ?? [])]
+    })
+    const out: Array<Buffer> = []
+    const err: Array<Buffer> = []
+    let size = 0
+    const limit = 64 * 1024 * 1024
+    const collect = (into: Array<Buffer>) => (chunk: Buffer) => {
+      size += chunk.length
+      if (size <= limit) into.push(chunk)
+    }
+    child.stdout!.on("data", collect(out))
+    child.stderr!.on("data", collect(err))
+    const timer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 60_000)
+    child.once("error", (error) => {
+      clearTimeout(timer)
+      reject(error) // ENOENT and the like
+    })
+    child.once("close", (code) => {
+      clearTimeout(timer)
+      resolve({ code, stdout: Buffer.concat(out).toString("utf8"), stderr: Buffer.concat(err).toString("utf8") })
+    })
+    child.stdin!.on("error", () => {}) // a child that exits without reading its input
+    child.stdin!.end(options.input ?? "")
   })
 
 /** Fossil's sync commands exit 0 on server errors: their `Error:` lines are the failure. */
