@@ -1,0 +1,21 @@
+import * as Effect from "effect/Effect"
+import * as ReleaseRootFs from "../../layers/ReleaseRootFs.js"
+import { RootInput } from "../release/acceptRelease.js"
+import { rollbackRelease, RollbackOutput } from "../release/rollbackRelease.js"
+import { needsSetup } from "./stage.js"
+import { defineTool } from "./Tool.js"
+
+export const rollback = defineTool({
+  name: "rollback",
+  summary: "Serve the previous release again",
+  description:
+    "Serves the previous release (ROOT/previous) as current again, and keeps the release it replaces as previous: " +
+    "current and previous trade places, so a second rollback undoes the first. The hook (ROOT/ocx2-hook, a link to " +
+    "current/ocx2-hook) follows. Each link is switched atomically. Refused when there is no previous release. Needs " +
+    "Fossil's setup capability (s). --root ROOT defaults to the root this program was released into.",
+  input: RootInput,
+  positional: [],
+  output: RollbackOutput,
+  allow: needsSetup("rollback"),
+  handle: (input, context) => rollbackRelease(input, context, process.argv[1]).pipe(Effect.provide(ReleaseRootFs.layer))
+})
