@@ -25,7 +25,7 @@ import {
 } from "../services/SandboxLauncher.js"
 import { ByteTail } from "../src/sandbox/ByteTail.js"
 import { bwrapArgs, unconfinedArgs } from "../src/sandbox/bwrapArgs.js"
-import { LaunchCgroups, probeController } from "../src/sandbox/cgroups.js"
+import { leftoverName, LaunchCgroups, probeController } from "../src/sandbox/cgroups.js"
 import { decideEnding } from "../src/sandbox/ending.js"
 import { planMounts, type PlannedMounts } from "../src/sandbox/mountPlan.js"
 import { endTree } from "../src/sandbox/processTree.js"
@@ -399,7 +399,7 @@ export const make = (options: BwrapSandboxOptions = {}): SandboxLauncherShape =>
         const cgroups = yield* Effect.try({
           try: () =>
             caps().processes || spec.limits.memoryBytes !== undefined
-              ? LaunchCgroups.make(`ocx2-${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`, {
+              ? LaunchCgroups.make(spec.name !== undefined ? leftoverName(spec.name) : `ocx2-${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`, {
                 pids: caps().processes,
                 pidsMax: processes === undefined ? undefined : processes + bwrapProcesses,
                 memoryBytes: spec.limits.memoryBytes

@@ -8,6 +8,11 @@ import type * as Scope from "effect/Scope"
  * bytes, every duration in seconds. The launcher knows nothing of runs or Fossil.
  */
 export interface LaunchSpec {
+  /**
+   * Names the launch's cgroups (ocx2-run-NAME), so what is left of it after its launcher died
+   * can be found and ended (sandbox/cgroups.ts endLeftovers). The watcher gives the run's hash.
+   */
+  readonly name?: string | undefined
   /** the program, then its arguments; a program without "/" is found on env's PATH */
   readonly command: ReadonlyArray<string>
   /** the process's whole environment; nothing is added */

@@ -7,7 +7,8 @@ import * as Option from "effect/Option"
 import { fieldsOf, optionName, type Field } from "../tools/fields.js"
 import { tools } from "../tools/registry.js"
 import { runTool } from "../tools/runTool.js"
-import type { Answer, Caller, Tool } from "../tools/Tool.js"
+import type { Answer, Tool } from "../tools/Tool.js"
+import { resolveCaller } from "./caller.js"
 import { renderText } from "./renderText.js"
 
 // The CLI adapter: every subcommand is derived from a tool definition; it parses, calls runTool,
@@ -70,11 +71,8 @@ const printAnswer = (tool: Tool, answer: Answer<unknown>, json: boolean) =>
     if (answer.stopped.reason === "failed") process.exitCode = 1
   })
 
-const cliCaller = (user: Option.Option<string>): Caller => ({
-  user: Option.getOrUndefined(user) ?? process.env.USER,
-  capabilities: "",
-  sandboxed: process.env.OCX_SANDBOX === "1"
-})
+const cliCaller = (global: { readonly user: Option.Option<string>; readonly repository: Option.Option<string> }) =>
+  resolveCaller({ user: Option.getOrUndefined(global.user), repository: Option.getOrUndefined(global.repository) })
 
 const commandOf = (tool: Tool) => {
   const fields = fieldsOf(tool)
@@ -93,7 +91,7 @@ const commandOf = (tool: Tool) => {
         if (value !== undefined) raw[field.name] = value
       }
       const answer = yield* runTool(tool, raw, {
-        caller: cliCaller(global.user),
+        caller: yield* cliCaller(global),
         dryRun: parsed.dryRun,
         repository: Option.getOrUndefined(global.repository)
       })
@@ -106,10 +104,10 @@ const listTool = tools.find((t) => t.name === "list")!
 /** `ocx2` alone lists the tools, as `ocx2 list` does. */
 export const command = root.pipe(
   Command.withHandler((global) =>
-    Effect.flatMap(
-      runTool(listTool, {}, { caller: cliCaller(global.user), dryRun: false, repository: undefined }),
-      (answer) => printAnswer(listTool, answer, global.json)
-    )),
+    Effect.gen(function*() {
+      const answer = yield* runTool(listTool, {}, { caller: yield* cliCaller(global), dryRun: false, repository: undefined })
+      yield* printAnswer(listTool, answer, global.json)
+    })),
   Command.withSubcommands(tools.map(commandOf) as [ReturnType<typeof commandOf>])
 )
 

@@ -154,3 +154,45 @@ export class LaunchCgroups {
     return all
   }
 }
+
+/** The cgroup name of a named launch. */
+export const leftoverName = (name: string): string => `ocx2-run-${name.replace(/[^A-Za-z0-9_-]/g, "_")}`
+
+/**
+ * Ends every process left in a named launch's cgroups and removes them: what recovery does for a
+ * run whose watcher died while its process (not ending with its parent) ran on. Returns how many
+ * processes it ended.
+ */
+export const endLeftovers = (name: string): number => {
+  let ended = 0
+  for (const controller of ["pids", "memory"] as const) {
+    const own = ownCgroupDir(controller)
+    if (own === undefined) continue
+    const dir = Path.join(own, leftoverName(name))
+    if (!Fs.existsSync(dir)) continue
+    for (let attempt = 0; attempt < 50; attempt++) {
+      let pids: Array<number> = []
+      try {
+        pids = Fs.readFileSync(Path.join(dir, "cgroup.procs"), "utf8").split("\n").filter((l) => l !== "").map(Number)
+      } catch {
+        break
+      }
+      if (pids.length === 0) break
+      for (const pid of pids) {
+        try {
+          process.kill(pid, "SIGKILL")
+          ended++
+        } catch {
+          // already gone
+        }
+      }
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20)
+    }
+    try {
+      Fs.rmdirSync(dir)
+    } catch {
+      // still busy or gone: the next recovery tries again
+    }
+  }
+  return ended
+}

@@ -1,0 +1,3 @@
+import { main } from "../src/watcher/main.js"
+
+main(process.argv.slice(2))

@@ -1,0 +1,127 @@
+import * as Effect from "effect/Effect"
+import { Receipts } from "../../services/Receipts.js"
+import { Repository } from "../../services/Repository.js"
+import { cardValue, parseArtifact } from "../fossil/Artifact.js"
+import { readMessage, type Message } from "../protocol/Envelope.js"
+import { decodeEnded, decodeStarted, type StartedContent } from "../protocol/Messages.js"
+import type { EndedContent } from "../protocol/Outcomes.js"
+import { compareServerOrder, replyCounts, type ReplyKind, type Sender } from "../protocol/Senders.js"
+
+// A run's record as the served repository holds it: the run, where it is, who sent it, and the
+// replies that count (2.4), each decided by the server's receipts, never by the artifact's U card.
+
+export type RunPlace =
+  | { readonly _tag: "Thread"; readonly root: string }
+  | { readonly _tag: "Ticket"; readonly ticket: string }
+
+/** An artifact where the run is, with the message it holds and its sender as the server says. */
+export interface Reply {
+  readonly hash: string
+  readonly rcvid: number
+  readonly rid: number
+  readonly message: Message | undefined
+  readonly sender: Sender | undefined
+}
+
+export interface Counted<A> {
+  readonly hash: string
+  readonly content: A
+}
+
+export interface Tally {
+  readonly started: Counted<StartedContent | undefined> | undefined
+  readonly ended: Counted<EndedContent> | undefined
+  readonly stops: ReadonlyArray<Counted<Sender>>
+  readonly publishes: ReadonlyArray<Counted<Sender>>
+}
+
+export interface RunRecord extends Tally {
+  readonly hash: string
+  readonly place: RunPlace
+  readonly rcvid: number
+  readonly rid: number
+  /** the run's own message, when its text holds one of kind run */
+  readonly message: Message | undefined
+  /** undefined until the server has said who sent it */
+  readonly sender: Sender | undefined
+}
+
+const replyKinds: ReadonlyArray<ReplyKind> = ["started", "ended", "stop", "publish"]
+
+/** 2.4: of the replies naming the run, in server order, which count. Pure. */
+export const tally = (run: { readonly hash: string; readonly to: string | undefined; readonly rcvid: number; readonly rid: number }, replies: ReadonlyArray<Reply>): Tally => {
+  let started: Tally["started"]
+  let ended: Tally["ended"]
+  const stops: Array<Counted<Sender>> = []
+  const publishes: Array<Counted<Sender>> = []
+  const ordered = [...replies].sort(compareServerOrder)
+  for (const reply of ordered) {
+    const message = reply.message
+    if (message === undefined || message.re !== run.hash) continue
+    if (compareServerOrder(reply, run) <= 0) continue // a reply cannot come before what it answers
+    const kind = message.kind as ReplyKind
+    if (!replyKinds.includes(kind) || run.to === undefined || !replyCounts(kind, reply.sender, run.to)) continue
+    if (kind === "started" && started === undefined) {
+      const content = decodeStarted(message.content)
+      started = { hash: reply.hash, content: content._tag === "Right" ? content.right : undefined }
+    } else if (kind === "ended" && ended === undefined) {
+      const content = decodeEnded(message.content)
+      // an ended whose content cannot be read still ends the run (2.12: an unknown outcome is ended)
+      ended = { hash: reply.hash, content: content._tag === "Right" ? content.right : { outcome: "unreadable" } }
+    } else if (kind === "stop") stops.push({ hash: reply.hash, content: reply.sender! })
+    else if (kind === "publish") publishes.push({ hash: reply.hash, content: reply.sender! })
+  }
+  return { started, ended, stops, publishes }
+}
+
+const runMessageOf = (text: string): Message | undefined => {
+  const reading = readMessage(text)
+  return reading._tag === "Message" && reading.kind === "run" ? reading : undefined
+}
+
+const messageOf = (text: string): Message | undefined => {
+  const reading = readMessage(text)
+  return reading._tag === "Message" ? reading : undefined
+}
+
+/** Reads a run's record: the run artifact, every reply where it is, and each sender from the receipts. */
+export const readRunRecord = (hash: string) =>
+  Effect.gen(function*() {
+    const repository = yield* Repository
+    const receipts = yield* Receipts
+    const parsed = parseArtifact(yield* repository.artifact(hash))
+    const ticket = cardValue(parsed, "K")
+    const entries = ticket !== undefined
+      ? (yield* repository.ticket(ticket)).map((c) => ({ hash: c.hash, rcvid: c.rcvid, rid: c.rid, text: c.text }))
+      : (yield* repository.thread(hash)).map((p) => ({ hash: p.hash, rcvid: p.rcvid, rid: p.rid, text: p.text }))
+    const own = entries.find((e) => e.hash === hash)
+    const message = runMessageOf(own?.text ?? parsed.wiki ?? "")
+    const replies = entries.filter((e) => e.hash !== hash).map((e) => ({ ...e, message: messageOf(e.text) }))
+    // only the run and the replies naming it need a sender; ask for them in one call
+    const asked = [hash, ...replies.filter((r) => r.message?.re === hash).map((r) => r.hash)]
+    const answers = yield* receipts.receipts(asked)
+    const senders = new Map<string, Sender>()
+    const order = new Map<string, { rcvid: number; rid: number }>()
+    for (const answer of answers) {
+      if (answer._tag !== "Received") continue
+      senders.set(answer.hash, { login: answer.sender, capabilities: answer.capabilities })
+      order.set(answer.hash, { rcvid: answer.rcvid, rid: answer.rid })
+    }
+    // on a clone the local rcvid is the pull's; the server's order is the receipt's
+    const placed = <A extends { hash: string; rcvid: number; rid: number }>(a: A): A => ({ ...a, ...(order.get(a.hash) ?? {}) })
+    const runOrder = placed({ hash, rcvid: own?.rcvid ?? 0, rid: own?.rid ?? 0 })
+    const counted = tally(
+      { hash, to: message?.to, rcvid: runOrder.rcvid, rid: runOrder.rid },
+      replies.map((r) => placed({ hash: r.hash, rcvid: r.rcvid, rid: r.rid, message: r.message, sender: senders.get(r.hash) }))
+    )
+    const record: RunRecord = {
+      hash,
+      place: ticket !== undefined ? { _tag: "Ticket", ticket } : { _tag: "Thread", root: entries[0]?.hash ?? hash },
+      rcvid: runOrder.rcvid,
+      rid: runOrder.rid,
+      message,
+      sender: senders.get(hash),
+      ...counted
+    }
+    return record
+  })

@@ -1,0 +1,299 @@
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Cause from "effect/Cause"
+import type * as Layer from "effect/Layer"
+import * as Ref from "effect/Ref"
+import * as Schedule from "effect/Schedule"
+import { CareDirectory, type RunLock } from "../../services/CareDirectory.js"
+import { Receipts } from "../../services/Receipts.js"
+import { Repository } from "../../services/Repository.js"
+import { SandboxLauncher, type Ending, type LaunchResult, type LaunchSpec } from "../../services/SandboxLauncher.js"
+import { decide, type LifeEvent } from "../protocol/Life.js"
+import { endedMessage, startedMessage, startedValues } from "../protocol/Messages.js"
+import { endedBudget, endedLost, endedStopped, type EndedContent } from "../protocol/Outcomes.js"
+import { isStepPlaceholder, type Values } from "../protocol/Placeholders.js"
+import { checkRun, endedOfRefusal, refusal, type CheckedRun, type Refusal } from "../protocol/Refusals.js"
+import { ciVerdict, formatVerdict } from "../protocol/Verdicts.js"
+import { releasePaths } from "../release/ReleasePaths.js"
+import { endLeftovers } from "../sandbox/cgroups.js"
+import { cloneUsers } from "../node/CloneUsers.js"
+import { hostSettings, nodeOwnPaths, type NodeConfig } from "../node/NodeConfig.js"
+import { writeMessageWhereTheRunIs, writeWhereTheRunIs } from "../node/Reports.js"
+import { readRunRecord, type RunRecord } from "../node/RunRecord.js"
+import { endingWords, keptLogText } from "./KeptLogs.js"
+import { launchSpec } from "./LaunchPlan.js"
+import { publicationText, publish } from "./Publications.js"
+import { fileSizeLimitOf, performSteps } from "./Workspace.js"
+
+// The watcher: one process per run, holding ROOT/care/RUN.lock for its whole life (2.15,
+// DECISIONS 7). Under the lock it decides the run again from the record, prepares the
+// workspace, writes started (only while none counts), launches, and in a finalizer that runs
+// however the launch ends writes ended (only while none counts); then kept logs, publications
+// and the verdict. Everything is read back from the record before it is written, so a watcher
+// that dies at any point leaves a run that recovery completes with exactly one of each.
+
+/** Points a test may have the watcher SIGKILL itself at (OCX2_CRASH_AT). */
+export const crashPoints = ["locked", "started", "running", "before-ended", "writing-ended"] as const
+export type CrashPoint = (typeof crashPoints)[number]
+
+export interface WatcherOptions {
+  readonly config: NodeConfig
+  readonly run: string
+  /** a user holding admin or setup started this manual run (seed 001, `run`) */
+  readonly personStart?: boolean
+  readonly crashAt?: CrashPoint | undefined
+}
+
+/** The repository and receipts of the node, built once the lock is held so writes can hold it too. */
+export type RecordLayer = (lock: RunLock) => Layer.Layer<Repository | Receipts, unknown>
+
+const crash = (options: WatcherOptions, point: CrashPoint) =>
+  options.crashAt === point
+    ? Effect.sync(() => process.kill(process.pid, "SIGKILL")).pipe(Effect.zipRight(Effect.never))
+    : Effect.void
+
+const endedOfEnding = (ending: Ending): EndedContent =>
+  ending.outcome === "exited"
+    ? { outcome: "exited", exit: ending.exit }
+    : ending.outcome === "budget"
+      ? endedBudget(ending.limit)
+      : endedStopped
+
+const describeCause = (cause: Cause.Cause<unknown>): string => {
+  if (Cause.isInterruptedOnly(cause)) return "the watcher was ended before its process finished"
+  const failure = Cause.squash(cause)
+  return `the watcher failed: ${failure instanceof Error ? failure.message : String(failure)}`.split("\n")[0]!
+}
+
+export const watchRun = (options: WatcherOptions, recordLayer: RecordLayer) =>
+  Effect.scoped(
+    Effect.gen(function*() {
+      const care = yield* CareDirectory
+      const lock = yield* care.lockRun(options.run)
+      yield* crash(options, "locked")
+      return yield* runInCare(options).pipe(Effect.provide(recordLayer(lock)))
+    })
+  )
+
+const runInCare = (options: WatcherOptions) =>
+  Effect.gen(function*() {
+    const { config, run } = options
+    const care = yield* CareDirectory
+    const receipts = yield* Receipts
+    const launcher = yield* SandboxLauncher
+    const log = (line: string) => care.appendLog(run, `${new Date().toISOString()} ${line}\n`).pipe(Effect.ignore)
+
+    /** ended, written only while none counts: read back under the lock first */
+    const writeEnded = (ended: EndedContent) =>
+      Effect.gen(function*() {
+        const now = yield* readRunRecord(run)
+        if (now.ended !== undefined) return yield* log(`ended already counts (${now.ended.hash}); not written again`)
+        if (options.crashAt === "writing-ended") {
+          // die while the write is in flight: the fossil child holds the lock until it lands
+          yield* Effect.forkDaemon(writeMessageWhereTheRunIs(now, config.nodeUser, endedMessage(run, ended), `Ended: ${endingWords(ended)}.`))
+          yield* Effect.sleep("30 millis")
+          yield* crash(options, "writing-ended")
+        }
+        const hash = yield* writeMessageWhereTheRunIs(now, config.nodeUser, endedMessage(run, ended), `Ended: ${endingWords(ended)}.`)
+        yield* log(`wrote ended ${ended.outcome}${ended.note !== undefined ? ` (${ended.note})` : ""}: ${hash}`)
+      })
+
+    const record = yield* readRunRecord(run)
+    if (record.ended !== undefined) return yield* log("the run has ended; nothing to do")
+    if (record.message === undefined) return yield* log("the artifact holds no run; nothing to do")
+    if (record.started !== undefined) {
+      // 2.13: its started counts, the lock was free: its watcher went down without writing ended
+      const leftovers = endLeftovers(run)
+      yield* log(`started counts and no watcher holds the run: answering lost${leftovers > 0 ? ` (ended ${leftovers} leftover processes)` : ""}`)
+      return yield* writeEnded(endedLost("its watcher ended without writing ended"))
+    }
+
+    const capabilities = yield* launcher.capabilities
+    const host = hostSettings(config, capabilities)
+    const processUser = (record.message.block["run"] as { process?: { user?: unknown } } | undefined)?.process?.user
+    const processUserCapabilities = typeof processUser === "string"
+      ? yield* receipts.capabilitiesOf(processUser)
+      : undefined
+    const clones = yield* cloneUsers(releasePaths(config.root).node)
+    const check = checkRun({
+      message: record.message,
+      runHash: run,
+      sender: record.sender,
+      processUserCapabilities,
+      cloneUsers: clones,
+      host
+    })
+    const event: LifeEvent = options.personStart === true ? { _tag: "PersonStart" } : { _tag: "Arrival" }
+    const action = decide({
+      senderKnown: record.sender !== undefined,
+      check,
+      record: { started: false, ended: false, stopped: record.stops.length > 0 },
+      care: "none",
+      processUserBusy: false,
+      workspaceKept: false,
+      event
+    })
+    switch (action._tag) {
+      case "Refuse":
+        yield* log(`refused: refusal ${action.refusal.number}: ${action.refusal.note}`)
+        return yield* writeEnded(endedOfRefusal(action.refusal))
+      case "EndStopped":
+        yield* log("a stop came first")
+        return yield* writeEnded(endedStopped)
+      case "Start":
+        break
+      default:
+        return yield* log(`not started: ${"reason" in action ? action.reason : action._tag}`)
+    }
+    const checked = (check as Either.Right<Refusal, CheckedRun>).right
+    return yield* startChecked(options, record, checked, log, writeEnded)
+  })
+
+const startChecked = (
+  options: WatcherOptions,
+  record: RunRecord,
+  checked: CheckedRun,
+  log: (line: string) => Effect.Effect<void>,
+  writeEnded: (ended: EndedContent) => Effect.Effect<void, unknown, Repository | Receipts>
+) =>
+  Effect.gen(function*() {
+    const { config, run } = options
+    const care = yield* CareDirectory
+    const repository = yield* Repository
+    const launcher = yield* SandboxLauncher
+    const refuse = (r: Refusal) =>
+      log(`refused: refusal ${r.number}: ${r.note}`).pipe(Effect.zipRight(writeEnded(endedOfRefusal(r))))
+
+    const sandbox = checked.run.sandbox
+    const steps = yield* performSteps(checked, {
+      config,
+      role: repository.role,
+      owner: sandbox === undefined ? undefined : { uid: sandbox.uid, gid: sandbox.gid },
+      fileSizeLimit: fileSizeLimitOf(checked)
+    }).pipe(Effect.either)
+    if (Either.isLeft(steps)) return yield* refuse(steps.left)
+    const values = steps.right
+    if (values.workspace !== undefined) yield* care.writeWorkspace(run, values.workspace)
+
+    const planned = launchSpec(checked, values, {
+      runHash: run,
+      releaseDir: releasePaths(config.root).current,
+      ownPaths: nodeOwnPaths(config)
+    })
+    if (Either.isLeft(planned)) return yield* refuse(planned.left)
+    const spec = planned.right
+    const unfit = yield* launcher.check(spec).pipe(Effect.flip, Effect.option)
+    if (unfit._tag === "Some") {
+      const e = unfit.value
+      return yield* refuse(
+        e._tag === "SandboxPathRefused" ? refusal(7, `${e.path}${e.resolved !== e.path ? ` (${e.resolved})` : ""}: ${e.reason}`)
+        : e._tag === "LimitUnavailable" ? refusal(6, `${e.which}: ${e.reason}`)
+        : refusal(2, `${e.key}: ${e.reason}`)
+      )
+    }
+
+    // started: only while none counts (we hold the lock, and read the record just now)
+    const stepValues = Object.fromEntries(Object.entries(values).filter(([name]) => isStepPlaceholder(name)))
+    const startedHash = yield* writeMessageWhereTheRunIs(
+      record,
+      config.nodeUser,
+      startedMessage(run, { values: startedValues(stepValues), limits: checked.run.limits }),
+      `Started on ${config.nodeUser}.`
+    )
+    yield* log(`wrote started: ${startedHash}`)
+    yield* crash(options, "started")
+
+    const decided = yield* Ref.make<EndedContent | undefined>(undefined)
+    const result = yield* Effect.acquireUseRelease(
+      Effect.void,
+      () => launchAndWait(options, spec, decided, log),
+      (_, exit) =>
+        Effect.gen(function*() {
+          const ended = (yield* Ref.get(decided)) ?? endedLost(Exit.isFailure(exit) ? describeCause(exit.cause) : "the watcher lost its process")
+          yield* writeEnded(ended).pipe(
+            Effect.retry(Schedule.exponential("200 millis").pipe(Schedule.intersect(Schedule.recurs(5)))),
+            Effect.catchAll((e) => log(`could not write ended: ${String(e)}`))
+          )
+        })
+    )
+    const ended = endedOfEnding(result.ending)
+    if (ended.outcome === "stopped") return
+    yield* afterProcess(options, record, checked, values, result, ended, log)
+  })
+
+const launchAndWait = (
+  options: WatcherOptions,
+  spec: LaunchSpec,
+  decided: Ref.Ref<EndedContent | undefined>,
+  log: (line: string) => Effect.Effect<void>
+) =>
+  Effect.scoped(
+    Effect.gen(function*() {
+      const care = yield* CareDirectory
+      const launcher = yield* SandboxLauncher
+      const running = yield* launcher.start(spec)
+      yield* log(`launched: ${spec.command.join(" ")} (pid ${running.pid})`)
+      yield* crash(options, "running")
+      yield* Effect.forkScoped(watchInboxForStop(options.run, running.stop, log).pipe(Effect.provideService(CareDirectory, care)))
+      const result: LaunchResult = yield* running.result
+      yield* Ref.set(decided, endedOfEnding(result.ending))
+      yield* log(`the process ended: ${endingWords(endedOfEnding(result.ending))}`)
+      yield* crash(options, "before-ended")
+      return result
+    })
+  )
+
+/** A stop reaches the watcher through ROOT/care/RUN.inbox (the hook appends {"stop": HASH}). */
+const watchInboxForStop = (run: string, stop: Effect.Effect<void>, log: (line: string) => Effect.Effect<void>) =>
+  Effect.gen(function*() {
+    const care = yield* CareDirectory
+    let offset = 0
+    for (;;) {
+      const read = yield* care.readInbox(run, offset).pipe(Effect.orElseSucceed(() => ({ lines: [], nextOffset: offset })))
+      offset = read.nextOffset
+      for (const line of read.lines) {
+        let parsed: unknown
+        try {
+          parsed = JSON.parse(line)
+        } catch {
+          continue
+        }
+        if (typeof parsed === "object" && parsed !== null && "stop" in parsed) {
+          yield* log(`a stop arrived: ${String((parsed as { stop: unknown }).stop)}`)
+          return yield* stop
+        }
+      }
+      yield* Effect.sleep("200 millis")
+    }
+  })
+
+/** After ended (2.10): the kept logs, the unversioned files and their reply, the ci verdict. */
+const afterProcess = (
+  options: WatcherOptions,
+  record: RunRecord,
+  checked: CheckedRun,
+  values: Values,
+  result: LaunchResult,
+  ended: EndedContent,
+  log: (line: string) => Effect.Effect<void>
+) =>
+  Effect.gen(function*() {
+    const { config, run } = options
+    const repository = yield* Repository
+    const kept = keptLogText(result, ended, checked.run.process.keep)
+    if (kept !== undefined) {
+      const hash = yield* writeWhereTheRunIs(record, config.nodeUser, kept).pipe(Effect.either)
+      yield* log(Either.isRight(hash) ? `wrote the kept logs: ${hash.right}` : `could not write the kept logs: ${String(hash.left)}`)
+    }
+    if (checked.run.process.unversioned_files.length > 0) {
+      const published = yield* publish(checked.run, values, config.nodeUser)
+      for (const p of published) yield* log(p._tag === "Published" ? `published ${p.as}: ${p.hash}` : `did not publish ${p.as}: ${p.why}`)
+      yield* writeWhereTheRunIs(record, config.nodeUser, publicationText(published)).pipe(Effect.ignore)
+    }
+    if (checked.run.process.verdict && values.checkin !== undefined) {
+      const value = formatVerdict(ciVerdict(run, ended))
+      const tagged = yield* repository.tag({ user: config.nodeUser, checkin: values.checkin, name: "ci", value }).pipe(Effect.either)
+      yield* log(Either.isRight(tagged) ? `wrote the verdict ci = ${value}` : `could not write the verdict: ${String(tagged.left)}`)
+    }
+  })

@@ -1,0 +1,83 @@
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as BwrapSandbox from "../../layers/BwrapSandbox.js"
+import * as CareDirectoryFs from "../../layers/CareDirectoryFs.js"
+import * as FossilReceipts from "../../layers/FossilReceipts.js"
+import * as FossilRepository from "../../layers/FossilRepository.js"
+import { releasePaths } from "../release/ReleasePaths.js"
+import type { NodeConfig } from "../node/NodeConfig.js"
+import { crashPoints, watchRun, type CrashPoint, type WatcherOptions } from "./Watcher.js"
+
+// ocx2-watcher --root ROOT --repository FILE --node USER --run HASH [--server-url URL] [--person-start]
+// Started detached by whoever hands it the run; it writes only to ROOT/care/RUN.log.
+
+export const usage =
+  "usage: ocx2-watcher --root ROOT --repository FILE --node USER --run HASH [--server-url URL] [--person-start]"
+
+export const parseWatcherArgs = (argv: ReadonlyArray<string>): WatcherOptions | string => {
+  const named = new Map<string, string>()
+  let personStart = false
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    if (arg === "--person-start") personStart = true
+    else if (["--root", "--repository", "--node", "--run", "--server-url"].includes(arg) && i + 1 < argv.length) named.set(arg, argv[++i]!)
+    else return `unknown argument ${JSON.stringify(arg)}; ${usage}`
+  }
+  for (const required of ["--root", "--repository", "--node", "--run"]) {
+    if (!named.has(required)) return `${required} is missing; ${usage}`
+  }
+  const run = named.get("--run")!
+  if (!/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(run)) return `--run ${JSON.stringify(run)} is not a full artifact hash`
+  const crashAt = process.env.OCX2_CRASH_AT
+  const config: NodeConfig = {
+    root: Path.resolve(named.get("--root")!),
+    repository: Path.resolve(named.get("--repository")!),
+    nodeUser: named.get("--node")!,
+    serverUrl: named.get("--server-url"),
+    passwordsFile: undefined
+  }
+  return {
+    config,
+    run,
+    personStart,
+    crashAt: crashPoints.includes(crashAt as CrashPoint) ? (crashAt as CrashPoint) : undefined
+  }
+}
+
+export const main = (argv: ReadonlyArray<string>) => {
+  const options = parseWatcherArgs(argv)
+  if (typeof options === "string") {
+    process.stderr.write(`${options}\n`)
+    process.exit(2)
+  }
+  const care = releasePaths(options.config.root).care
+  const logLine = (line: string) => {
+    try {
+      Fs.mkdirSync(care, { recursive: true, mode: 0o700 })
+      Fs.appendFileSync(Path.join(care, `${options.run}.log`), `${new Date().toISOString()} ${line}\n`)
+    } catch {
+      // nowhere left to say it
+    }
+  }
+  const program = watchRun(options, (lock) =>
+    Layer.mergeAll(
+      FossilRepository.layer({ path: options.config.repository, holdFds: [lock.fd] }),
+      FossilReceipts.layer({ path: options.config.repository })
+    )).pipe(
+      Effect.catchIf(
+        (e): e is { readonly _tag: "RunBusy" } => typeof e === "object" && e !== null && (e as { _tag?: unknown })._tag === "RunBusy",
+        () => Effect.sync(() => logLine("another watcher holds the run"))
+      ),
+      Effect.tapErrorCause((cause) => Effect.sync(() => logLine(`watcher failed: ${Cause.pretty(cause)}`))),
+      Effect.provide(Layer.mergeAll(CareDirectoryFs.layer({ root: options.config.root }), BwrapSandbox.layer()))
+    )
+  NodeRuntime.runMain(program, {
+    disableErrorReporting: true,
+    teardown: (exit, onExit) => onExit(Exit.isSuccess(exit) ? 0 : Cause.isInterruptedOnly(exit.cause) ? 130 : 1)
+  })
+}
