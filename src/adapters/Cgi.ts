@@ -1,0 +1,248 @@
+import * as Effect from "effect/Effect"
+import { resolve } from "node:path"
+import { runTool } from "../tools/runTool.js"
+import type { Answer, Caller, Tool } from "../tools/Tool.js"
+import { ocxPage, problemPage, toolPage } from "./html.js"
+import { FORMAT, fromForm, fromObject, type Decoded } from "./input.js"
+
+// The CGI adapter, run by Fossil from its extension root: Fossil authenticates the viewer and
+// passes FOSSIL_USER and FOSSIL_CAPABILITIES. It encodes requests and answers; runTool decides.
+//
+// Rules of this entry point:
+// - A tool runs for real only from a POST whose Referer is that tool's own page (same origin,
+//   same path), as Fossil demands of its own forms: another site cannot make a viewer's browser
+//   act for it. A POST without it is refused and nothing runs.
+// - A GET never changes anything: it shows the form, refilled from the query string. A JSON
+//   client may GET a tool's page with ?format=json and the tool's arguments: the tool then runs
+//   as a dry run, which by its contract performs nothing, and the answer says so ("dry_run").
+// - JSON (the exact answer of runTool, as `ocx2 --json` prints it) is chosen by ?format=json, a
+//   `format=json` form field, a JSON body (application/json, the tool's arguments and dry_run as
+//   one object), or an Accept header naming application/json (Fossil 2.21's own server does not
+//   pass Accept on to an extension, so clients should use format=json).
+
+export interface CgiRequest {
+  readonly method: string
+  /** The extension's own path, such as /ext/ocx2-cgi (Fossil puts its top path before /ext). */
+  readonly scriptName: string
+  readonly pathInfo: string
+  readonly query: string
+  /** This server's origin as the browser sees it, such as http://127.0.0.1:8080. */
+  readonly origin: string
+  readonly referer: string | undefined
+  readonly accept: string | undefined
+  readonly contentType: string | undefined
+  readonly body: string
+  readonly caller: Caller
+  readonly repository: string | undefined
+}
+
+export interface CgiResponse {
+  readonly status: number
+  readonly contentType: "text/html" | "application/json"
+  readonly body: string
+}
+
+const reasons: Record<number, string> = { 200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error" }
+
+/** The CGI reply as Fossil reads it: header lines, a blank line, the body. */
+export const formatCgiResponse = (response: CgiResponse): string =>
+  `Status: ${response.status} ${reasons[response.status] ?? ""}\r\nContent-Type: ${response.contentType}; charset=utf-8\r\n\r\n${response.body}`
+
+const wantsJson = (request: CgiRequest, params: URLSearchParams | undefined): boolean =>
+  new URLSearchParams(request.query).get(FORMAT) === "json" ||
+  params?.get(FORMAT) === "json" ||
+  (request.accept !== undefined && /\bapplication\/json\b/.test(request.accept))
+
+const json = (status: number, value: unknown): CgiResponse => ({ status, contentType: "application/json", body: JSON.stringify(value) })
+const html = (status: number, body: string): CgiResponse => ({ status, contentType: "text/html", body })
+
+/** A refusal made here (not by a tool) keeps the answer's one shape for JSON clients. */
+const refusal = (tool: string, message: string): Answer<never> => ({ tool, operations: [], stopped: { reason: "refused", message } })
+
+/** The form or JSON body of a POST; a problem names what could not be read. */
+const postParams = (request: CgiRequest): { params: URLSearchParams; object?: unknown } | { problem: string } => {
+  const type = (request.contentType ?? "").split(";")[0]!.trim().toLowerCase()
+  if (type === "application/json") {
+    try {
+      return { params: new URLSearchParams(), object: request.body.trim() === "" ? {} : JSON.parse(request.body) }
+    } catch (error) {
+      return { problem: `the body is not valid JSON: ${(error as Error).message}` }
+    }
+  }
+  if (type === "application/x-www-form-urlencoded" || (type === "" && request.body === "")) {
+    return { params: new URLSearchParams(request.body) }
+  }
+  return { problem: `a POST must be sent as application/x-www-form-urlencoded or application/json, not ${type || "untyped content"}` }
+}
+
+/** The page the form is on; a change is taken only when the Referer is exactly that page. */
+const refererProblem = (request: CgiRequest, page: string): string | undefined => {
+  const expected = `${request.origin}${page}`
+  if (request.referer === undefined || request.referer === "") {
+    return `a change is taken only from its own page, ${expected}: this request has no Referer, so nothing was done`
+  }
+  let referer: URL
+  try {
+    referer = new URL(request.referer)
+  } catch {
+    return `a change is taken only from its own page, ${expected}: the Referer "${request.referer}" is not a URL, so nothing was done`
+  }
+  return referer.origin === request.origin && referer.pathname === page
+    ? undefined
+    : `a change is taken only from its own page, ${expected}: this request came from ${referer.origin}${referer.pathname}, so nothing was done`
+}
+
+export type Cgi = (request: CgiRequest) => Promise<CgiResponse>
+
+/** The CGI as a function of the tool list: one request in, one response out, never a throw. */
+export const makeCgi = (tools: ReadonlyArray<Tool>): Cgi => async (request) => {
+  const base = request.scriptName
+  const query = new URLSearchParams(request.query)
+  const name = request.pathInfo.replace(/^\/+/, "").replace(/\/+$/, "")
+  const method = request.method.toUpperCase()
+
+  if (method !== "GET" && method !== "HEAD" && method !== "POST") {
+    const message = `the method ${method} is not taken here: GET shows a page, POST runs a tool`
+    return wantsJson(request, undefined) ? json(405, refusal(name || "ocx", message)) : html(405, problemPage("Not allowed", message, base))
+  }
+
+  if (name === "") {
+    if (method === "POST") {
+      const message = "POST to a tool's own page, such as " + `${base}/${tools[0]?.name ?? "TOOL"}`
+      return wantsJson(request, undefined) ? json(405, refusal("ocx", message)) : html(405, problemPage("Not allowed", message, base))
+    }
+    if (wantsJson(request, undefined)) {
+      const list = tools.find((t) => t.name === "list")
+      if (list === undefined) return json(404, refusal("list", "this OCX offers no list tool"))
+      return json(200, await Effect.runPromise(runTool(list, {}, { caller: request.caller, dryRun: true, repository: request.repository })))
+    }
+    return html(200, ocxPage(tools, base, request.caller))
+  }
+
+  const tool = tools.find((t) => t.name === name)
+  if (tool === undefined) {
+    const message = `no tool named "${name}"; the tools are ${tools.map((t) => t.name).join(", ")}`
+    return wantsJson(request, undefined) ? json(404, refusal(name, message)) : html(404, problemPage("No such tool", message, base))
+  }
+  const page = `${base}/${tool.name}`
+  const context = (dryRun: boolean) => ({ caller: request.caller, dryRun, repository: request.repository })
+
+  if (method !== "POST") {
+    if (!wantsJson(request, undefined)) return html(200, toolPage(tool, page, query, undefined, request.caller))
+    const decoded = fromForm(tool, withoutFormat(query))
+    if (decoded._tag === "Problem") return json(400, refusal(tool.name, decoded.message))
+    // A GET only ever runs a dry run: see the rules at the top of this file.
+    return json(200, await Effect.runPromise(runTool(tool, decoded.raw, context(true))))
+  }
+
+  const body = postParams(request)
+  const jsonBody = (request.contentType ?? "").split(";")[0]!.trim().toLowerCase() === "application/json"
+  const asJson = jsonBody || wantsJson(request, "params" in body ? body.params : undefined)
+  if ("problem" in body) return asJson ? json(400, refusal(tool.name, body.problem)) : html(400, problemPage("Bad request", body.problem, page))
+  const notFromItsPage = refererProblem(request, page)
+  if (notFromItsPage !== undefined) {
+    return asJson ? json(403, refusal(tool.name, notFromItsPage)) : html(403, problemPage("Refused", notFromItsPage, page))
+  }
+  const decoded: Decoded = body.object !== undefined ? fromJsonBody(body.object) : fromForm(tool, body.params)
+  if (decoded._tag === "Problem") {
+    return asJson ? json(400, refusal(tool.name, decoded.message)) : html(400, problemPage("Bad request", decoded.message, page))
+  }
+  const answer = await Effect.runPromise(runTool(tool, decoded.raw, context(decoded.dryRun)))
+  return asJson ? json(200, answer) : html(200, toolPage(tool, page, body.params, answer, request.caller))
+}
+
+const withoutFormat = (params: URLSearchParams): URLSearchParams => {
+  const copy = new URLSearchParams(params)
+  copy.delete(FORMAT)
+  return copy
+}
+
+const fromJsonBody = (object: unknown): Decoded => {
+  const decoded = fromObject(object)
+  if (decoded._tag === "Input" && FORMAT in decoded.raw) {
+    const { [FORMAT]: _format, ...raw } = decoded.raw
+    return { ...decoded, raw }
+  }
+  return decoded
+}
+
+/** What the CGI environment says about the request; Fossil clears every other variable. */
+export const requestFromEnv = (env: NodeJS.ProcessEnv, body: string): CgiRequest => {
+  const https = (env.HTTPS ?? "").toLowerCase() === "on" || env.REQUEST_SCHEME === "https"
+  const scheme = https ? "https" : "http"
+  const defaultPort = https ? "443" : "80"
+  const host = env.HTTP_HOST ??
+    `${env.SERVER_NAME ?? "localhost"}${env.SERVER_PORT !== undefined && env.SERVER_PORT !== defaultPort ? `:${env.SERVER_PORT}` : ""}`
+  const user = env.FOSSIL_USER !== undefined && env.FOSSIL_USER !== "" ? env.FOSSIL_USER : undefined
+  return {
+    method: env.REQUEST_METHOD ?? "GET",
+    scriptName: env.SCRIPT_NAME ?? "",
+    pathInfo: env.PATH_INFO ?? "",
+    query: env.QUERY_STRING ?? "",
+    origin: originOf(`${scheme}://${host}`),
+    referer: env.HTTP_REFERER,
+    accept: env.HTTP_ACCEPT,
+    contentType: env.CONTENT_TYPE,
+    body,
+    caller: { user, capabilities: env.FOSSIL_CAPABILITIES ?? "", sandboxed: false },
+    // relative when the server was started with a relative path; the CGI runs in the server's directory
+    repository: env.FOSSIL_REPOSITORY !== undefined && env.FOSSIL_REPOSITORY !== "" ? resolve(env.FOSSIL_REPOSITORY) : undefined
+  }
+}
+
+/** The origin as URL normalizes it (lower-case host, default port dropped), as a Referer's is. */
+const originOf = (url: string): string => {
+  try {
+    return new URL(url).origin
+  } catch {
+    return url
+  }
+}
+
+/** Reads exactly CONTENT_LENGTH bytes: Fossil keeps the CGI's stdin open, so it never ends. */
+export const readBody = (input: NodeJS.ReadableStream, length: number): Promise<Buffer> =>
+  new Promise((resolveBody, reject) => {
+    if (!(length > 0)) return resolveBody(Buffer.alloc(0))
+    const chunks: Array<Buffer> = []
+    let size = 0
+    const onData = (chunk: Buffer) => {
+      chunks.push(chunk)
+      size += chunk.length
+      if (size >= length) done()
+    }
+    const done = () => {
+      input.off("data", onData)
+      input.off("end", done)
+      input.off("error", reject)
+      input.pause()
+      if ("destroy" in input && typeof input.destroy === "function") input.destroy()
+      resolveBody(Buffer.concat(chunks).subarray(0, length))
+    }
+    input.on("data", onData)
+    input.on("end", done)
+    input.on("error", reject)
+  })
+
+/** A body larger than this is refused before it is read: no tool takes megabytes from a form. */
+export const MAX_BODY = 1 << 20
+
+/** The whole CGI process: environment and stdin in, one reply on stdout; nothing escapes as a crash. */
+export const runCgi = async (tools: ReadonlyArray<Tool>, env: NodeJS.ProcessEnv = process.env): Promise<void> => {
+  // stdout is the reply: a tool that logs (console, or Effect's Console) writes to stderr instead
+  for (const method of ["log", "info", "debug", "warn", "trace", "dir", "table"] as const) {
+    console[method] = (...args: Array<unknown>) => console.error(...args)
+  }
+  let response: CgiResponse
+  try {
+    const length = Number(env.CONTENT_LENGTH ?? "0")
+    if (!Number.isFinite(length) || length < 0 || length > MAX_BODY) {
+      response = html(400, problemPage("Bad request", `the body is ${env.CONTENT_LENGTH} bytes; at most ${MAX_BODY} are taken`, env.SCRIPT_NAME ?? "/"))
+    } else {
+      const body = (await readBody(process.stdin, length)).toString("utf8")
+      response = await makeCgi(tools)(requestFromEnv(env, body))
+    }
+  } catch (error) {
+    response = html(500, problemPage("Failed", `the OCX page failed: ${String((error as Error)?.message ?? error)}`, env.SCRIPT_NAME ?? "/"))
+  }
+  await new Promise<void>((done) => process.stdout.write(formatCgiResponse(response), () => done()))
+}

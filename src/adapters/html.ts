@@ -1,0 +1,147 @@
+import { fieldsOf, usage, type Field } from "../tools/fields.js"
+import type { Answer, Caller, Tool } from "../tools/Tool.js"
+import { DRY_RUN } from "./input.js"
+
+// The CGI's pages. Fossil wraps text/html in its skin only when the whole body is one
+// <div class='fossil-doc' data-title='...'>, so every page is exactly that: the body content,
+// Fossil's own classes where they fit, and a small style block that keeps forms usable on a phone.
+// Links are absolute paths: Fossil's skin sets <base href> to the extension's own URL.
+
+export const escapeHtml = (text: string): string =>
+  text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!)
+
+const style = `<style>
+.ocx { max-width: 48em; overflow-wrap: anywhere; }
+.ocx form { margin: 1em 0; }
+.ocx .ocx-field { margin: 0.8em 0; }
+.ocx .ocx-field > label { display: block; font-weight: bold; }
+.ocx .ocx-field .ocx-help { display: block; font-size: 0.9em; opacity: 0.8; }
+.ocx input[type=text], .ocx input[type=number], .ocx select, .ocx textarea {
+  box-sizing: border-box; width: 100%; max-width: 40em; font-size: 1rem; padding: 0.35em; }
+.ocx textarea { min-height: 6em; font-family: monospace; }
+.ocx .ocx-check label { font-weight: normal; display: inline; }
+.ocx input[type=checkbox] { width: 1.2em; height: 1.2em; vertical-align: middle; }
+.ocx button { font-size: 1rem; padding: 0.5em 1.5em; margin-top: 0.5em; }
+.ocx pre, .ocx code { white-space: pre-wrap; overflow-wrap: anywhere; }
+.ocx table.label-value th { text-align: left; vertical-align: top; padding-right: 1em; }
+.ocx .ocx-answer { border-left: 4px solid #888; padding: 0.2em 0 0.2em 0.8em; margin: 1em 0; }
+.ocx .ocx-answer.ocx-completed { border-color: #2a2; }
+.ocx .ocx-answer.ocx-dry_run { border-color: #36c; }
+.ocx .ocx-answer.ocx-refused, .ocx .ocx-answer.ocx-failed { border-color: #c22; }
+.ocx ul.ocx-tools li { margin: 0.6em 0; }
+</style>`
+
+/** One page: the only outermost element is the fossil-doc div, so Fossil adds its skin. */
+export const page = (title: string, body: string): string =>
+  `<div class='fossil-doc' data-title='${escapeHtml(title)}'>\n${style}\n<div class="ocx">\n${body}\n</div>\n</div>\n`
+
+const who = (caller: Caller): string =>
+  caller.user === undefined
+    ? `<p>You are not logged in: you act as <b>nobody</b>, with capabilities <code>${escapeHtml(caller.capabilities || "(none)")}</code>.</p>`
+    : `<p>You act as <b>${escapeHtml(caller.user)}</b>, with capabilities <code>${escapeHtml(caller.capabilities || "(none)")}</code>.</p>`
+
+export const ocxPage = (tools: ReadonlyArray<Tool>, base: string, caller: Caller): string =>
+  page(
+    "OCX",
+    [
+      who(caller),
+      `<ul class="ocx-tools">`,
+      ...tools.map((tool) =>
+        `<li><a href="${escapeHtml(`${base}/${tool.name}`)}">${escapeHtml(tool.name)}</a>: ${escapeHtml(tool.summary)}<br><code>${escapeHtml(usage(tool))}</code></li>`),
+      `</ul>`
+    ].join("\n")
+  )
+
+const control = (field: Field, value: string | undefined): string => {
+  const id = `f-${field.name}`
+  const name = `name="${escapeHtml(field.name)}" id="${escapeHtml(id)}"`
+  const required = field.optional ? "" : " required"
+  const help = field.description ? `<span class="ocx-help">${escapeHtml(field.description)}</span>` : ""
+  const label = `<label for="${escapeHtml(id)}">${escapeHtml(field.name)}${field.optional ? " (optional)" : ""}</label>`
+  switch (field.kind) {
+    case "boolean": {
+      const checked = value !== undefined && ["on", "true", "1", "yes"].includes(value.toLowerCase()) ? " checked" : ""
+      return `<div class="ocx-field ocx-check"><input type="checkbox" ${name} value="on"${checked}> <label for="${escapeHtml(id)}">${escapeHtml(field.name)}</label>${help}</div>`
+    }
+    case "choice": {
+      const options = [
+        ...(field.optional ? [`<option value=""></option>`] : []),
+        ...field.choices.map((choice) =>
+          `<option value="${escapeHtml(choice)}"${choice === value ? " selected" : ""}>${escapeHtml(choice)}</option>`)
+      ]
+      return `<div class="ocx-field">${label}<select ${name}${required}>${options.join("")}</select>${help}</div>`
+    }
+    case "json":
+      return `<div class="ocx-field">${label}<textarea ${name}${required} placeholder="JSON">${escapeHtml(value ?? "")}</textarea>${help}</div>`
+    case "integer":
+    case "number": {
+      const step = field.kind === "integer" ? "1" : "any"
+      return `<div class="ocx-field">${label}<input type="number" step="${step}" ${name} value="${escapeHtml(value ?? "")}"${required}>${help}</div>`
+    }
+    case "list":
+      return `<div class="ocx-field">${label}<input type="text" ${name} value="${escapeHtml(value ?? "")}" placeholder="separated by spaces"${required}>${help}</div>`
+    default:
+      return `<div class="ocx-field">${label}<input type="text" ${name} value="${escapeHtml(value ?? "")}"${required}>${help}</div>`
+  }
+}
+
+/** The tool's form, derived from its fields, posting to the tool's own page; values refill it. */
+export const form = (tool: Tool, action: string, values: URLSearchParams): string =>
+  [
+    `<form method="post" action="${escapeHtml(action)}" class="ocx-form">`,
+    ...fieldsOf(tool).map((field) => control(field, values.get(field.name) ?? undefined)),
+    `<div class="ocx-field ocx-check"><input type="checkbox" name="${DRY_RUN}" id="f-${DRY_RUN}" value="on"${values.get(DRY_RUN) !== null && values.get(DRY_RUN) !== "" ? " checked" : ""}> <label for="f-${DRY_RUN}">${DRY_RUN}</label><span class="ocx-help">say what would be done, and do nothing</span></div>`,
+    `<button type="submit">${escapeHtml(tool.name)}</button>`,
+    `</form>`
+  ].join("\n")
+
+const value = (v: unknown): string => {
+  if (v === null || typeof v !== "object") return escapeHtml(String(v))
+  if (Array.isArray(v)) return v.length === 0 ? "(none)" : `<ol>${v.map((item) => `<li>${value(item)}</li>`).join("")}</ol>`
+  const rows = Object.entries(v).map(([key, item]) => `<tr><th>${escapeHtml(key)}</th><td>${value(item)}</td></tr>`)
+  return `<table class="label-value">${rows.join("")}</table>`
+}
+
+const stoppedLine = (answer: Answer<unknown>): string => {
+  const message = answer.stopped.message !== undefined ? `: ${escapeHtml(answer.stopped.message)}` : ""
+  switch (answer.stopped.reason) {
+    case "completed":
+      return `<p class="ocx-stopped">Done${message}.</p>`
+    case "dry_run":
+      return `<p class="ocx-stopped">Dry run: nothing was done${message}.</p>`
+    case "refused":
+      return `<p class="generalError ocx-stopped">Refused${message}</p>`
+    case "failed":
+      return `<p class="generalError ocx-stopped">Failed${message}</p>`
+  }
+}
+
+/** The answer, in the one shape: what was (or would be) done, the output, why it stopped. */
+export const answerHtml = (answer: Answer<unknown>): string =>
+  [
+    `<div class="ocx-answer ocx-${escapeHtml(answer.stopped.reason)}" id="ocx-answer" data-reason="${escapeHtml(answer.stopped.reason)}">`,
+    stoppedLine(answer),
+    answer.operations.length > 0
+      ? `<ul class="ocx-operations">${answer.operations.map((op) =>
+        `<li>${op.done ? "did" : "would"}: ${escapeHtml(op.op)} ${escapeHtml(op.detail)}</li>`).join("")}</ul>`
+      : "",
+    answer.output !== undefined ? `<div class="ocx-output">${value(answer.output)}</div>` : "",
+    `<details><summary>JSON</summary><pre class="ocx-json">${escapeHtml(JSON.stringify(answer, null, 2))}</pre></details>`,
+    `</div>`
+  ].filter((part) => part.length > 0).join("\n")
+
+export const toolPage = (tool: Tool, action: string, values: URLSearchParams, answer: Answer<unknown> | undefined, caller: Caller): string =>
+  page(
+    `OCX: ${tool.name}`,
+    [
+      `<p>${escapeHtml(tool.summary)}. ${escapeHtml(tool.description)}</p>`,
+      `<p><code>${escapeHtml(usage(tool))}</code></p>`,
+      answer !== undefined ? answerHtml(answer) : "",
+      who(caller),
+      form(tool, action, values)
+    ].filter((part) => part.length > 0).join("\n")
+  )
+
+/** A request the CGI could not take: says what is wrong, and where to go from here. */
+export const problemPage = (title: string, message: string, back: string): string =>
+  page(title, `<p class="generalError">${escapeHtml(message)}</p>\n<p><a href="${escapeHtml(back)}">Back to OCX</a></p>`)

@@ -1,0 +1,227 @@
+import * as Effect from "effect/Effect"
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { tools } from "../../src/tools/registry.js"
+import { runTool } from "../../src/tools/runTool.js"
+import type { Caller } from "../../src/tools/Tool.js"
+import { bundle, startExtServer, type ExtServer, type TestUser } from "./extServer.js"
+import { makeGuarded } from "./fixtures/guarded.js"
+
+// The CGI as Fossil runs it: bundled, in a real `fossil server --extroot`, the viewer logged in
+// through Fossil's own login form.
+
+const alice: TestUser = { login: "alice", password: "alice-secret-1", capabilities: "s" }
+const bob: TestUser = { login: "bob", password: "bob-secret-1", capabilities: "hio" }
+
+let server: ExtServer
+let build: string
+let marks: string
+let aliceCookie: string
+let bobCookie: string
+
+const real = "/ext/ocx2-cgi"
+const test = "/ext/ocx2-cgi-test"
+
+beforeAll(async () => {
+  build = mkdtempSync(join(tmpdir(), "ocx2-cgi-build-"))
+  marks = join(build, "marks.log")
+  const cgi = await bundle(join(import.meta.dirname, "../../bin/ocx2-cgi.ts"), build, "ocx2-cgi")
+  const cgiTest = await bundle(join(import.meta.dirname, "fixtures/ocx2-cgi-test.ts"), build, "ocx2-cgi-test")
+  server = await startExtServer([alice, bob], { "ocx2-cgi": cgi, "ocx2-cgi-test": cgiTest })
+  aliceCookie = await server.login(alice)
+  bobCookie = await server.login(bob)
+}, 60_000)
+
+afterAll(async () => {
+  await server?.stop()
+  rmSync(build, { recursive: true, force: true })
+})
+
+const get = (path: string, cookie?: string) =>
+  fetch(`${server.base}${path}`, { headers: cookie !== undefined ? { cookie } : {} })
+
+const post = (path: string, body: Record<string, string>, options: { cookie?: string; referer?: string | null } = {}) => {
+  const headers: Record<string, string> = { "content-type": "application/x-www-form-urlencoded" }
+  if (options.cookie !== undefined) headers.cookie = options.cookie
+  const referer = options.referer === undefined ? `${server.base}${path.split("?")[0]}` : options.referer
+  if (referer !== null) headers.referer = referer
+  return fetch(`${server.base}${path}`, { method: "POST", headers, body: new URLSearchParams(body).toString() })
+}
+
+const marked = () => (existsSync(marks) ? readFileSync(marks, "utf8") : "")
+// Only guarded's rule reads capabilities, and it reads Setup (s) alone.
+const callerOf = (login: string | undefined): Caller => ({ user: login, capabilities: login === "alice" ? "s" : "", sandboxed: false })
+const guarded = () => makeGuarded(marks)
+const expected = (tool: (typeof tools)[number], raw: unknown, caller: Caller, dryRun = false) =>
+  Effect.runPromise(runTool(tool, raw, { caller, dryRun, repository: undefined }))
+const echo = tools.find((t) => t.name === "echo")!
+
+describe("the OCX page", () => {
+  it("lists every tool with its summary and a link to its page, inside Fossil's skin", async () => {
+    const response = await get(real)
+    expect(response.status).toBe(200)
+    expect(response.headers.get("content-type")).toContain("text/html")
+    const page = await response.text()
+    // Fossil's skin: its header, main menu and footer around our fossil-doc div
+    expect(page).toContain(`<div class="header">`)
+    expect(page).toContain(`<div class="mainmenu">`)
+    expect(page).toContain(`<div class="footer">`)
+    expect(page).toMatch(/<title>[^<]*OCX\s*<\/title>/)
+    for (const tool of tools) {
+      expect(page).toContain(`href="${real}/${tool.name}"`)
+      expect(page).toContain(tool.summary)
+    }
+    expect(page).toContain("<b>nobody</b>")
+  })
+
+  it("says who Fossil authenticated", async () => {
+    const page = await (await get(real, aliceCookie)).text()
+    expect(page).toContain("You act as <b>alice</b>")
+    expect(page).toMatch(/capabilities <code>[A-Za-z0-9]*s[A-Za-z0-9]*<\/code>/)
+  })
+
+  it("answers a JSON client with the list's answer, as a dry run since it is a GET", async () => {
+    const response = await get(`${real}?format=json`)
+    expect(response.headers.get("content-type")).toContain("application/json")
+    const list = tools.find((t) => t.name === "list")!
+    expect(await response.json()).toEqual(await expected(list, {}, callerOf(undefined), true))
+  })
+})
+
+describe("a tool's page", () => {
+  it("shows the form derived from the tool's fields, with dry_run, and runs nothing on GET", async () => {
+    const page = await (await get(`${real}/echo?word=%3Cb%3Ehi`, aliceCookie)).text()
+    expect(page).toContain(`<form method="post" action="${real}/echo"`)
+    expect(page).toContain(`<input type="text" name="word" id="f-word" value="&lt;b&gt;hi" required>`)
+    expect(page).toContain(`<input type="text" name="option" id="f-option" value="">`)
+    expect(page).toContain(`<input type="checkbox" name="flag" id="f-flag" value="on">`)
+    expect(page).toContain(`<input type="checkbox" name="dry_run" id="f-dry_run" value="on">`)
+    expect(page).not.toContain(`id="ocx-answer"`)
+    expect(page).not.toContain("<b>hi")
+  })
+
+  it("has a select for a choice, a number for an integer and a textarea for JSON", async () => {
+    const page = await (await get(`${test}/guarded`)).text()
+    expect(page).toContain(`<select name="color" id="f-color"><option value=""></option><option value="red">red</option><option value="blue">blue</option></select>`)
+    expect(page).toContain(`<input type="number" step="1" name="times" id="f-times" value="">`)
+    expect(page).toContain(`<textarea name="extra" id="f-extra" placeholder="JSON"></textarea>`)
+  })
+
+  it("an unknown tool is a 404 naming the tools", async () => {
+    const response = await get(`${real}/frobnicate`)
+    expect(response.status).toBe(404)
+    expect(await response.text()).toContain(`no tool named &quot;frobnicate&quot;; the tools are ${tools.map((t) => t.name).join(", ")}`)
+  })
+})
+
+describe("a POST from the tool's own page", () => {
+  it("runs echo and shows its answer; its JSON is runTool's answer", async () => {
+    const response = await post(`${real}/echo`, { word: "hello", option: "x", flag: "on" }, { cookie: aliceCookie })
+    expect(response.status).toBe(200)
+    const page = await response.text()
+    expect(page).toContain(`data-reason="completed"`)
+    expect(page).toContain("<tr><th>word</th><td>hello</td></tr>")
+    const json = await post(`${real}/echo?format=json`, { word: "hello", option: "x", flag: "on" }, { cookie: aliceCookie })
+    expect(json.headers.get("content-type")).toContain("application/json")
+    expect(await json.json()).toEqual(await expected(echo, { word: "hello", option: "x", flag: true }, callerOf("alice")))
+  })
+
+  it("a format=json field and a JSON body are answered in JSON too", async () => {
+    const field = await post(`${real}/echo`, { word: "w", format: "json", dry_run: "on" })
+    expect(await field.json()).toEqual(await expected(echo, { word: "w" }, callerOf(undefined), true))
+    const body = await fetch(`${server.base}${real}/echo`, {
+      method: "POST",
+      headers: { "content-type": "application/json", referer: `${server.base}${real}/echo` },
+      body: JSON.stringify({ word: "j", flag: true, dry_run: false })
+    })
+    expect(await body.json()).toEqual(await expected(echo, { word: "j", flag: true }, callerOf(undefined)))
+  })
+
+  it("a tool with an effect does it for a user it allows; a dry run only says it would", async () => {
+    const dry = await post(`${test}/guarded?format=json`, { word: "dry", dry_run: "on" }, { cookie: aliceCookie })
+    expect(await dry.json()).toEqual(await expected(guarded(), { word: "dry" }, callerOf("alice"), true))
+    expect(marked()).toBe("")
+    const done = await post(`${test}/guarded?format=json`, { word: "first", color: "red", times: "2", extra: `{"a":1}` }, { cookie: aliceCookie })
+    expect(await done.json()).toEqual({
+      tool: "guarded",
+      operations: [{ op: "mark", detail: `first in ${marks}`, done: true }],
+      output: { marked: "first" },
+      stopped: { reason: "completed" }
+    })
+    expect(marked()).toBe("first\n")
+  })
+
+  it("refuses a tool to a user it does not allow, in runTool's words", async () => {
+    const before = marked()
+    const json = await post(`${test}/guarded?format=json`, { word: "bob" }, { cookie: bobCookie })
+    const answer: any = await json.json()
+    expect(answer).toEqual(await expected(guarded(), { word: "bob" }, callerOf("bob")))
+    expect(answer.stopped).toEqual({ reason: "refused", message: "guarded is for a user with Setup (s)" })
+    const page = await (await post(`${test}/guarded`, { word: "bob" }, { cookie: bobCookie })).text()
+    expect(page).toContain(`<p class="generalError ocx-stopped">Refused: guarded is for a user with Setup (s)</p>`)
+    const anonymous: any = await (await post(`${test}/guarded?format=json`, { word: "anon" })).json()
+    expect(anonymous.stopped.reason).toBe("refused")
+    expect(marked()).toBe(before)
+  })
+
+  it("a bad argument is refused by the tool's schema, naming the field", async () => {
+    const answer: any = await (await post(`${test}/guarded?format=json`, { word: "w", times: "many" }, { cookie: aliceCookie })).json()
+    expect(answer).toEqual(await expected(guarded(), { word: "w", times: "many" }, callerOf("alice")))
+    expect(answer.stopped.message).toContain("times")
+  })
+})
+
+describe("a POST that is not from the tool's own page", () => {
+  it("without a Referer, from another site, or from another page is refused and nothing runs", async () => {
+    const before = marked()
+    const cases: Array<[string | null, string]> = [
+      [null, "this request has no Referer"],
+      ["http://evil.example/ext/ocx2-cgi-test/guarded", "this request came from http://evil.example/ext/ocx2-cgi-test/guarded"],
+      [`${server.base}${test}/echo`, `this request came from ${server.base}${test}/echo`]
+    ]
+    for (const [referer, words] of cases) {
+      const response = await post(`${test}/guarded`, { word: "csrf" }, { cookie: aliceCookie, referer })
+      expect(response.status).toBe(403)
+      const page = await response.text()
+      expect(page).toContain(`a change is taken only from its own page, ${server.base}${test}/guarded`)
+      expect(page).toContain(words)
+      expect(page).toContain(`<div class="header">`)
+      const json = await post(`${test}/guarded?format=json`, { word: "csrf" }, { cookie: aliceCookie, referer })
+      expect(json.status).toBe(403)
+      expect(((await json.json()) as any).stopped.reason).toBe("refused")
+    }
+    expect(marked()).toBe(before)
+  })
+})
+
+describe("bad requests", () => {
+  it("are 400 pages naming what is wrong, never a crash", async () => {
+    const multipart = await fetch(`${server.base}${real}/echo`, {
+      method: "POST",
+      headers: { "content-type": "multipart/form-data; boundary=x", referer: `${server.base}${real}/echo` },
+      body: "--x--"
+    })
+    expect(multipart.status).toBe(400)
+    expect(await multipart.text()).toContain("a POST must be sent as application/x-www-form-urlencoded or application/json, not multipart/form-data")
+    const badJson = await fetch(`${server.base}${real}/echo?format=json`, {
+      method: "POST",
+      headers: { "content-type": "application/json", referer: `${server.base}${real}/echo` },
+      body: "{nope"
+    })
+    expect(badJson.status).toBe(400)
+    expect(((await badJson.json()) as any).stopped.message).toContain("the body is not valid JSON")
+    const badDryRun = await post(`${real}/echo`, { word: "w", dry_run: "maybe" })
+    expect(badDryRun.status).toBe(400)
+    expect(await badDryRun.text()).toContain("dry_run: expected on, true, 1, off, false or 0, not &quot;maybe&quot;")
+  })
+
+  it("a JSON GET of a tool runs it only as a dry run", async () => {
+    const before = marked()
+    const answer: any = await (await get(`${test}/guarded?format=json&word=viaget`, aliceCookie)).json()
+    expect(answer).toEqual(await expected(guarded(), { word: "viaget" }, callerOf("alice"), true))
+    expect(answer.operations).toEqual([{ op: "mark", detail: `viaget in ${marks}`, done: false }])
+    expect(marked()).toBe(before)
+  })
+})
