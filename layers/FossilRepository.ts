@@ -15,6 +15,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
 import BetterSqlite3 from "better-sqlite3"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
@@ -134,7 +135,22 @@ export const make = (config: FossilRepositoryConfig) =>
         (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
       )
 
+    // The served file is shared with the server: a write that meets another's transaction gets
+    // "database is locked" at once (SQLite refuses to wait where waiting could deadlock). Nothing
+    // was written, so it is tried again after a pause, for up to about ten seconds.
     const fossil = (operation: string, user: string, args: ReadonlyArray<string>) =>
+      fossilOnce(operation, user, args).pipe(
+        Effect.retry({
+          schedule: Schedule.exponential("20 millis", 1.5).pipe(
+            Schedule.union(Schedule.spaced("500 millis")),
+            Schedule.jittered,
+            Schedule.upTo("10 seconds")
+          ),
+          while: (e) => e._tag === "WriteFailed" && /database is locked|SQLITE_BUSY/i.test(e.reason)
+        })
+      )
+
+    const fossilOnce = (operation: string, user: string, args: ReadonlyArray<string>) =>
       Effect.gen(function*() {
         const r = yield* Effect.tryPromise({
           try: () => runFossil(args, { user, ...(config.holdFds !== undefined ? { holdFds: config.holdFds } : {}) }),

@@ -1,0 +1,93 @@
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as CareDirectoryFs from "../../layers/CareDirectoryFs.js"
+import * as FossilReceipts from "../../layers/FossilReceipts.js"
+import * as FossilRepository from "../../layers/FossilRepository.js"
+import { recoverRun, type Recovered } from "../../src/node/Recovery.js"
+import { readMessage } from "../../src/protocol/Envelope.js"
+import { crashPoints, type CrashPoint } from "../../src/watcher/Watcher.js"
+import { makeNodeWorld, shellRun, users, type NodeWorld } from "../support/nodeWorld.js"
+
+// SIGKILL the watcher at each point of a run's life, ten times each; after recovery every run has
+// exactly one started and one ended from the node user, and its process was launched at most once.
+
+const repeats = 10
+let world: NodeWorld
+beforeAll(async () => {
+  world = await makeNodeWorld()
+}, 60_000)
+afterAll(async () => {
+  await world?.close()
+})
+
+const recover = (run: string) =>
+  Effect.runPromise(
+    recoverRun(world.config, run).pipe(
+      Effect.provide(Layer.mergeAll(
+        CareDirectoryFs.layer({ root: world.root }),
+        FossilRepository.layer({ path: world.repository }),
+        FossilReceipts.layer({ path: world.repository })
+      ))
+    )
+  )
+
+/** Recovery as a node coming back up does it: wait out a live holder, hand on a run never started. */
+const recoverFully = async (run: string): Promise<Recovered> => {
+  for (let i = 0; i < 200; i++) {
+    const recovered = await recover(run)
+    if (recovered === "alive") {
+      await new Promise((r) => setTimeout(r, 50))
+      continue
+    }
+    if (recovered === "not-started") await world.watch(run)
+    return recovered
+  }
+  throw new Error(`run ${run} stayed in a watcher's care`)
+}
+
+const reports = async (run: string) =>
+  (await world.thread(run)).flatMap((post) => {
+    const reading = readMessage(post.text)
+    return reading._tag === "Message" && reading.re === run && post.sender === users.node.login ? [reading.kind] : []
+  })
+
+const launches = (run: string) => {
+  try {
+    return Fs.readFileSync(Path.join(world.root, "work", run, "launches"), "utf8").split("\n").filter((l) => l !== "").length
+  } catch {
+    return 0
+  }
+}
+
+const crashOnce = async (point: CrashPoint) => {
+  const run = await world.post(shellRun(world, "", { command: ["sh", "-c", "echo launched >> $$workspace$$/launches; sleep 0.3"] }))
+  const crashed = await world.watch(run, { OCX2_CRASH_AT: point })
+  const recovered = await recoverFully(run)
+  return { run, crashed, recovered, reports: await reports(run), launches: launches(run) }
+}
+
+describe("a watcher killed at any point", () => {
+  it.concurrent.each(crashPoints.map((p) => [p]))(
+    `SIGKILLed %s, ${repeats} times: exactly one started and one ended, never launched twice`,
+    async (point) => {
+      const outcomes = []
+      for (let i = 0; i < repeats; i++) outcomes.push(await crashOnce(point as CrashPoint))
+      for (const outcome of outcomes) {
+        const log = (() => { try { return Fs.readFileSync(Path.join(world.root, "care", `${outcome.run}.log`), "utf8") } catch { return "" } })()
+        expect(outcome.crashed.signal, log).toBe("SIGKILL")
+        expect(outcome.reports.sort()).toEqual(["ended", "started"])
+        expect(outcome.launches).toBeLessThanOrEqual(1)
+      }
+      // what each point leaves for recovery
+      const recovered = new Set(outcomes.map((o) => o.recovered))
+      if (point === "locked") expect([...recovered]).toEqual(["not-started"])
+      if (point === "started" || point === "running" || point === "before-ended") expect([...recovered]).toEqual(["lost"])
+      if (point === "locked") expect(outcomes.every((o) => o.launches === 1)).toBe(true)
+      if (point === "started") expect(outcomes.every((o) => o.launches === 0)).toBe(true)
+    },
+    240_000
+  )
+})
