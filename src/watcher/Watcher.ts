@@ -99,6 +99,7 @@ const runInCare = (options: WatcherOptions) =>
         yield* log(`wrote ended ${ended.outcome}${ended.note !== undefined ? ` (${ended.note})` : ""}: ${hash}`)
       })
 
+    yield* log(`in care: watcher ${process.pid} holds the run`)
     const record = yield* readRunRecord(run)
     if (record.ended !== undefined) return yield* log("the run has ended; nothing to do")
     if (record.message === undefined) return yield* log("the artifact holds no run; nothing to do")
@@ -109,6 +110,7 @@ const runInCare = (options: WatcherOptions) =>
       return yield* writeEnded(endedLost("its watcher ended without writing ended"))
     }
 
+    yield* log("read the record")
     const capabilities = yield* launcher.capabilities
     const host = hostSettings(config, capabilities)
     const processUser = (record.message.block["run"] as { process?: { user?: unknown } } | undefined)?.process?.user
@@ -146,6 +148,7 @@ const runInCare = (options: WatcherOptions) =>
       default:
         return yield* log(`not started: ${"reason" in action ? action.reason : action._tag}`)
     }
+    yield* log("checked: starting")
     const checked = (check as Either.Right<Refusal, CheckedRun>).right
     return yield* startChecked(options, record, checked, log, writeEnded)
   })

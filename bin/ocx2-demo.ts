@@ -1,0 +1,9 @@
+import { demo, isInteractive } from "../src/demo/Demo.js"
+
+demo({ wait: isInteractive() && !process.argv.includes("--no-wait") }).then(
+  () => process.exit(0),
+  (error: unknown) => {
+    process.stderr.write(`demo failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`)
+    process.exit(1)
+  }
+)

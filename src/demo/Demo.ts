@@ -1,0 +1,106 @@
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as Readline from "node:readline"
+import { fossil, webLogin, webNewThread } from "../../test/support/fossilServer.js"
+import { makeNodeWorld, users, type NodeWorld } from "../../test/support/nodeWorld.js"
+import { defaultWatcherProgram, handOff } from "../node/HandOff.js"
+import { readMessage, writeMessage } from "../protocol/Envelope.js"
+
+// The main job on an embedded default: a local Fossil server with a demo repository and its
+// users, a build run and a refused run posted through the web forms as a person would, the
+// node acting on both, and each thread printed as Fossil holds it.
+
+const say = (line = "") => process.stdout.write(`${line}\n`)
+
+/** Seed 000 2.19's build, made concrete: builds trunk's image, sets a ci verdict, publishes the image. */
+export const buildRun = (world: Pick<NodeWorld, "serverCode">) => ({
+  clone: world.serverCode,
+  objective: "build trunk for the lab board and send the image",
+  workspace: [
+    { step: "directory", at: "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$" },
+    { step: "files", of: "trunk", into: "$$workspace$$/tree" }
+  ],
+  sandbox: {
+    uid: 1000, gid: 1000, linux_capabilities: [], network: false,
+    isolate_terminal: true, ends_with_parent: true,
+    proc: "/proc", dev: "/dev", tmp: "/tmp",
+    // Debian's make needs its loader and libraries: /lib and /lib64 besides the seed's /usr
+    read_only: ["/usr", "/bin", "/lib", "/lib64", "/etc/alternatives"], read_write: ["$$workspace$$"],
+    homes: [], created_files: []
+  },
+  limits: { wall: "1h", cpu: 3000, processes: 256, file_size: "2G" },
+  process: {
+    user: users.builder.login,
+    command: ["make", "-C", "$$tree$$", "image"],
+    env: { PATH: "/usr/bin:/bin", HOME: "$$workspace$$" },
+    verdict: true,
+    unversioned_files: [{ at: "$$workspace$$/tree/out/board.img", as: "builds/board.img" }]
+  }
+})
+
+const waitForEnded = async (world: NodeWorld, run: string, seconds: number) => {
+  for (let i = 0; i < seconds * 10; i++) {
+    if ((await world.record(run)).ended !== undefined) return true
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  return false
+}
+
+const printThread = async (world: NodeWorld, run: string) => {
+  for (const post of await world.thread(run)) {
+    const reading = readMessage(post.text)
+    const kind = reading._tag === "Message" ? reading.kind : "plain post"
+    say(`  --- ${post.hash.slice(0, 12)} from ${post.sender ?? "?"} (${kind})`)
+    for (const line of post.text.trimEnd().split("\n")) say(`  | ${line}`)
+  }
+}
+
+export const demo = async (options: { readonly wait: boolean }) => {
+  say("ocx2 demo: a local Fossil server, a node, and two runs posted as a person would post them")
+  const world = await makeNodeWorld()
+  try {
+    say(`repository: ${world.repository}`)
+    say(`server:     ${world.server.url} (fossil server --nojail on loopback)`)
+    say(`users:      ${users.admin.login} (setup), ${users.node.login} (the node user), ${users.builder.login} (the process user)`)
+    say(`release root of this host's node: ${world.root}`)
+    say()
+
+    const session = await webLogin(world.server.url, users.admin.login, users.admin.password)
+    const build = await webNewThread(world.server, session, {
+      title: "Build trunk for the lab board",
+      text: writeMessage({ ocx: 2, to: users.node.login, run: buildRun(world) }, "Please build trunk and publish the image.")
+    })
+    say(`posted the build run through the forum's web form: ${build}`)
+    const refused = await webNewThread(world.server, session, {
+      title: "A run in version 1's words",
+      text: writeMessage({ ocx: 2, to: users.node.login, node: users.node.login, run: buildRun(world) }, "This one names a node the old way.")
+    })
+    say(`posted a run with version 1's node key: ${refused}`)
+    say()
+
+    // the node on this host acts on each run: a watcher of its own for each
+    const watcherProgram = defaultWatcherProgram()
+    for (const run of [build, refused]) handOff(world.config, run, { watcherProgram })
+    for (const run of [build, refused]) {
+      if (!(await waitForEnded(world, run, 60))) say(`run ${run} has not ended yet; see ${Path.join(world.root, "care", `${run}.log`)}`)
+    }
+
+    for (const run of [build, refused]) {
+      say(`thread of ${run.slice(0, 12)}, as the served repository holds it (open ${world.server.url}forumpost/${run.slice(0, 12)}):`)
+      await printThread(world, run)
+      say()
+    }
+    say(`the verdict on trunk:   ${(await fossil(["tag", "list", "--raw", world.trunk, "-R", world.repository])).split("\n").find((l) => l.startsWith("ci=")) ?? "(none)"}`)
+    say(`unversioned files:      ${(await fossil(["uv", "list", "-R", world.repository])).trim() || "(none)"}`)
+    say()
+    say(`open ${world.server.url}forum in a browser (sign in as ${users.admin.login} / ${users.admin.password}).`)
+    if (options.wait) {
+      say("press Enter to stop the server and remove the demo's files")
+      await new Promise<void>((resolve) => Readline.createInterface({ input: process.stdin }).once("line", () => resolve()))
+    }
+  } finally {
+    await world.close()
+  }
+}
+
+export const isInteractive = (): boolean => process.stdin.isTTY === true && Fs.existsSync("/dev/tty")
