@@ -69,6 +69,10 @@ export const providableKeys = [
   "linux_capabilities",
   "isolate_terminal",
   "ends_with_parent",
+  /** process.session: a node that cannot deliver (2.11) cannot run a session */
+  "session",
+  /** process.terminal: a node that holds no terminals cannot give one */
+  "terminal",
   ...limitNames
 ] as const
 export type ProvidableKey = (typeof providableKeys)[number]
@@ -240,6 +244,8 @@ const providesRefusal = (run: Run, provides: Provides): Refusal | undefined => {
     if (sandbox.isolate_terminal && !provides.isolate_terminal) return cannot("sandbox.isolate_terminal")
     if (sandbox.ends_with_parent && !provides.ends_with_parent) return cannot("sandbox.ends_with_parent")
   }
+  if (run.process.session && !provides.session) return cannot("process.session")
+  if (run.process.terminal && !provides.terminal) return cannot("process.terminal")
   const limit = limitNames.find((name) => run.limits[name] !== undefined && !provides[name])
   return limit === undefined ? undefined : cannot(`limits.${limit}`)
 }
