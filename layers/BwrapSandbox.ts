@@ -38,16 +38,23 @@ export interface BwrapSandboxOptions {
   readonly prlimit?: string
   /** the host name every sandbox sees */
   readonly hostname?: string
+  /**
+   * Where the host's measured capabilities are kept between processes (a watcher per run would
+   * otherwise probe user namespaces on every start); measured again when older than ten minutes.
+   */
+  readonly capabilitiesCache?: string
 }
 
 /** the processes bwrap itself adds to a sandbox's pids group: bwrap and the namespace's init */
 const bwrapProcesses = 2
 const wrapperEnv = { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" }
-// closes every descriptor it inherited but stdio and the created files' (3 .. 2+$1), joins each
-// cgroup named before "--", then becomes the rest of its arguments (bash: dash cannot close fd 10+)
+// closes every descriptor it inherited but stdio and the created files' (3 .. 2+$1); when gated
+// ($2 = 1) waits for one line on stdin before anything else (the caller's go: see `release`); joins
+// each cgroup named before "--", then becomes the rest of its arguments (bash: dash cannot close fd 10+)
 const wrapperScript = [
-  'last=$((2 + $1)); shift',
+  'last=$((2 + $1)); gated=$2; shift 2',
   'for f in /proc/$$/fd/*; do n=${f##*/}; if [ "$n" -gt "$last" ]; then eval "exec $n>&-" 2>/dev/null; fi; done',
+  'if [ "$gated" = 1 ]; then IFS= read -r go || exit 125; [ "$go" = go ] || exit 125; fi',
   'while [ "$1" != "--" ]; do echo "$$" > "$1" || exit 125; shift; done; shift; exec "$@"'
 ].join("\n")
 
@@ -60,7 +67,7 @@ const exists = (p: string) => {
   }
 }
 
-const measureCapabilities = (o: Required<BwrapSandboxOptions>): HostCapabilities => {
+const measureCapabilities = (o: Required<Omit<BwrapSandboxOptions, "capabilitiesCache">>): HostCapabilities => {
   const notes: Array<string> = []
   let sandbox = exists(o.bwrap) && exists(o.setpriv) && exists(o.bash)
   if (!sandbox) notes.push(`sandbox: ${o.bwrap} or ${o.setpriv} is missing`)
@@ -159,7 +166,7 @@ class StreamSink {
 }
 
 const launch = (
-  o: Required<BwrapSandboxOptions>,
+  o: Required<Omit<BwrapSandboxOptions, "capabilitiesCache">>,
   spec: LaunchSpec,
   mounts: PlannedMounts | undefined,
   cgroups: LaunchCgroups | undefined
@@ -217,7 +224,11 @@ const launch = (
   } else {
     inner.push(o.bwrap, ...unconfinedArgs({ env: spec.env, cwd: spec.cwd, command: spec.command }))
   }
-  const argv = ["--norc", "--noprofile", "-c", wrapperScript, "ocx2-launch", String(createdFds.length), ...(cgroups?.procsFiles() ?? []), "--", ...inner]
+  const gated = spec.gated === true
+  const argv = [
+    "--norc", "--noprofile", "-c", wrapperScript, "ocx2-launch", String(createdFds.length), gated ? "1" : "0",
+    ...(cgroups?.procsFiles() ?? []), "--", ...inner
+  ]
 
   return new Promise<RunningProcess>((resolveStart, rejectStart) => {
     const startedAt = Date.now()
@@ -250,13 +261,16 @@ const launch = (
     const pid = child.pid!
 
     const timers: Array<NodeJS.Timeout> = []
-    if (spec.limits.wallSeconds !== undefined) {
+    // wall counts from the launch: for a gated launch, from its release
+    const startWall = () => {
+      if (spec.limits.wallSeconds === undefined || ended) return
       timers.push(setTimeout(() => {
         if (ended) return
         wallExpired = true
         void endTree(pid)
       }, spec.limits.wallSeconds * 1000))
     }
+    if (!gated) startWall()
     if (cgroups !== undefined && spec.limits.memoryBytes !== undefined) {
       // past the memory limit the run is over, even when the kernel killed only a child
       timers.push(setInterval(() => {
@@ -341,22 +355,63 @@ const launch = (
           await exited
         }),
         result: Effect.promise(() => result),
+        release: Effect.void,
         processIds: Effect.sync(() => (ended ? [] : cgroups?.pids() ?? [pid]))
       }
-      // the first lines, then close unless the caller keeps stdin for more
+      // the first lines (after the go of a gated launch), then close unless the caller keeps stdin
       const first = spec.stdin.lines.map((l) => `${l}\n`).join("")
       const afterFirst = () => {
         if (!spec.stdin.keepOpen) closeStdin()
       }
-      if (first.length > 0) writeRaw(first).then(afterFirst, afterFirst)
-      else afterFirst()
-      resolveStart(handle)
+      const begin = (prefix: string) => {
+        const text = prefix + first
+        if (text.length > 0) writeRaw(text).then(afterFirst, afterFirst)
+        else afterFirst()
+      }
+      if (gated) {
+        let released = false
+        resolveStart({
+          ...handle,
+          release: Effect.sync(() => {
+            if (released) return
+            released = true
+            startWall()
+            begin("go\n")
+          })
+        })
+      } else {
+        begin("")
+        resolveStart(handle)
+      }
     })
   })
 }
 
+const capabilitiesLifetimeMs = 10 * 60 * 1000
+
+const cachedCapabilities = (file: string | undefined, measure: () => HostCapabilities): HostCapabilities => {
+  if (file !== undefined) {
+    try {
+      if (Date.now() - Fs.statSync(file).mtimeMs < capabilitiesLifetimeMs) return JSON.parse(Fs.readFileSync(file, "utf8")) as HostCapabilities
+    } catch {
+      // absent or unreadable: measure
+    }
+  }
+  const measured = measure()
+  if (file !== undefined) {
+    try {
+      Fs.mkdirSync(Path.dirname(file), { recursive: true })
+      Fs.writeFileSync(`${file}.${process.pid}`, JSON.stringify(measured))
+      Fs.renameSync(`${file}.${process.pid}`, file)
+    } catch {
+      // the next process measures again
+    }
+  }
+  return measured
+}
+
 export const make = (options: BwrapSandboxOptions = {}): SandboxLauncherShape => {
-  const o: Required<BwrapSandboxOptions> = {
+  const o: Required<Omit<BwrapSandboxOptions, "capabilitiesCache">> = {
     bash: options.bash ?? "/bin/bash",
     bwrap: options.bwrap ?? "/usr/bin/bwrap",
     setpriv: options.setpriv ?? "/usr/bin/setpriv",
@@ -364,7 +419,7 @@ export const make = (options: BwrapSandboxOptions = {}): SandboxLauncherShape =>
     hostname: options.hostname ?? "sandbox"
   }
   let measured: HostCapabilities | undefined
-  const caps = () => (measured ??= measureCapabilities(o))
+  const caps = () => (measured ??= cachedCapabilities(options.capabilitiesCache, () => measureCapabilities(o)))
 
   const checkAll = (spec: LaunchSpec): PlannedMounts | undefined | SandboxPathRefused | InvalidLaunchSpec | LimitUnavailable => {
     const form = checkSpecForm(spec)

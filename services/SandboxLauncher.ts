@@ -13,6 +13,11 @@ export interface LaunchSpec {
    * can be found and ended (sandbox/cgroups.ts endLeftovers). The watcher gives the run's hash.
    */
   readonly name?: string | undefined
+  /**
+   * Prepare everything up to the program but run nothing until `release`: the watcher writes
+   * started while the sandbox is being set up, and releases it once started is in the record.
+   */
+  readonly gated?: boolean | undefined
   /** the program, then its arguments; a program without "/" is found on env's PATH */
   readonly command: ReadonlyArray<string>
   /** the process's whole environment; nothing is added */
@@ -124,6 +129,8 @@ export interface RunningProcess {
   readonly closeStdin: Effect.Effect<void>
   /** ends the whole process tree; the result is "stopped" unless it had already ended */
   readonly stop: Effect.Effect<void>
+  /** lets a gated launch run its program (the first stdin lines follow); nothing for another */
+  readonly release: Effect.Effect<void>
   /** waits for the end: the process and everything it started are gone */
   readonly result: Effect.Effect<LaunchResult>
   /** host pids of every process of the launch still present (empty once ended) */

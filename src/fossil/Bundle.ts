@@ -4,7 +4,8 @@
  * with `fossil bundle import --publish` stores and crosslinks each artifact in one
  * process and one receipt, received from the user that process runs as.
  */
-import BetterSqlite3 from "better-sqlite3"
+import type BetterSqlite3 from "better-sqlite3"
+import { openDatabase } from "./Sqlite.js"
 import * as Zlib from "node:zlib"
 import type { Artifact } from "./Artifact.js"
 
@@ -15,7 +16,7 @@ export const compress = (bytes: Uint8Array): Buffer => {
 }
 
 export const writeBundle = (path: string, projectCode: string, artifacts: ReadonlyArray<Artifact>): void => {
-  const db = new BetterSqlite3(path)
+  const db = openDatabase(path)
   try {
     db.exec(`CREATE TABLE bconfig(bcname TEXT, bcvalue ANY);
       CREATE TABLE bblob(blobid INTEGER PRIMARY KEY, uuid TEXT NOT NULL, sz INT NOT NULL, delta ANY, notes TEXT, data BLOB);`)

@@ -43,6 +43,8 @@ export interface WatcherOptions {
   /** a user holding admin or setup started this manual run (seed 001, `run`) */
   readonly personStart?: boolean
   readonly crashAt?: CrashPoint | undefined
+  /** when the watcher's own code began (epoch ms), for the log and bench/launch */
+  readonly mainAt?: number | undefined
 }
 
 /** The repository and receipts of the node, built once the lock is held so writes can hold it too. */
@@ -99,7 +101,7 @@ const runInCare = (options: WatcherOptions) =>
         yield* log(`wrote ended ${ended.outcome}${ended.note !== undefined ? ` (${ended.note})` : ""}: ${hash}`)
       })
 
-    yield* log(`in care: watcher ${process.pid} holds the run`)
+    yield* log(`in care: watcher ${process.pid} holds the run (process began ${Math.round(performance.timeOrigin)}, main ${options.mainAt ?? "?"})`)
     const record = yield* readRunRecord(run)
     if (record.ended !== undefined) return yield* log("the run has ended; nothing to do")
     if (record.message === undefined) return yield* log("the artifact holds no run; nothing to do")
@@ -196,23 +198,25 @@ const startChecked = (
       )
     }
 
-    // started: only while none counts (we hold the lock, and read the record just now)
+    // started is written while the sandbox is being set up (a gated launch runs nothing until
+    // released), and the program is released only once started is in the record (2.13)
     const stepValues = Object.fromEntries(Object.entries(values).filter(([name]) => isStepPlaceholder(name)))
-    const startedHash = yield* writeMessageWhereTheRunIs(
+    const writeStarted = writeMessageWhereTheRunIs(
       record,
       config.nodeUser,
       startedMessage(run, { values: startedValues(stepValues), limits: checked.run.limits }),
       `Started on ${config.nodeUser}.`
-    )
-    yield* log(`wrote started: ${startedHash}`)
-    yield* crash(options, "started")
+    ).pipe(Effect.tap((hash) => log(`wrote started: ${hash}`)))
 
+    const startedWritten = yield* Ref.make(false)
     const decided = yield* Ref.make<EndedContent | undefined>(undefined)
     const result = yield* Effect.acquireUseRelease(
       Effect.void,
-      () => launchAndWait(options, spec, decided, log),
+      () => launchAndWait(options, { ...spec, gated: true }, writeStarted, startedWritten, decided, log),
       (_, exit) =>
         Effect.gen(function*() {
+          // no started in the record: nothing ran, and the run is decided again later (recovery)
+          if (!(yield* Ref.get(startedWritten))) return
           const ended = (yield* Ref.get(decided)) ?? endedLost(Exit.isFailure(exit) ? describeCause(exit.cause) : "the watcher lost its process")
           yield* writeEnded(ended).pipe(
             Effect.retry(Schedule.exponential("200 millis").pipe(Schedule.intersect(Schedule.recurs(5)))),
@@ -225,9 +229,11 @@ const startChecked = (
     yield* afterProcess(options, record, checked, values, result, ended, log)
   })
 
-const launchAndWait = (
+const launchAndWait = <E, R>(
   options: WatcherOptions,
   spec: LaunchSpec,
+  writeStarted: Effect.Effect<string, E, R>,
+  startedWritten: Ref.Ref<boolean>,
   decided: Ref.Ref<EndedContent | undefined>,
   log: (line: string) => Effect.Effect<void>
 ) =>
@@ -236,6 +242,10 @@ const launchAndWait = (
       const care = yield* CareDirectory
       const launcher = yield* SandboxLauncher
       const running = yield* launcher.start(spec)
+      yield* writeStarted
+      yield* Ref.set(startedWritten, true)
+      yield* crash(options, "started")
+      yield* running.release
       yield* log(`launched: ${spec.command.join(" ")} (pid ${running.pid})`)
       yield* crash(options, "running")
       yield* Effect.forkScoped(watchInboxForStop(options.run, running.stop, log).pipe(Effect.provideService(CareDirectory, care)))

@@ -1,4 +1,5 @@
 import * as Effect from "effect/Effect"
+import * as ChildProcess from "node:child_process"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -136,8 +137,7 @@ export const performSteps = (checked: CheckedRun, context: StepContext) =>
           yield* fossil(step, `cannot export ${of}`, ["tarball", checkin, tarball, "--name", "tree", "-R", config.repository]).pipe(
             Effect.zipRight(attempt(step, `cannot unpack ${of} into ${into}`, () => {
               Fs.mkdirSync(target, { recursive: true })
-              const { execFileSync } = require_("node:child_process") as typeof import("node:child_process")
-              execFileSync("tar", ["-xzf", tarball, "-C", target, "--strip-components=1", "--no-same-owner"], { stdio: "pipe" })
+              ChildProcess.execFileSync("tar", ["-xzf", tarball, "-C", target, "--strip-components=1", "--no-same-owner"], { stdio: "pipe" })
               chownTree(target, context.owner)
             })),
             Effect.ensuring(Effect.sync(() => Fs.rmSync(Path.dirname(tarball), { recursive: true, force: true })))
@@ -214,7 +214,3 @@ export const fileSizeLimitOf = (checked: CheckedRun): number | undefined => {
   const parsed = parseSize(text)
   return parsed._tag === "Right" ? parsed.right : undefined
 }
-
-// node:child_process is loaded where it is used, so the rest of this module stays cheap to import
-import { createRequire } from "node:module"
-const require_ = createRequire(import.meta.url)

@@ -50,7 +50,9 @@ export const parseWatcherArgs = (argv: ReadonlyArray<string>): WatcherOptions | 
 }
 
 export const main = (argv: ReadonlyArray<string>) => {
-  const options = parseWatcherArgs(argv)
+  const mainAt = Date.now()
+  const parsed = parseWatcherArgs(argv)
+  const options = typeof parsed === "string" ? parsed : { ...parsed, mainAt }
   if (typeof options === "string") {
     process.stderr.write(`${options}\n`)
     process.exit(2)
@@ -74,7 +76,10 @@ export const main = (argv: ReadonlyArray<string>) => {
         () => Effect.sync(() => logLine("another watcher holds the run"))
       ),
       Effect.tapErrorCause((cause) => Effect.sync(() => logLine(`watcher failed: ${Cause.pretty(cause)}`))),
-      Effect.provide(Layer.mergeAll(CareDirectoryFs.layer({ root: options.config.root }), BwrapSandbox.layer()))
+      Effect.provide(Layer.mergeAll(
+        CareDirectoryFs.layer({ root: options.config.root }),
+        BwrapSandbox.layer({ capabilitiesCache: Path.join(releasePaths(options.config.root).node, "capabilities.json") })
+      ))
     )
   NodeRuntime.runMain(program, {
     disableErrorReporting: true,
