@@ -112,4 +112,40 @@ describe("the watcher", () => {
     const replies = await messages(run)
     expect(replies.map((m) => m.kind)).toEqual(["started", "ended"])
   }, 60_000)
+
+  it("a process past its wall limit is ended budget, naming wall", async () => {
+    const run = await world.post(shellRun(world, "sleep 30", {}, { limits: { wall: "2s" } }))
+    await world.watch(run)
+    const replies = await messages(run)
+    expect(replies.map((m) => [m.kind, m.content])).toEqual([["started", expect.anything()], ["ended", { outcome: "budget", note: "wall" }]])
+  }, 60_000)
+
+  it("a memory limit on a host that cannot provide it is refused (refusal 6)", async () => {
+    // the host's measured capabilities, as the watcher caches them, say: no memory controller
+    const cache = Path.join(world.root, "node", "capabilities.json")
+    Fs.mkdirSync(Path.dirname(cache), { recursive: true })
+    Fs.writeFileSync(cache, JSON.stringify({
+      sandbox: true, wall: true, cpu: true, file_size: true, processes: true, memory: false,
+      notes: ["memory: no cgroup memory controller here"]
+    }))
+    try {
+      const run = await world.post(shellRun(world, "true", {}, { limits: { wall: "1m", memory: "64M" } }))
+      await world.watch(run)
+      const replies = await messages(run)
+      expect(replies.map((m) => [m.kind, m.content])).toEqual([
+        ["ended", { outcome: "refused", note: "refusal 6: limits.memory: this host cannot provide it" }]
+      ])
+    } finally {
+      Fs.rmSync(cache, { force: true })
+    }
+  }, 30_000)
+
+  it("a memory limit where the host provides it ends a memory hog budget, naming memory", async () => {
+    const run = await world.post(shellRun(world, "", {
+      command: ["python3", "-c", "x = []\nwhile True: x.append(bytearray(8 << 20))"]
+    }, { limits: { wall: "1m", memory: "64M" } }))
+    await world.watch(run)
+    const replies = await messages(run)
+    expect(replies.map((m) => [m.kind, m.content])).toEqual([["started", expect.anything()], ["ended", { outcome: "budget", note: "memory" }]])
+  }, 60_000)
 })
