@@ -232,6 +232,9 @@ export const runCgi = async (tools: ReadonlyArray<Tool>, env: NodeJS.ProcessEnv 
   for (const method of ["log", "info", "debug", "warn", "trace", "dir", "table"] as const) {
     console[method] = (...args: Array<unknown>) => console.error(...args)
   }
+  // The request is read from `env`; a `fossil` a tool runs must not take itself for a CGI too,
+  // which Fossil does whenever GATEWAY_INTERFACE is set (it then ignores its command line).
+  delete process.env.GATEWAY_INTERFACE
   let response: CgiResponse
   try {
     const length = Number(env.CONTENT_LENGTH ?? "0")

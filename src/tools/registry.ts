@@ -1,16 +1,32 @@
 import { makeHelp, makeList } from "./catalog.js"
 import { accept } from "./accept.js"
+import { audit } from "./audit.js"
+import { create } from "./create.js"
 import { echo } from "./echo.js"
+import { hook } from "./hook.js"
+import { post } from "./post.js"
+import { receipt } from "./receipt.js"
 import { rollback } from "./rollback.js"
 import { stage } from "./stage.js"
+import { status } from "./status.js"
+import { stop } from "./stop.js"
 import type { Tool } from "./Tool.js"
+import { unhook } from "./unhook.js"
 
 /** Every tool this release offers, in the order lists show them. */
 export const tools: ReadonlyArray<Tool> = [
   makeList(() => tools),
   makeHelp(() => tools),
+  status,
   echo,
+  create,
+  stop,
+  post,
+  audit,
+  receipt,
   stage,
   accept,
-  rollback
+  rollback,
+  hook,
+  unhook
 ]

@@ -1,3 +1,4 @@
+import * as Fs from "node:fs"
 import { execFile, spawn, type ChildProcess } from "node:child_process"
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
@@ -41,6 +42,9 @@ export const bundle = async (entry: string, outdir: string, name: string): Promi
     logLevel: "warning",
     banner: { js: "import { createRequire as __ocx2CreateRequire } from 'node:module'; const require = __ocx2CreateRequire(import.meta.url);" }
   })
+  // the native addon stays external: the bundle finds it through a node_modules beside it
+  const modules = join(outdir, "node_modules")
+  if (!Fs.existsSync(modules)) Fs.symlinkSync(join(import.meta.dirname, "../../node_modules"), modules)
   return outfile
 }
 

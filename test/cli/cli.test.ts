@@ -66,13 +66,11 @@ describe("the ocx2 command", () => {
   })
 
   it("--dry-run is on every tool and says it stopped as a dry run", async () => {
-    for (const tool of tools) {
-      const help = await run(tool.name, "--help")
-      expect(plain(help.stdout)).toContain("--dry-run")
-    }
+    const helps = await Promise.all(tools.map((tool) => run(tool.name, "--help")))
+    for (const help of helps) expect(plain(help.stdout)).toContain("--dry-run")
     const { stdout } = await run("--json", "echo", "hello", "--dry-run")
     expect(JSON.parse(stdout).stopped).toEqual({ reason: "dry_run" })
-  })
+  }, 30_000)
 
   it("a missing argument and an unknown tool are usage errors with a non-zero status", async () => {
     const missing = await run("echo")

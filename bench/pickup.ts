@@ -1,0 +1,124 @@
+/**
+ * How fast the server's node picks a run up, and what the hook costs on a receipt with no run (issue 5).
+ *
+ * Run from the project root after `npm run build` (the hook and watcher bundles are measured as shipped):
+ *   npx esbuild bench/pickup.ts --bundle --platform=node --format=esm \
+ *     --external:better-sqlite3 --outfile=bench/pickup.out.mjs && node bench/pickup.out.mjs
+ *
+ *  - pickup, fast mode (backoffice-disable on, fossil backoffice --poll 1): from the receipt of a
+ *    pushed run to the receipt of its started, both as the served repository timed them, over
+ *    BENCH_RUNS runs (default 20): median and p95. Targets: median < 1 s, p95 < 2 s.
+ *  - pickup, Fossil's default backoffice, for comparison: BENCH_DEFAULT_RUNS runs (default 3),
+ *    each bounded at 90 s, since a receipt within a minute of the last backoffice waits for its lease.
+ *  - the hook's CPU time (user + sys, GNU time) on a receipt carrying no run, against `node -e 0`,
+ *    alternating, BENCH_CPU_RUNS times (default 20): medians and their ratio. Target: at most 2x.
+ */
+import * as ChildProcess from "node:child_process"
+import * as Path from "node:path"
+import BetterSqlite3 from "better-sqlite3"
+import { composeForumPost } from "../src/fossil/Artifact.js"
+import { hook } from "../src/tools/hook.js"
+import { cloneAs, fossil, pushArtifacts } from "../test/support/fossilServer.js"
+import { shellRun, users } from "../test/support/nodeWorld.js"
+import { endWatchers, makeHookWorld, sleep, type HookWorld } from "../test/node/hookWorld.js"
+
+const runs = Number(process.env.BENCH_RUNS ?? 20)
+const defaultRuns = Number(process.env.BENCH_DEFAULT_RUNS ?? 3)
+const cpuRuns = Number(process.env.BENCH_CPU_RUNS ?? 20)
+
+const quantile = (values: ReadonlyArray<number>, q: number) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!
+}
+const median = (values: ReadonlyArray<number>) => quantile(values, 0.5)
+
+/** when the served repository received the artifact, in epoch ms (rcvfrom.mtime is a Julian day) */
+const receivedAt = (repository: string, hash: string): number | undefined => {
+  const db = new BetterSqlite3(repository, { readonly: true, fileMustExist: true })
+  try {
+    const row = db.prepare("SELECT r.mtime AS mtime FROM blob b JOIN rcvfrom r USING(rcvid) WHERE b.uuid = ?").get(hash) as { mtime: number } | undefined
+    return row === undefined ? undefined : (row.mtime - 2440587.5) * 86400000
+  } finally {
+    db.close()
+  }
+}
+
+const startedOf = async (world: HookWorld, run: string) =>
+  (await world.replies(run)).find((m) => m.kind === "started")?.hash
+
+const pickups = async (world: HookWorld, count: number, boundMs: number, pause: number) => {
+  const clone = await cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, `alice-${Date.now()}.fossil`))
+  const took: Array<number> = []
+  let missed = 0
+  for (let i = 0; i < count; i++) {
+    const artifact = composeForumPost({ date: new Date(), user: users.admin.login, title: `run ${i}`, text: world.runText(shellRun(world, "true")) })
+    await pushArtifacts(clone, users.admin.login, [artifact])
+    const deadline = Date.now() + boundMs
+    let started: string | undefined
+    while (started === undefined && Date.now() < deadline) {
+      await sleep(50)
+      started = await startedOf(world, artifact.hash)
+    }
+    if (started === undefined) missed++
+    else took.push(receivedAt(world.repository, started)! - receivedAt(world.repository, artifact.hash)!)
+    await sleep(pause)
+  }
+  return { took, missed }
+}
+
+const cpuOf = (command: string, args: ReadonlyArray<string>, input = "") =>
+  new Promise<number>((resolve, reject) => {
+    const child = ChildProcess.spawn("/usr/bin/time", ["-f", "%U %S", command, ...args], { stdio: ["pipe", "ignore", "pipe"] })
+    let err = ""
+    child.stderr!.on("data", (b: Buffer) => (err += b.toString()))
+    child.stdin!.end(input)
+    child.once("error", reject)
+    child.once("close", () => {
+      const [user, sys] = err.trim().split("\n").at(-1)!.split(" ").map(Number)
+      resolve(((user ?? NaN) + (sys ?? NaN)) * 1000)
+    })
+  })
+
+const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`
+
+// ---- fast mode
+const fast = await makeHookWorld({ fastHooks: true })
+try {
+  const installed = await fast.call(hook, { node: users.node.login, root: fast.root })
+  if (installed.stopped.reason !== "completed") throw new Error(`hook: ${installed.stopped.message}`)
+  const { took, missed } = await pickups(fast, runs, 30_000, 200)
+  console.log(`pickup, fast mode (backoffice-disable on, fossil backoffice --poll 1), ${runs} pushed runs: ` +
+    `median ${s(median(took))}, p95 ${s(quantile(took, 0.95))}, max ${s(Math.max(...took))}${missed > 0 ? `, ${missed} not started within 30 s` : ""}` +
+    `  (targets: median < 1 s, p95 < 2 s)`)
+} finally {
+  endWatchers(fast.root)
+  await fast.close()
+}
+
+// ---- default backoffice, and the hook's CPU time (no poller here: nothing else runs the hook)
+const plain = await makeHookWorld({ fastHooks: false })
+try {
+  const installed = await plain.call(hook, { node: users.node.login, root: plain.root })
+  if (installed.stopped.reason !== "completed") throw new Error(`hook: ${installed.stopped.message}`)
+  const hookProgram = Path.join(plain.root, "ocx2-hook")
+  const log = Path.join(plain.root, "node", "hook.log")
+  const hookCpu: Array<number> = []
+  const nodeCpu: Array<number> = []
+  for (let i = 0; i < cpuRuns; i++) {
+    // a receipt carrying no run: a plain ticket, made on the host (the command line starts no backoffice)
+    await fossil(["ticket", "add", "title", `plain ${i}`, "-R", plain.repository])
+    const summary = (await fossil(["sql", "-R", plain.repository, "SELECT uuid FROM blob ORDER BY rid DESC LIMIT 1"])).trim().replace(/'/g, "")
+    hookCpu.push(await cpuOf(hookProgram, ["--log", log, plain.repository], `${summary} ticket x\n`))
+    nodeCpu.push(await cpuOf(process.execPath, ["-e", "0"]))
+  }
+  const ratio = median(hookCpu) / median(nodeCpu)
+  console.log(`hook CPU (user+sys) on a receipt carrying no run: median ${median(hookCpu).toFixed(0)} ms against node -e 0 ` +
+    `${median(nodeCpu).toFixed(0)} ms: ${ratio.toFixed(2)}x  (target: at most 2x; ${cpuRuns} alternating runs)`)
+
+  const { took, missed } = await pickups(plain, defaultRuns, 90_000, 0)
+  console.log(`pickup, Fossil's default backoffice, ${defaultRuns} pushed runs (each bounded at 90 s): ` +
+    `${took.map(s).join(", ")}${missed > 0 ? `; ${missed} not started within 90 s` : ""}`)
+} finally {
+  endWatchers(plain.root)
+  await plain.close()
+}

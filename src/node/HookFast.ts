@@ -1,0 +1,186 @@
+import type BetterSqlite3 from "better-sqlite3"
+import { openDatabase } from "../fossil/Sqlite.js"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as Zlib from "node:zlib"
+import { rootOfProgram } from "../release/ReleasePaths.js"
+import {
+  advanceCursor, appendHookLog, canonicalRepository, type Cursor, cursorFileOf, type HookLogEntry, nodeOf, readCursor
+} from "./HookFiles.js"
+
+// ocx2-hook [--root ROOT] --log ROOT/node/hook.log REPOSITORY
+//
+// Fossil's after-receive hook (DECISIONS 5): a wake-up call, not the record. Fossil runs it
+// detached through /bin/sh, gives it the arrived artifacts on standard input (a hint only),
+// closes its stdout and stderr, and never waits for it. So it writes nowhere but its log, and
+// it runs on every receipt: this entry loads no Effect and no protocol schema. It reads what
+// arrived after its own cursor with plain SQLite and asks one cheap question, whether any of it
+// is a forum post or ticket change whose text may hold an OCX message ("ocx" in its content).
+// Only then does it load the round (src/node/Round.ts), which decides under round.lock.
+
+export interface HookArgs {
+  readonly log: string
+  readonly repository: string
+  readonly root: string | undefined
+}
+
+export const parseHookArgs = (argv: ReadonlyArray<string>): HookArgs | string => {
+  let log: string | undefined
+  let root: string | undefined
+  const rest: Array<string> = []
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    if ((arg === "--log" || arg === "--root" || arg === "--login") && i + 1 < argv.length) {
+      const value = argv[++i]!
+      if (arg === "--log") log = value
+      else if (arg === "--root") root = value
+      // --login LOGIN: an earlier release's hook; its value is unused (seed 001)
+    } else if (arg.startsWith("--")) return `unknown option ${arg}`
+    else rest.push(arg)
+  }
+  if (log === undefined) return "--log FILE is missing"
+  if (rest.length !== 1) return "give the repository (Fossil's %R) once"
+  return { log: Path.resolve(log), repository: Path.resolve(rest[0]!), root: root === undefined ? undefined : Path.resolve(root) }
+}
+
+/** ROOT: given, or the root this program was released into (ROOT/staged/NAME/ocx2-hook), or the log's ROOT/node/.. */
+export const hookRoot = (args: HookArgs, program: string | undefined): string | undefined => {
+  if (args.root !== undefined) return args.root
+  if (program !== undefined) {
+    try {
+      const released = rootOfProgram(Fs.realpathSync(program))
+      if (released !== undefined) return released
+    } catch {
+      // no such program path: fall back to the log's place
+    }
+  }
+  const logDir = Path.dirname(args.log)
+  return Path.basename(logDir) === "node" ? Path.dirname(logDir) : undefined
+}
+
+/** The hashes Fossil listed ("HASH SUMMARY" a line); a terminal or nothing gives none. */
+export const readGiven = (): ReadonlyArray<string> => {
+  try {
+    const stat = Fs.fstatSync(0)
+    if (!stat.isFIFO() && !stat.isFile() && !stat.isSocket()) return []
+    const text = Fs.readFileSync(0, "utf8")
+    return text.split("\n").map((l) => l.trim().split(/\s+/)[0] ?? "").filter((h) => /^[0-9a-f]{40,64}$/.test(h))
+  } catch {
+    return []
+  }
+}
+
+export interface Arrivals {
+  readonly count: number
+  /** past every artifact looked at */
+  readonly newest: Cursor | undefined
+  /** posts and ticket changes that may hold an OCX message */
+  readonly maybe: number
+}
+
+const tableExists = (db: BetterSqlite3.Database, name: string) =>
+  db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined
+
+/** Mentions "ocx": every OCX message does (2.0), so text without it holds none. */
+const mayHoldMessage = (content: Buffer | null, delta: number): boolean => {
+  if (content === null) return false
+  if (delta !== 0) return true // a delta's text is not at hand cheaply: let the round read it
+  try {
+    return Zlib.inflateSync(content.subarray(4)).includes("ocx")
+  } catch {
+    return true
+  }
+}
+
+/** What arrived after the cursor, and whether any of it may hold a message. One short read. */
+export const readArrivals = (db: BetterSqlite3.Database, cursor: Cursor): Arrivals => {
+  const forum = tableExists(db, "forumpost")
+  const tickets = tableExists(db, "ticketchng")
+  const carriesText = [
+    ...(forum ? ["EXISTS (SELECT 1 FROM forumpost f WHERE f.fpid = b.rid)"] : []),
+    ...(tickets ? ["EXISTS (SELECT 1 FROM ticketchng c WHERE c.tkt_rid = b.rid)"] : [])
+  ]
+  const rows = db.prepare<[number, number, number], { rid: number; rcvid: number; text: number }>(
+    `SELECT b.rid, b.rcvid, ${carriesText.length > 0 ? carriesText.join(" OR ") : "0"} AS text
+     FROM blob b WHERE b.rcvid >= ? AND (b.rcvid > ? OR b.rid > ?) AND b.size >= 0`
+  ).all(cursor.rcvid, cursor.rcvid, cursor.rid)
+  let newest: Cursor | undefined
+  let maybe = 0
+  const content = db.prepare<[number], { content: Buffer | null; delta: number }>(
+    "SELECT b.content, EXISTS (SELECT 1 FROM delta d WHERE d.rid = b.rid) AS delta FROM blob b WHERE b.rid = ?"
+  )
+  for (const row of rows) {
+    if (newest === undefined || row.rcvid > newest.rcvid || (row.rcvid === newest.rcvid && row.rid > newest.rid)) {
+      newest = { rcvid: row.rcvid, rid: row.rid }
+    }
+    if (row.text !== 0) {
+      const stored = content.get(row.rid)
+      if (stored !== undefined && mayHoldMessage(stored.content, stored.delta)) maybe++
+    }
+  }
+  return { count: rows.length, newest, maybe }
+}
+
+/** The whole call; resolves with the entry it logged. Never throws, never writes to stdout or stderr. */
+export const runHook = async (argv: ReadonlyArray<string>, program: string | undefined): Promise<HookLogEntry | undefined> => {
+  const began = performance.now()
+  const args = parseHookArgs(argv)
+  if (typeof args === "string") return undefined // no log named: nowhere to say it
+  const given = readGiven()
+  const repository = canonicalRepository(args.repository)
+  const base = { at: new Date().toISOString(), pid: process.pid, repository, given }
+  const finish = (entry: Omit<HookLogEntry, "at" | "pid" | "repository" | "given">): HookLogEntry => {
+    const logged: HookLogEntry = { ...base, ...entry, ms: Math.round(performance.now() - began) }
+    appendHookLog(args.log, logged)
+    return logged
+  }
+  try {
+    const root = hookRoot(args, program)
+    if (root === undefined) return finish({ did: ["no release root: give --root ROOT or run ROOT/ocx2-hook"] })
+    const node = nodeOf(root, repository)
+    if (node === undefined) return finish({ did: ["no node on this repository: nothing to decide (ocx2 hook --node USER starts one)"] })
+    const cursorFile = cursorFileOf(root, repository, node.user)
+    const from = readCursor(cursorFile)
+    if (from === undefined) return finish({ node: node.user, did: [`no cursor ${cursorFile}: run ocx2 hook --node ${node.user} to start the node`] })
+    const db = openDatabase(repository, { readonly: true, fileMustExist: true })
+    let arrivals: Arrivals
+    try {
+      db.pragma("busy_timeout = 5000")
+      arrivals = readArrivals(db, from)
+    } finally {
+      db.close()
+    }
+    if (arrivals.maybe === 0) {
+      const to = arrivals.newest ?? from
+      if (arrivals.newest !== undefined) advanceCursor(cursorFile, arrivals.newest)
+      return finish({
+        node: node.user, from, to,
+        did: [arrivals.count === 0 ? "nothing arrived after the cursor" : `${arrivals.count} artifacts arrived, none a post or ticket change mentioning ocx: nothing to decide`]
+      })
+    }
+    const { runHookRound } = await import("./Round.js")
+    const round = await runHookRound({
+      root,
+      repository,
+      nodeUser: node.user,
+      serverUrl: node.serverUrl,
+      passwordsFile: undefined
+    })
+    return finish({ node: node.user, from: round.from, to: round.to, did: round.did })
+  } catch (e) {
+    return finish({ did: [`failed: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`] })
+  }
+}
+
+/** The program's entry: output guarded (Fossil closed it), one call, then exit. */
+export const hookMain = (argv: ReadonlyArray<string>, program: string | undefined): void => {
+  // a write to the closed pipe raises EPIPE asynchronously; nothing here writes, but a library might
+  process.stdout.on("error", () => {})
+  process.stderr.on("error", () => {})
+  process.on("uncaughtException", () => process.exit(0))
+  process.on("unhandledRejection", () => process.exit(0))
+  runHook(argv, program).then(
+    () => process.exit(0),
+    () => process.exit(0)
+  )
+}

@@ -1,0 +1,253 @@
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as Fs from "node:fs"
+import * as ReleaseRootFs from "../../layers/ReleaseRootFs.js"
+import { rootOfProgram, releasePaths } from "../release/ReleasePaths.js"
+import { Refusal, rootToActOn } from "../release/Served.js"
+import { OperationsLog } from "../tools/Operations.js"
+import type { Handled, ToolContext } from "../tools/Tool.js"
+import { canonicalRepository, hookLogOf, lastHookLogEntry, nodeOf, nodesFileOf, writeNode } from "./HookFiles.js"
+import {
+  addHook, backofficeOf, deleteHook, type FossilHook, hookCommandOf, HookError, readHooks, readUser, repositoryUrl,
+  runsOcx2Hook, setBackofficeDisable, startPoller
+} from "./HookInstall.js"
+import type { NodeConfig } from "./NodeConfig.js"
+import { type Act, servedNodeLayer, startNode, watcherOf } from "./Round.js"
+
+// hook, unhook and status (seed 001, "Install or remove the hook"): what each does, once; the
+// tools in src/tools only name them.
+
+const optionalText = (description: string) => Schema.optionalWith(Schema.String.annotations({ description }), { exact: true })
+
+export const HookInput = Schema.Struct({
+  node: optionalText("the node user: the hook is then that node (a user holding no capability of its own); installing with it is the node starting"),
+  root: optionalText("the release root (by default the root this program was released into)"),
+  serverUrl: optionalText("the server's URL, for runs' clone steps (by default the repository's email-url)"),
+  fast: Schema.optionalWith(
+    Schema.Boolean.annotations({ description: "turn on fast pickup: backoffice-disable on, and fossil backoffice --poll 1 started detached" }),
+    { exact: true }
+  )
+})
+export type HookInput = typeof HookInput.Type
+
+export const RootOnlyInput = Schema.Struct({ root: optionalText("the release root (by default the root this program was released into)") })
+export type RootOnlyInput = typeof RootOnlyInput.Type
+
+const BackofficeOutput = Schema.Struct({
+  mode: Schema.Literal("fast", "default", "stalled"),
+  disabled: Schema.Boolean,
+  pollers: Schema.Array(Schema.Number),
+  words: Schema.String
+})
+
+export const HookOutput = Schema.Struct({
+  root: Schema.String,
+  repository: Schema.String,
+  command: Schema.String.annotations({ description: "the after-receive hook this root installs" }),
+  hook: Schema.Literal("installed", "unchanged"),
+  otherHooks: Schema.Array(Schema.String),
+  node: Schema.optionalWith(Schema.String, { exact: true }),
+  runs: Schema.optionalWith(Schema.Array(Schema.Struct({ run: Schema.String, action: Schema.String })), { exact: true }),
+  backoffice: BackofficeOutput
+})
+export type HookOutput = typeof HookOutput.Type
+
+export const UnhookOutput = Schema.Struct({
+  repository: Schema.String,
+  removed: Schema.Array(Schema.String),
+  otherHooks: Schema.Array(Schema.String),
+  log: Schema.optionalWith(Schema.String, { exact: true })
+})
+export type UnhookOutput = typeof UnhookOutput.Type
+
+export const StatusOutput = Schema.Struct({
+  caller: Schema.Struct({ user: Schema.optionalWith(Schema.String, { exact: true }), capabilities: Schema.String }),
+  repository: Schema.optionalWith(Schema.String, { exact: true }),
+  root: Schema.optionalWith(Schema.String, { exact: true }),
+  hook: Schema.optionalWith(Schema.Struct({
+    state: Schema.Literal("installed", "other", "absent"),
+    words: Schema.String,
+    commands: Schema.Array(Schema.String)
+  }), { exact: true }),
+  otherHooks: Schema.optionalWith(Schema.Array(Schema.String), { exact: true }),
+  backoffice: Schema.optionalWith(BackofficeOutput, { exact: true }),
+  node: Schema.optionalWith(Schema.String, { exact: true }),
+  lastRun: Schema.optionalWith(Schema.Struct({
+    at: Schema.String,
+    repository: Schema.String,
+    given: Schema.Array(Schema.String),
+    did: Schema.Array(Schema.String)
+  }), { exact: true })
+})
+export type StatusOutput = typeof StatusOutput.Type
+
+type Failure = Refusal | HookError | { readonly _tag: string; readonly message: string }
+
+const finishHook = <O, R>(log: OperationsLog, program: Effect.Effect<O, Failure, R>): Effect.Effect<Handled<O>, never, R> =>
+  program.pipe(
+    Effect.map((output): Handled<O> => ({ operations: log.operations, output })),
+    Effect.catchAll((failure) =>
+      Effect.succeed<Handled<O>>({
+        operations: log.operations,
+        stopped: { reason: failure._tag === "Refusal" ? "refused" : "failed", message: failure.message }
+      }))
+  )
+
+const servedRepository = (tool: string, context: ToolContext) =>
+  Effect.gen(function*() {
+    if (context.repository === undefined) {
+      return yield* Effect.fail(new Refusal(`${tool} acts on the served repository: name it with --repository REPO before the tool's name`))
+    }
+    const repository = canonicalRepository(context.repository)
+    if (!Fs.existsSync(repository)) return yield* Effect.fail(new Refusal(`no repository file ${repository}`))
+    return repository
+  })
+
+const others = (hooks: ReadonlyArray<FossilHook>) => hooks.filter((h) => !runsOcx2Hook(h.command))
+const describeHook = (h: FossilHook) => `${h.type}: ${h.command}`
+
+/** hook [--node USER] [--root ROOT] [--server-url URL] [--fast] */
+export const installHook = (input: HookInput, context: ToolContext, programPath: string | undefined) => {
+  const log = new OperationsLog(context.dryRun)
+  const act: Act = (op, detail, effect) => log.perform(op, detail, effect)
+  return finishHook(log, Effect.gen(function*() {
+    const repository = yield* servedRepository("hook", context)
+    const root = yield* rootToActOn("hook", input.root, programPath).pipe(Effect.provide(ReleaseRootFs.layer))
+    const paths = releasePaths(root)
+    if (!Fs.existsSync(paths.current)) {
+      return yield* Effect.fail(new Refusal(`${root} serves no release (${paths.current} is missing): the hook would run nothing; stage and accept a release first`))
+    }
+    if (!Fs.existsSync(paths.hook)) {
+      return yield* Effect.fail(new Refusal(`${paths.hook} does not reach a program: the hook would run nothing; accept a release that holds ocx2-hook`))
+    }
+    const command = hookCommandOf(root)
+    const hooks = yield* readHooks(repository)
+    const ours = hooks.filter((h) => runsOcx2Hook(h.command))
+    let state: "installed" | "unchanged" = "unchanged"
+    if (ours.length === 1 && ours[0]!.command === command && ours[0]!.type === "after-receive") {
+      log.note("hook", `already installed on ${repository}: ${command}`)
+    } else {
+      // from the highest index down, so each index still names its hook
+      for (const h of [...ours].sort((a, b) => b.index - a.index)) {
+        yield* log.perform("unhook", `fossil hook delete ${h.index} -R ${repository} (it ran ${h.command})`, deleteHook(repository, h.index))
+      }
+      yield* log.perform("hook", `fossil hook add --type after-receive --command "${command}" -R ${repository}`, addHook(repository, command))
+      state = "installed"
+    }
+    for (const h of others(hooks)) log.note("other hook", `left as it is: ${describeHook(h)}`)
+
+    let runs: HookOutput["runs"]
+    if (input.node !== undefined) {
+      const user = yield* readUser(repository, input.node)
+      if (user === undefined) return yield* Effect.fail(new Refusal(`no user ${input.node} in ${repository}: create it, holding no capability of its own`))
+      if (/[as]/.test(user.capabilities)) {
+        return yield* Effect.fail(new Refusal(`${input.node} holds admin or setup (${user.capabilities}): a node user holds no capability of its own`))
+      }
+      const serverUrl = input.serverUrl ?? (yield* repositoryUrl(repository))
+      yield* log.perform("node", `${nodesFileOf(root)}: ${repository} is node ${input.node}${serverUrl !== undefined ? ` at ${serverUrl}` : ""}`,
+        Effect.sync(() => writeNode(root, repository, { user: input.node!, ...(serverUrl !== undefined ? { serverUrl } : {}) })))
+      const config: NodeConfig = { root, repository, nodeUser: input.node, serverUrl, passwordsFile: undefined }
+      const started = yield* startNode(config, act, { watcherProgram: watcherOf(root), dryRun: context.dryRun }).pipe(
+        Effect.provide(servedNodeLayer(config)),
+        Effect.mapError((e) => new HookError(`the node could not check its runs: ${String((e as { message?: unknown }).message ?? e)}`))
+      )
+      log.note("node", `${started.decisions.length} open run${started.decisions.length === 1 ? "" : "s"} for ${input.node} checked`)
+      runs = started.decisions
+    }
+
+    let backoffice = yield* backofficeOf(repository)
+    if (input.fast === true) {
+      if (!backoffice.disabled) {
+        yield* log.perform("fast", `fossil settings backoffice-disable on -R ${repository}`, setBackofficeDisable(repository))
+      }
+      if (backoffice.pollers.length === 0) {
+        yield* log.perform("fast",
+          `start fossil backoffice --poll 1 ${repository} detached (better: run it as a service, docs/operations.md)`,
+          startPoller(repository))
+      }
+      if (!context.dryRun) backoffice = yield* backofficeOf(repository)
+    }
+    log.note("backoffice", backoffice.words)
+    const output: HookOutput = {
+      root, repository, command, hook: state,
+      otherHooks: others(hooks).map(describeHook),
+      ...(input.node !== undefined ? { node: input.node } : {}),
+      ...(runs !== undefined ? { runs } : {}),
+      backoffice: { mode: backoffice.mode, disabled: backoffice.disabled, pollers: backoffice.pollers, words: backoffice.words }
+    }
+    return output
+  }))
+}
+
+/** unhook [--root ROOT]: every hook that runs ocx2-hook goes; the others and the log stay. */
+export const removeHook = (input: RootOnlyInput, context: ToolContext, programPath: string | undefined) => {
+  const log = new OperationsLog(context.dryRun)
+  return finishHook(log, Effect.gen(function*() {
+    const repository = yield* servedRepository("unhook", context)
+    const root = input.root !== undefined || programPath !== undefined
+      ? yield* rootToActOn("unhook", input.root, programPath).pipe(Effect.provide(ReleaseRootFs.layer), Effect.option)
+      : undefined
+    const hooks = yield* readHooks(repository)
+    const ours = hooks.filter((h) => runsOcx2Hook(h.command))
+    if (ours.length === 0) log.note("unhook", `no hook runs ocx2-hook on ${repository}: nothing to remove`)
+    for (const h of [...ours].sort((a, b) => b.index - a.index)) {
+      yield* log.perform("unhook", `fossil hook delete ${h.index} -R ${repository} (it ran ${h.command})`, deleteHook(repository, h.index))
+    }
+    for (const h of others(hooks)) log.note("other hook", `left as it is: ${describeHook(h)}`)
+    const kept = root !== undefined && root._tag === "Some" ? hookLogOf(root.value) : undefined
+    if (kept !== undefined) log.note("log", `${kept} is left as it is`)
+    const output: UnhookOutput = {
+      repository,
+      removed: ours.map((h) => h.command),
+      otherHooks: others(hooks).map(describeHook),
+      ...(kept !== undefined ? { log: kept } : {})
+    }
+    return output
+  }))
+}
+
+const rootForStatus = (given: string | undefined, programPath: string | undefined): string | undefined => {
+  try {
+    if (given !== undefined) return Fs.realpathSync(given)
+    return programPath === undefined ? undefined : rootOfProgram(Fs.realpathSync(programPath))
+  } catch {
+    return undefined
+  }
+}
+
+/** status: anyone may ask who they are and where the hook stands. */
+export const hookStatus = (input: RootOnlyInput, context: ToolContext, programPath: string | undefined) => {
+  const log = new OperationsLog(context.dryRun)
+  return finishHook(log, Effect.gen(function*() {
+    const caller = { ...(context.caller.user !== undefined ? { user: context.caller.user } : {}), capabilities: context.caller.capabilities }
+    const root = rootForStatus(input.root, programPath)
+    if (context.repository === undefined) {
+      const output: StatusOutput = { caller, ...(root !== undefined ? { root } : {}) }
+      return output
+    }
+    const repository = canonicalRepository(context.repository)
+    const hooks = yield* readHooks(repository)
+    const ours = hooks.filter((h) => runsOcx2Hook(h.command))
+    const command = root !== undefined ? hookCommandOf(root) : undefined
+    const state = ours.some((h) => h.command === command && h.type === "after-receive") ? "installed" : ours.length > 0 ? "other" : "absent"
+    const words = state === "installed"
+      ? `installed as this root installs it: ${command}`
+      : state === "other"
+        ? `ocx2-hook runs otherwise: ${ours.map((h) => h.command).join("; ")}${command !== undefined ? ` (this root installs ${command})` : ""}`
+        : "absent: no after-receive hook runs ocx2-hook"
+    const backoffice = yield* backofficeOf(repository)
+    const node = root !== undefined ? nodeOf(root, repository) : undefined
+    const last = root !== undefined ? lastHookLogEntry(hookLogOf(root)) : undefined
+    const output: StatusOutput = {
+      caller,
+      repository,
+      ...(root !== undefined ? { root } : {}),
+      hook: { state, words, commands: ours.map((h) => h.command) },
+      otherHooks: others(hooks).filter((h) => h.type === "after-receive").map((h) => h.command),
+      backoffice: { mode: backoffice.mode, disabled: backoffice.disabled, pollers: backoffice.pollers, words: backoffice.words },
+      ...(node !== undefined ? { node: node.user } : {}),
+      ...(last !== undefined ? { lastRun: { at: last.at, repository: last.repository, given: last.given, did: last.did } } : {})
+    }
+    return output
+  }))
+}

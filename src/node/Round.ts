@@ -1,0 +1,251 @@
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as BwrapSandbox from "../../layers/BwrapSandbox.js"
+import * as CareDirectoryFs from "../../layers/CareDirectoryFs.js"
+import * as FossilReceipts from "../../layers/FossilReceipts.js"
+import * as FossilRepository from "../../layers/FossilRepository.js"
+import { CareDirectory } from "../../services/CareDirectory.js"
+import { Receipts } from "../../services/Receipts.js"
+import { Repository, startCursor, type Cursor } from "../../services/Repository.js"
+import { SandboxLauncher } from "../../services/SandboxLauncher.js"
+import { readMessage } from "../protocol/Envelope.js"
+import { decide, type LifeEvent, type Liveness } from "../protocol/Life.js"
+import { checkRun } from "../protocol/Refusals.js"
+import { releasePaths } from "../release/ReleasePaths.js"
+import { cloneUsers } from "./CloneUsers.js"
+import { defaultWatcherProgram, handOff } from "./HandOff.js"
+import { advanceCursor, cursorFileOf, readCursor, writeCursor } from "./HookFiles.js"
+import { hostSettings, type NodeConfig } from "./NodeConfig.js"
+import { recoverRun } from "./Recovery.js"
+import { readRunRecord, type RunRecord } from "./RunRecord.js"
+
+// One round of the node on the server's host (2.13, DECISIONS 5 and 7): under round.lock, read
+// what arrived after the node's own cursor, decide each run for this node and each stop with
+// Life.decide, and act. Refusals, stops before a start and starts are all handed to the run's
+// watcher, which decides the run again under its own lock and writes the one ended (or started)
+// itself: one code path writes a run's answers, and it always holds the run's lock. A stop for
+// a run in care goes to its watcher's inbox. The same decision serves the node starting
+// (`ocx2 hook --node USER`), which reads every open run, and its dry run.
+
+/** How an action is taken: at once, or (a dry run) only recorded. */
+export type Act = <A, E, R>(op: string, detail: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A | undefined, E, R>
+
+export const actNow: Act = (_op, _detail, effect) => effect
+
+export interface RunDecision {
+  readonly run: string
+  /** what was done (or in a dry run would be), in words */
+  readonly action: string
+}
+
+export interface RoundResult {
+  readonly from: Cursor
+  readonly to: Cursor
+  readonly did: ReadonlyArray<string>
+  readonly decisions: ReadonlyArray<RunDecision>
+}
+
+/** The served release's watcher (ROOT/current/ocx2-watcher), else the one beside this program. */
+export const watcherOf = (root: string): string => {
+  const served = Path.join(releasePaths(root).current, "ocx2-watcher")
+  return Fs.existsSync(served) ? served : defaultWatcherProgram()
+}
+
+const runClone = (record: RunRecord): unknown =>
+  (record.message?.block["run"] as { readonly clone?: unknown } | undefined)?.clone
+
+const checkOf = (config: NodeConfig, record: RunRecord) =>
+  Effect.gen(function*() {
+    const launcher = yield* SandboxLauncher
+    const receipts = yield* Receipts
+    const host = hostSettings(config, yield* launcher.capabilities)
+    const processUser = (record.message!.block["run"] as { process?: { user?: unknown } } | undefined)?.process?.user
+    const processUserCapabilities = typeof processUser === "string" ? yield* receipts.capabilitiesOf(processUser) : undefined
+    const clones = yield* cloneUsers(releasePaths(config.root).node)
+    return checkRun({
+      message: record.message!,
+      runHash: record.hash,
+      sender: record.sender,
+      processUserCapabilities,
+      cloneUsers: clones,
+      host
+    })
+  })
+
+/**
+ * Decides one run for this node and acts: `event` is why it is read (a run arriving, a stop
+ * that arrived, the node starting). Runs of another node user or another clone are left alone.
+ */
+export const decideRun = (
+  config: NodeConfig,
+  serverCode: string,
+  run: string,
+  event: LifeEvent,
+  act: Act,
+  options: { readonly stop?: string; readonly watcherProgram: string }
+) =>
+  Effect.gen(function*() {
+    const care = yield* CareDirectory
+    const record = yield* readRunRecord(run)
+    if (record.message === undefined) return "holds no run: nothing to do"
+    if (record.message.to !== config.nodeUser) return `a run for ${record.message.to ?? "no node"}: not this node's`
+    if (runClone(record) !== serverCode) return "a run for another clone: not this node's"
+    if (record.ended !== undefined) return `ended (${record.ended.content.outcome}): nothing to do`
+    if (options.stop !== undefined && !record.stops.some((s) => s.hash === options.stop)) {
+      return `the stop ${options.stop} does not count (its sender holds neither admin nor setup): ignored`
+    }
+    const probed = yield* care.probe(run)
+    const liveness: Liveness = probed === "absent" ? "none" : probed
+    const check = yield* checkOf(config, record)
+    const action = decide({
+      senderKnown: record.sender !== undefined,
+      check,
+      record: { started: record.started !== undefined, ended: false, stopped: record.stops.length > 0 },
+      care: liveness,
+      processUserBusy: false,
+      workspaceKept: false,
+      event
+    })
+    const stopHash = options.stop ?? record.stops[0]?.hash
+    const toInbox = (why: string) =>
+      act("stop", `append {"stop": "${stopHash}"} to ${care.path}/${run}.inbox: ${why}`,
+        care.appendInbox(run, JSON.stringify({ stop: stopHash })))
+    const toWatcher = (why: string) =>
+      act("hand off", `start ${options.watcherProgram} for ${run}: ${why}`,
+        Effect.sync(() => handOff(config, run, { watcherProgram: options.watcherProgram })))
+    switch (action._tag) {
+      case "Refuse": {
+        const words = `refused, refusal ${action.refusal.number}: ${action.refusal.note}`
+        if (liveness === "alive") return `${words}; its watcher holds it and answers`
+        yield* toWatcher("its watcher writes ended refused")
+        return `${words}: handed to a watcher, which writes ended refused`
+      }
+      case "EndStopped":
+        // the inbox too: a watcher already starting it (the lock not yet taken) reads it at launch
+        yield* toInbox("a stop came before the start")
+        if (liveness === "alive") return "a stop came first: told its watcher"
+        yield* toWatcher("a stop came first; its watcher writes ended stopped")
+        return "a stop came first: handed to a watcher, which writes ended stopped"
+      case "Start":
+        if (liveness === "alive") return "its watcher holds it"
+        yield* toWatcher("it can start")
+        return "handed to a watcher, which starts it"
+      case "StopProcess":
+        yield* toInbox("a stop counts and its watcher is running it")
+        return "a stop counts: told its watcher to end its process"
+      case "Lost": {
+        const recovered = yield* act("lost", `answer ${run} lost under its lock (${action.note})`, recoverRun(config, run))
+        return recovered === undefined ? `would answer lost: ${action.note}` : recovered === "lost" ? `answered lost: ${action.note}` : `not lost: ${recovered}`
+      }
+      case "Wait":
+        return `waits: ${action.reason}`
+      case "Nothing":
+        return action.reason
+      default:
+        return `nothing: ${action._tag}`
+    }
+  })
+
+interface Found {
+  readonly runs: ReadonlyArray<string>
+  readonly stops: ReadonlyArray<{ readonly run: string; readonly stop: string }>
+  readonly cursor: Cursor
+}
+
+/** Runs addressed to the node user, and every stop, received after `from`, in server order. */
+const readMessagesAfter = (config: NodeConfig, from: Cursor) =>
+  Effect.gen(function*() {
+    const repository = yield* Repository
+    const runs: Array<string> = []
+    const stops: Array<{ run: string; stop: string }> = []
+    let cursor = from
+    for (;;) {
+      const batch = yield* repository.readAfter(cursor, 1000)
+      for (const item of batch.items) {
+        if (item._tag !== "Post" && item._tag !== "TicketChange") continue
+        const reading = readMessage(item.text)
+        if (reading._tag !== "Message") continue
+        if (reading.kind === "run" && reading.to === config.nodeUser) runs.push(item.hash)
+        else if (reading.kind === "stop" && reading.re !== undefined) stops.push({ run: reading.re, stop: item.hash })
+      }
+      cursor = batch.cursor
+      if (!batch.more) break
+    }
+    return { runs, stops, cursor } satisfies Found
+  })
+
+const described = <E, R>(run: string, effect: Effect.Effect<string, E, R>) =>
+  effect.pipe(
+    Effect.catchAll((e) => Effect.succeed(`failed: ${String((e as { message?: unknown })?.message ?? e).split("\n")[0]}`)),
+    Effect.map((action): RunDecision => ({ run, action }))
+  )
+
+/** The hook's round: what arrived after the cursor, decided once each; the cursor moved past it. */
+export const hookRound = (config: NodeConfig, options: { readonly watcherProgram: string }) =>
+  Effect.gen(function*() {
+    const care = yield* CareDirectory
+    const repository = yield* Repository
+    return yield* care.withRoundLock(Effect.gen(function*() {
+      const cursorFile = cursorFileOf(config.root, config.repository, config.nodeUser)
+      const from = readCursor(cursorFile)
+      if (from === undefined) {
+        return { from: startCursor, to: startCursor, did: ["the node has not started: no cursor"], decisions: [] } satisfies RoundResult
+      }
+      const { serverCode } = yield* repository.codes()
+      const found = yield* readMessagesAfter(config, from)
+      const decisions: Array<RunDecision> = []
+      for (const run of found.runs) {
+        decisions.push(yield* described(run, decideRun(config, serverCode, run, { _tag: "Arrival" }, actNow, options)))
+      }
+      for (const { run, stop } of found.stops) {
+        decisions.push(yield* described(run, decideRun(config, serverCode, run, { _tag: "Stop" }, actNow, { ...options, stop })))
+      }
+      advanceCursor(cursorFile, found.cursor)
+      const did = decisions.length === 0
+        ? ["no run or stop for this node arrived"]
+        : decisions.map((d) => `${d.run}: ${d.action}`)
+      return { from, to: found.cursor, did, decisions } satisfies RoundResult
+    }))
+  })
+
+/**
+ * The node starting (2.13, "When runs are read"): every open run for the node user on this
+ * clone decided again (lost when its watcher is gone, a missed stop sent on, one never started
+ * handed on), then the cursor set past everything read. Safe to run again: each answer is
+ * written under the run's lock, only while none counts.
+ */
+export const startNode = (config: NodeConfig, act: Act, options: { readonly watcherProgram: string; readonly dryRun: boolean }) =>
+  Effect.gen(function*() {
+    const care = yield* CareDirectory
+    const repository = yield* Repository
+    return yield* care.withRoundLock(Effect.gen(function*() {
+      const { serverCode } = yield* repository.codes()
+      const found = yield* readMessagesAfter(config, startCursor)
+      const decisions: Array<RunDecision> = []
+      for (const run of found.runs) {
+        const record = yield* readRunRecord(run).pipe(Effect.either)
+        if (Either.isRight(record) && record.right.ended !== undefined) continue // over: nothing to check
+        decisions.push(yield* described(run, decideRun(config, serverCode, run, { _tag: "Check" }, act, options)))
+      }
+      const cursorFile = cursorFileOf(config.root, config.repository, config.nodeUser)
+      yield* act("cursor", `${cursorFile} = ${JSON.stringify(found.cursor)}: the hook decides what arrives after it`,
+        Effect.sync(() => writeCursor(cursorFile, found.cursor)))
+      return { cursor: found.cursor, decisions, cursorFile }
+    }))
+  })
+
+/** The layers a round needs on the server's host: the served file, the care directory, the sandbox. */
+export const servedNodeLayer = (config: NodeConfig) =>
+  Layer.mergeAll(
+    FossilRepository.layer({ path: config.repository }),
+    FossilReceipts.layer({ path: config.repository }),
+    CareDirectoryFs.layer({ root: config.root }),
+    BwrapSandbox.layer({ capabilitiesCache: Path.join(releasePaths(config.root).node, "capabilities.json") })
+  )
+
+/** The hook's slow path, called by src/node/HookFast.ts once something may hold a message. */
+export const runHookRound = (config: NodeConfig): Promise<RoundResult> =>
+  Effect.runPromise(hookRound(config, { watcherProgram: watcherOf(config.root) }).pipe(Effect.provide(servedNodeLayer(config))))

@@ -1,0 +1,90 @@
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import { Receipts } from "../../services/Receipts.js"
+import { Repository } from "../../services/Repository.js"
+import { grants } from "../fossil/Fullcap.js"
+import { OperationsLog } from "./Operations.js"
+import { finishTool, refuse } from "./support/finishTool.js"
+import { servedFile } from "./support/repositoryFile.js"
+import { localLayers } from "./support/servedLayers.js"
+import { defineTool } from "./Tool.js"
+
+export const ReceiptInput = Schema.Struct({
+  artifacts: Schema.optionalWith(
+    Schema.Array(Schema.String).annotations({ description: "the artifacts asked about, each by its full hash" }),
+    { exact: true }
+  ),
+  capabilities_of: Schema.optionalWith(Schema.String.annotations({ description: "a user whose capabilities on the server are asked" }), { exact: true })
+})
+
+export const ReceiptRow = Schema.Struct({
+  hash: Schema.String,
+  received: Schema.Boolean.annotations({ description: "false: not received, or not for you to see" }),
+  sender: Schema.optionalWith(Schema.String.annotations({ description: "the user the served repository received it from" }), { exact: true }),
+  capabilities: Schema.optionalWith(Schema.String.annotations({ description: "what the sender may do there (fullcap)" }), { exact: true }),
+  rcvid: Schema.optionalWith(Schema.Number.annotations({ description: "its receipt's number" }), { exact: true }),
+  rid: Schema.optionalWith(Schema.Number.annotations({ description: "its row number: server order is (rcvid, rid)" }), { exact: true })
+})
+export type ReceiptRow = typeof ReceiptRow.Type
+
+export const ReceiptOutput = Schema.Struct({
+  receipts: Schema.Array(ReceiptRow),
+  capabilities_of: Schema.optionalWith(
+    Schema.Struct({
+      user: Schema.String,
+      capabilities: Schema.optionalWith(Schema.String.annotations({ description: "fullcap; absent when there is no such user" }), { exact: true })
+    }),
+    { exact: true }
+  )
+})
+export type ReceiptOutput = typeof ReceiptOutput.Type
+
+export const receipt = defineTool({
+  name: "receipt",
+  summary: "Say who sent an artifact",
+  description:
+    "Says of each artifact, by its full hash, who the served repository received it from, what they may do there (fullcap), " +
+    "its receipt's number and its row number (server order), or that it has not received it; capabilities-of USER, what USER " +
+    "may do there. It never says where an artifact came from. A caller without Read (o), or without x for a private artifact, " +
+    "is told it was not received, and is not told a user's capabilities. Reads the served repository (--repository on its host, " +
+    "or its web page) and changes nothing, so it answers in a dry run too.",
+  input: ReceiptInput,
+  positional: [],
+  output: ReceiptOutput,
+  allow: () => undefined,
+  handle: (input, context) => {
+    const log = new OperationsLog(context.dryRun)
+    return finishTool(
+      log,
+      Effect.flatMap(servedFile("receipt", context), (served) =>
+        Effect.gen(function*() {
+          const artifacts = input.artifacts ?? []
+          if (artifacts.length === 0 && input.capabilities_of === undefined) {
+            return yield* refuse("receipt answers about artifacts or a user: give artifacts, capabilities-of, or both")
+          }
+          const receipts = yield* Receipts
+          const repository = yield* Repository
+          // The caller's own rule as the served repository has it (an unknown or anonymous viewer
+          // is nobody), and never more than the entry point authenticated.
+          const caller = context.caller.user !== undefined && (yield* repository.user(context.caller.user)) !== undefined
+            ? context.caller.user
+            : "nobody"
+          const mayRead = grants(context.caller.capabilities, "o")
+          const answers = yield* receipts.receipts(artifacts, { caller })
+          const rows = answers.map((answer): ReceiptRow =>
+            answer._tag === "Received" && mayRead
+              ? { hash: answer.hash, received: true, sender: answer.sender, capabilities: answer.capabilities, rcvid: answer.rcvid, rid: answer.rid }
+              : { hash: answer.hash, received: false })
+          if (artifacts.length > 0) log.note("read", `the receipts of ${artifacts.length} artifact${artifacts.length === 1 ? "" : "s"} in ${served.path}`)
+          let capabilitiesOf: ReceiptOutput["capabilities_of"]
+          if (input.capabilities_of !== undefined) {
+            const login = input.capabilities_of
+            const capabilities = mayRead ? yield* receipts.capabilitiesOf(login, { caller }) : undefined
+            capabilitiesOf = { user: login, ...(capabilities !== undefined ? { capabilities } : {}) }
+            log.note("read", `the capabilities of ${login}`)
+          }
+          return { receipts: rows, ...(capabilitiesOf !== undefined ? { capabilities_of: capabilitiesOf } : {}) } satisfies ReceiptOutput
+        }).pipe(Effect.provide(localLayers(served.path))))
+    )
+  }
+})

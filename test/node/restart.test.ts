@@ -1,0 +1,116 @@
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { writeMessage } from "../../src/protocol/Envelope.js"
+import { hook } from "../../src/tools/hook.js"
+import { unhook } from "../../src/tools/unhook.js"
+import { webLogin, webNewThread, type WebSession } from "../support/fossilServer.js"
+import { shellRun, users } from "../support/nodeWorld.js"
+import { endWatchers, makeHookWorld, sleep, waitFor, type HookWorld } from "./hookWorld.js"
+
+// The node going down and coming back: watchers SIGKILLed mid-run, a run posted while no hook
+// ran, a stop the hook missed; then `hook --node lab` again, twice.
+
+let world: HookWorld
+let alice: WebSession
+beforeAll(async () => {
+  world = await makeHookWorld()
+  alice = await webLogin(world.server.url, users.admin.login, users.admin.password)
+}, 60_000)
+afterAll(async () => {
+  endWatchers(world.root)
+  await world?.close()
+})
+
+/** Each run appends a line to its workspace's `launched` file when its process starts. */
+const counting = (script: string) => shellRun(world, `echo x >> $$workspace$$/launched; ${script}`)
+const launched = (run: string) => {
+  try {
+    return Fs.readFileSync(Path.join(world.root, "work", run, "launched"), "utf8").split("\n").filter((l) => l.length > 0).length
+  } catch {
+    return 0
+  }
+}
+const holder = (run: string) => Number(Fs.readFileSync(Path.join(world.root, "care", `${run}.lock`), "utf8").trim())
+
+describe("the node restarting (hook --node USER again)", () => {
+  it("answers lost the runs whose watchers died, hands on a run never started, sends a missed stop, and never launches twice", async () => {
+    const node = { node: users.node.login, root: world.root }
+    expect((await world.call(hook, node)).stopped.reason).toBe("completed")
+    const post = (run: object) => webNewThread(world.server, alice, { title: "a run", text: world.runText(run) })
+    const killedA = await post(counting("sleep 60"))
+    const killedB = await post(counting("sleep 60"))
+    const missedStop = await post(counting("sleep 60"))
+    for (const run of [killedA, killedB, missedStop]) {
+      expect(await waitFor(() => (launched(run) === 1 ? true : undefined), 30_000)).toBe(true)
+    }
+    // the node goes away: no hook; a run and a stop arrive meanwhile
+    expect((await world.call(unhook, { root: world.root })).output?.removed.length).toBe(1)
+    await sleep(2000) // a hook Fossil started before the unhook has run its round
+    const neverStarted = await post(counting("true"))
+    await world.reply(users.admin.login, missedStop, writeMessage({ ocx: 2, re: missedStop, stop: {} }, "stop"))
+    // the watchers of two runs die (their sandboxed processes die with them)
+    for (const run of [killedA, killedB]) process.kill(holder(run), "SIGKILL")
+    await sleep(1500)
+    expect((await world.replies(neverStarted)).length).toBe(0)
+
+    const began = Date.now()
+    const again = await world.call(hook, node)
+    expect(again.stopped.reason).toBe("completed")
+    expect(again.output?.hook).toBe("installed")
+    const actions = new Map(again.output!.runs!.map((r) => [r.run, r.action]))
+    expect(actions.get(killedA)).toMatch(/^answered lost/)
+    expect(actions.get(killedB)).toMatch(/^answered lost/)
+    expect(actions.get(missedStop)).toMatch(/stop counts/)
+    expect(actions.get(neverStarted)).toMatch(/handed to a watcher/)
+
+    const ended = async (run: string) => {
+      const replies = (await world.waitEnded(run, 30_000)).filter((m) => m.kind === "started" || m.kind === "ended")
+      return replies.map((m) => [m.kind, m.sender, m.kind === "ended" ? (m.content as { outcome: string }).outcome : ""])
+    }
+    expect(await ended(killedA)).toEqual([["started", "lab", ""], ["ended", "lab", "lost"]])
+    expect(await ended(killedB)).toEqual([["started", "lab", ""], ["ended", "lab", "lost"]])
+    expect(await ended(missedStop)).toEqual([["started", "lab", ""], ["ended", "lab", "stopped"]])
+    expect(await ended(neverStarted)).toEqual([["started", "lab", ""], ["ended", "lab", "exited"]])
+    const recovered = Date.now() - began
+
+    // running it again changes nothing: no second answer, no second launch
+    const third = await world.call(hook, node)
+    expect(third.output?.hook).toBe("unchanged")
+    expect(third.output?.runs).toEqual([])
+    await sleep(1500)
+    for (const run of [killedA, killedB, missedStop, neverStarted]) {
+      const replies = (await world.replies(run)).filter((m) => m.kind === "started" || m.kind === "ended")
+      expect(replies.map((m) => m.kind)).toEqual(["started", "ended"])
+      expect(launched(run)).toBe(1)
+    }
+    expect(recovered).toBeLessThan(30_000)
+  }, 120_000)
+
+  it("hooks SIGKILLed mid-round leave nothing undone or done twice: hook --node decides what they left", async () => {
+    expect((await world.call(unhook, { root: world.root })).stopped.reason).toBe("completed")
+    await sleep(2000)
+    const runs: Array<string> = []
+    for (const delay of [50, 150, 300, 600]) {
+      const run = await webNewThread(world.server, alice, { title: "a run", text: world.runText(counting("true")) })
+      runs.push(run)
+      const child = ChildProcess.spawn(Path.join(world.root, "ocx2-hook"), ["--log", Path.join(world.root, "node", "hook.log"), world.repository], {
+        stdio: "ignore"
+      })
+      const exited = new Promise((r) => child.once("exit", r))
+      await sleep(delay)
+      child.kill("SIGKILL")
+      await exited
+    }
+    await sleep(1000)
+    const again = await world.call(hook, { node: users.node.login, root: world.root })
+    expect(again.stopped, JSON.stringify(again.operations)).toEqual({ reason: "completed" })
+    for (const run of runs) {
+      const replies = (await world.waitEnded(run, 30_000)).filter((m) => m.kind === "started" || m.kind === "ended")
+      expect(replies.map((m) => [m.kind, m.sender])).toEqual([["started", "lab"], ["ended", "lab"]])
+    }
+    await sleep(1000)
+    for (const run of runs) expect(launched(run)).toBe(1)
+  }, 90_000)
+})

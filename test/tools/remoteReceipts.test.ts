@@ -1,0 +1,80 @@
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as FossilReceipts from "../../layers/FossilReceipts.js"
+import * as RemoteReceipts from "../../layers/RemoteReceipts.js"
+import { Receipts } from "../../services/Receipts.js"
+import { makeToolsWorld, type ToolsWorld, users, wanda } from "./world.js"
+
+// The Receipts of a node on a clone's host: the server's receipt tool asked over HTTP through the
+// CGI, signed in as the node user. Its answers are the served file's own, as the server's
+// viewer may see them.
+
+let world: ToolsWorld
+
+beforeAll(async () => {
+  world = await makeToolsWorld()
+}, 120_000)
+
+afterAll(async () => {
+  await world?.close()
+})
+
+const remote = (user: { login: string; password: string }) =>
+  RemoteReceipts.make({ url: world.base, user: user.login, password: user.password })
+
+const local = <A, E>(f: (r: typeof Receipts.Service) => Effect.Effect<A, E>) =>
+  Effect.runPromise(Effect.scoped(Effect.flatMap(FossilReceipts.make({ path: world.repository }), f)))
+
+describe("RemoteReceipts", () => {
+  it("answers as the served file does, for each hash in the order asked, and a user's capabilities", async () => {
+    const missing = "f".repeat(64)
+    const hashes = [missing, world.trunk]
+    const service = remote(users.builder)
+    const asked = await Effect.runPromise(service.receipts(hashes))
+    expect(asked).toEqual(await local((r) => r.receipts(hashes)))
+    expect(asked[1]).toMatchObject({ _tag: "Received", sender: "alice" })
+    expect(asked[0]).toEqual({ _tag: "NotReceived", hash: missing })
+    expect(await Effect.runPromise(service.capabilitiesOf("rita"))).toBe(world.fullcap("rita"))
+    expect(await Effect.runPromise(service.capabilitiesOf("nosuchuser"))).toBeUndefined()
+    // as a layer, for the node's programs
+    const viaLayer = await Effect.runPromise(
+      Effect.flatMap(Receipts, (r) => r.receipts([world.trunk])).pipe(
+        Effect.provide(RemoteReceipts.layer({ url: world.base.replace(/\/$/, ""), user: users.builder.login, password: users.builder.password }))
+      )
+    )
+    expect(viaLayer).toEqual(asked.slice(1))
+    // many hashes go in batches, still one answer each in order
+    const many = Array.from({ length: 2100 }, (_, i) => (i === 1500 ? world.trunk : i.toString(16).padStart(64, "0")))
+    const answers = await Effect.runPromise(service.receipts(many))
+    expect(answers).toHaveLength(2100)
+    expect(answers[1500]).toMatchObject({ _tag: "Received", hash: world.trunk })
+  }, 60_000)
+
+  it("asks as its user: one without Read (o) is told nothing was received", async () => {
+    expect(await Effect.runPromise(remote(wanda).receipts([world.trunk]))).toEqual([{ _tag: "NotReceived", hash: world.trunk }])
+  }, 30_000)
+
+  it("refuses a hash that is not full without asking, and says so when the login fails", async () => {
+    const bad = await Effect.runPromise(Effect.either(remote(users.builder).receipts([world.trunk.slice(0, 10)])))
+    expect(Either.isLeft(bad) && bad.left._tag).toBe("InvalidHash")
+    const wrong = await Effect.runPromise(Effect.either(remote({ login: "builder", password: "wrong" }).receipts([world.trunk])))
+    expect(Either.isLeft(wrong) && wrong.left._tag).toBe("ReceiptsUnavailable")
+    expect(Either.isLeft(wrong) && wrong.left.message).toContain("login failed")
+  }, 30_000)
+
+  it("fails with ServerUnreachable when the server is down", async () => {
+    const service = remote(users.builder)
+    await Effect.runPromise(service.receipts([world.trunk])) // signed in while it was up
+    await world.stopServer()
+    const questions: ReadonlyArray<Effect.Effect<unknown, { readonly _tag: string; readonly message: string }>> = [
+      service.receipts([world.trunk]),
+      remote(users.builder).capabilitiesOf("rita")
+    ]
+    for (const asked of questions) {
+      const down = await Effect.runPromise(Effect.either(asked))
+      expect(Either.isLeft(down) && down.left._tag).toBe("ServerUnreachable")
+      expect(Either.isLeft(down) && down.left.message).toContain(world.base)
+    }
+  }, 30_000)
+})

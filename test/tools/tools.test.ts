@@ -1,0 +1,312 @@
+import * as Effect from "effect/Effect"
+import * as Fs from "node:fs"
+import * as Http from "node:http"
+import * as Path from "node:path"
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
+import * as FossilRepository from "../../layers/FossilRepository.js"
+import { Repository, type RepositoryService } from "../../services/Repository.js"
+import { runFossil } from "../../src/fossil/Command.js"
+import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
+import { cloneAs } from "../support/fossilServer.js"
+import { type Answer, makeToolsWorld, throughEveryEntryPoint, type ToolsWorld, users, wanda } from "./world.js"
+
+// Each tool through all three entry points (the CLI, the CGI in a real fossil server, MCP over
+// stdio): the same answers and refusals, dry runs that write nothing, and writes checked by
+// reading the served repository and its receipts.
+
+vi.setConfig({ testTimeout: 90_000 })
+
+let world: ToolsWorld
+let patterns: Http.Server
+let patternUrl: string
+let talk: string // alice's thread, to reply in
+let ticket: string // alice's ticket
+
+const repo = <A, E>(f: (r: RepositoryService) => Effect.Effect<A, E>) =>
+  Effect.runPromise(Effect.scoped(Effect.flatMap(FossilRepository.make({ path: world.repository }), f)))
+
+const writeRun = (run: object, options: { as?: string; to?: string } = {}) =>
+  repo((r) => r.post({ user: options.as ?? "alice", title: "a run", text: writeMessage({ ocx: 2, to: options.to ?? "lab", run }) }).pipe(Effect.map((w) => w.hash)))
+
+const runFields = (extra: object = {}) => ({
+  clone: world.serverCode,
+  objective: "a test run",
+  process: { user: "builder", command: ["true"] },
+  ...extra
+})
+
+const refused = (answers: ReadonlyArray<Answer>, words: string | RegExp) => {
+  for (const answer of answers) {
+    expect(answer.stopped.reason).toBe("refused")
+    expect(answer.stopped.message).toMatch(words)
+  }
+}
+
+beforeAll(async () => {
+  world = await makeToolsWorld()
+  talk = await repo((r) => r.post({ user: "alice", title: "talk", text: "Talk here." }).pipe(Effect.map((w) => w.hash)))
+  ticket = await repo((r) => r.ticketChange({ user: "alice", fields: { title: "a ticket", icomment: "A ticket." } }).pipe(Effect.map((w) => w.ticket)))
+  patterns = Http.createServer((request, response) => {
+    const body = request.url === "/claude.md"
+      ? "A session that answers each post.\n\n```json\n{\"process\": {\"command\": [\"claude\"], \"env\": {\"A\": \"1\"}}, \"limits\": {\"wall\": \"1m\"}}\n```\n"
+      : request.url === "/none.md" ? "no block here\n" : undefined
+    response.writeHead(body === undefined ? 404 : 200, { "content-type": "text/markdown" })
+    response.end(body ?? "not found")
+  })
+  await new Promise<void>((resolve) => patterns.listen(0, "127.0.0.1", resolve))
+  const address = patterns.address() as { port: number }
+  patternUrl = `http://127.0.0.1:${address.port}`
+}, 120_000)
+
+afterAll(async () => {
+  await new Promise((resolve) => patterns?.close(resolve))
+  await world?.close()
+})
+
+describe("create", () => {
+  it("refuses, the same way everywhere and writing nothing: a user without admin or setup, a bad argument, two places, a run a node would refuse", async () => {
+    refused(await throughEveryEntryPoint(world, { login: "mallory", tool: "create", input: { title: "t", node: "lab", objective: "x" } }),
+      "create needs Fossil's admin (a) or setup (s) capability")
+    refused(await throughEveryEntryPoint(world, { login: "alice", tool: "create", input: { title: "t", node: "lab", fields: "not json" } }),
+      /^bad argument: fields: /)
+    refused(await throughEveryEntryPoint(world, { login: "alice", tool: "create", input: { title: "t", ticket, node: "lab", objective: "x" } }),
+      "give exactly one of title")
+    refused(await throughEveryEntryPoint(world, { login: "alice", tool: "create", input: { title: "t", node: "lab", objective: "x", user: "lab", fields: { process: { command: ["true"] } } } }),
+      "a node would refuse this run as written: refusal 4: process.user (lab) is the run's to")
+    refused(await throughEveryEntryPoint(world, { login: "alice", tool: "create", input: { title: "t", node: "lab", objective: "x", user: "builder", fields: { node: "lab", process: { command: ["true"] } } } }),
+      /refusal 2: node/)
+    refused(await throughEveryEntryPoint(world, { login: "alice", tool: "create", input: { title: "t", node: "lab", user: "builder", fields: { process: { command: ["true"] } } } }),
+      /refusal 2: objective/)
+  })
+
+  it("a dry run checks and says what it would write, and writes nothing", async () => {
+    const [answer] = await throughEveryEntryPoint(world, {
+      login: "alice", tool: "create", dryRun: true,
+      input: { title: "t", node: "lab", objective: "x", user: "builder", fields: { process: { command: ["true"] } } }
+    })
+    expect(answer!.stopped.reason).toBe("dry_run")
+    expect(answer!.operations.at(-1)).toEqual({ op: "write", detail: `a new thread "t" as alice, holding a run for lab`, done: false })
+    expect(answer!.output).toEqual({
+      to: "lab", place: "new thread",
+      message: { ocx: 2, to: "lab", run: { clone: world.serverCode, objective: "x", process: { user: "builder", command: ["true"] } } }
+    })
+  })
+
+  it("writes a run as the caller in a new thread, a reply and a ticket change, each received from the caller", async () => {
+    const places = [{ title: "a run" }, { to: talk.slice(0, 10) }, { ticket: ticket.slice(0, 8) }]
+    for (const place of places) {
+      const answers = await throughEveryEntryPoint(world, {
+        login: "alice", tool: "create", writes: true,
+        input: { ...place, node: "lab", objective: "build it", user: "builder", fields: { process: { command: ["make"] } } }
+      })
+      for (const answer of answers) {
+        expect(answer.stopped).toEqual({ reason: "completed" })
+        const run = answer.output.run as string
+        const receipt = await repo((r) => r.artifact(run).pipe(Effect.zipRight(r.readAfter({ rcvid: 0, rid: 0 }, 100000))))
+        const item = receipt.items.find((i) => i.hash === run)!
+        expect(item.sender).toBe("alice")
+        const reading = readMessage((item as { text: string }).text)
+        expect(reading._tag === "Message" && reading.block).toEqual({
+          ocx: 2, to: "lab", run: { clone: world.serverCode, objective: "build it", process: { user: "builder", command: ["make"] } }
+        })
+      }
+      if ("to" in place) expect(answers.map((a) => a.output.thread)).toEqual([talk, talk, talk])
+      if ("ticket" in place) expect(answers.map((a) => a.output.ticket)).toEqual([ticket, ticket, ticket])
+    }
+  })
+
+  it("layers a pattern fetched without signing in, the fields named, and fields: objects merge, other values replace", async () => {
+    const [answer] = await throughEveryEntryPoint(world, {
+      login: "alice", tool: "create", dryRun: true,
+      input: { pattern: `${patternUrl}/claude.md`, title: "talk", node: "lab", objective: "Answer.", user: "builder", fields: { process: { env: { B: "2" } }, limits: { wall: "2m" } } }
+    })
+    expect(answer!.output.message.run).toEqual({
+      clone: world.serverCode,
+      process: { command: ["claude"], env: { A: "1", B: "2" }, user: "builder" },
+      limits: { wall: "2m" },
+      objective: "Answer."
+    })
+    expect(answer!.output.pattern).toBe(`${patternUrl}/claude.md`)
+    refused(await throughEveryEntryPoint(world, { login: "alice", tool: "create", input: { pattern: `${patternUrl}/none.md`, title: "t", node: "lab" } }),
+      "holds no fenced json block")
+    refused(await throughEveryEntryPoint(world, { login: "alice", tool: "create", input: { pattern: `${patternUrl}/gone.md`, title: "t", node: "lab" } }),
+      "answered HTTP 404")
+  })
+
+  it("reads a wiki page run/NAME of the served repository only as the newest version a user holding admin or setup wrote", async () => {
+    const page = (fields: object) => `A test pattern.\n\n\`\`\`json\n${JSON.stringify(fields)}\n\`\`\`\n`
+    const wiki = async (user: string, name: string, fields: object, verb: "create" | "commit") => {
+      const file = Path.join(world.dir, `${name.replace("/", "-")}.md`)
+      Fs.writeFileSync(file, page(fields))
+      const r = await runFossil(["wiki", verb, name, file, "--mimetype", "text/x-markdown", "-R", world.repository], { user })
+      if (r.code !== 0) throw new Error(r.stderr + r.stdout)
+    }
+    await wiki("alice", "run/claude", { process: { command: ["claude"] } }, "create")
+    // builder holds check-in alone: Fossil takes a wiki version from him, create passes it by
+    await wiki("builder", "run/claude", { process: { command: ["sh", "-c", "evil"] } }, "commit")
+    await wiki("builder", "run/builders", { process: { command: ["sh"] } }, "create")
+    // the server records the URL it is reached at as it serves a page
+    await (await fetch(`${world.base}wiki?name=run/claude`)).arrayBuffer()
+    for (const pattern of ["run/claude", `${world.base}wiki?name=run/claude`, `${world.base}wiki/run/claude`]) {
+      const [answer] = await throughEveryEntryPoint(world, {
+        login: "alice", tool: "create", dryRun: true,
+        input: { pattern, title: "talk", node: "lab", objective: "Answer.", user: "builder" }
+      })
+      expect(answer!.stopped.reason).toBe("dry_run")
+      expect(answer!.output.message.run.process).toEqual({ command: ["claude"], user: "builder" })
+      expect(answer!.output.pattern).toBe("wiki/run/claude")
+      expect(answer!.output.pattern_version).toMatch(/^[0-9a-f]{64} by alice$/)
+      expect(answer!.operations[0]!.detail).toContain("(1 newer version by users without admin or setup passed by)")
+    }
+    refused(await throughEveryEntryPoint(world, { login: "alice", tool: "create", input: { pattern: "run/builders", title: "t", node: "lab" } }),
+      "no version of that wiki page of the served repository was written by a user holding admin or setup (1 newer version")
+    refused(await throughEveryEntryPoint(world, { login: "alice", tool: "create", input: { pattern: `${world.base}doc/trunk/PLAN.md`, title: "t", node: "lab" } }),
+      "is a page of the served repository but not one of its wiki pages")
+  })
+})
+
+describe("stop", () => {
+  it("refuses a user without admin or setup, a post holding no run, and an ended run; a dry run writes nothing", async () => {
+    const run = await writeRun(runFields())
+    refused(await throughEveryEntryPoint(world, { login: "builder", tool: "stop", input: { run } }), "stop needs Fossil's admin (a) or setup (s) capability")
+    refused(await throughEveryEntryPoint(world, { login: "alice", tool: "stop", input: { run: talk } }), `${talk} holds no run`)
+    refused(await throughEveryEntryPoint(world, { login: "alice", tool: "stop", input: { run: "zz" } }), /^bad argument|not a hash/)
+    const [dry] = await throughEveryEntryPoint(world, { login: "alice", tool: "stop", input: { run: run.slice(0, 12) }, dryRun: true })
+    expect(dry!.stopped.reason).toBe("dry_run")
+    expect(dry!.output).toEqual({ run, to: "lab", thread: run })
+    expect(dry!.operations.at(-1)).toEqual({ op: "write", detail: `a reply to ${run} in its thread as alice: a stop of the run`, done: false })
+    const ended = await writeRun(runFields())
+    await repo((r) => r.reply({ user: "lab", to: ended, text: writeMessage({ ocx: 2, re: ended, ended: { outcome: "exited", exit: 0 } }) }))
+    refused(await throughEveryEntryPoint(world, { login: "alice", tool: "stop", input: { run: ended } }), `the run ${ended} has ended (exited`)
+  })
+
+  it("writes the stop as the caller where the run is: in its thread, or on its ticket", async () => {
+    for (const onTicket of [false, true]) {
+      const runs: Array<string> = []
+      const answers = await throughEveryEntryPoint(world, {
+        login: "alice", tool: "stop", writes: true,
+        input: async () => {
+          const run = onTicket
+            ? await repo((r) => r.ticketChange({ user: "alice", ticket, fields: { icomment: writeMessage({ ocx: 2, to: "lab", run: runFields() }) } }).pipe(Effect.map((w) => w.hash)))
+            : await writeRun(runFields())
+          runs.push(run)
+          return { run }
+        }
+      })
+      for (const [i, answer] of answers.entries()) {
+        expect(answer.stopped).toEqual({ reason: "completed" })
+        const stop = answer.output.stop as string
+        const items = (await repo((r) => r.readAfter({ rcvid: 0, rid: 0 }, 100000))).items
+        const item = items.find((x) => x.hash === stop) as { sender?: string; text: string; _tag: string }
+        expect(item._tag).toBe(onTicket ? "TicketChange" : "Post")
+        expect(item.sender).toBe("alice")
+        const reading = readMessage(item.text)
+        expect(reading._tag === "Message" && reading.block).toEqual({ ocx: 2, re: runs[i], stop: {} })
+      }
+    }
+  })
+})
+
+describe("post", () => {
+  it("refuses a user without check-in, a text holding an OCX message, a name that is nothing; a dry run writes nothing", async () => {
+    refused(await throughEveryEntryPoint(world, { login: "wanda", tool: "post", input: { to: talk, text: "hello" } }), "post needs Fossil's Check-In capability (i)")
+    refused(await throughEveryEntryPoint(world, { login: "builder", tool: "post", input: { to: talk, text: "look:\n\n```json\n{\"ocx\": 2, \"re\": \"x\", \"stop\": {}}\n```\n" } }),
+      "post writes plain posts, and this text holds an OCX message")
+    refused(await throughEveryEntryPoint(world, { login: "builder", tool: "post", input: { to: "abcdef0123", text: "hello" } }), "no forum post or ticket named abcdef0123")
+    const [dry] = await throughEveryEntryPoint(world, { login: "builder", tool: "post", input: { to: talk.slice(0, 8), text: "hello" }, dryRun: true })
+    expect(dry!.output).toEqual({ place: "reply", to: talk, thread: talk, as: "builder", pushed: false })
+  })
+
+  it("on the served host writes a reply or a ticket change as the caller", async () => {
+    for (const to of [talk.slice(0, 10), ticket.slice(0, 10)]) {
+      const answers = await throughEveryEntryPoint(world, { login: "builder", tool: "post", writes: true, input: { to, text: "A plain post." } })
+      for (const answer of answers) {
+        expect(answer.stopped).toEqual({ reason: "completed" })
+        const items = (await repo((r) => r.readAfter({ rcvid: 0, rid: 0 }, 100000))).items
+        const item = items.find((x) => x.hash === answer.output.post) as { sender?: string; text: string }
+        expect(item).toMatchObject({ sender: "builder", text: "A plain post." })
+      }
+    }
+  })
+
+  it("from a clone pushes as the user the clone remembers; a push the server refuses is reported", async () => {
+    const clone = await cloneAs(world.base, "builder", users.builder.password, Path.join(world.dir, "builder.fossil"))
+    for (const via of ["cli", "mcp"] as const) {
+      const answer = await world.call(via, "builder", "post", { to: talk.slice(0, 10), text: `From ${via}.` }, { repository: clone })
+      expect(answer.stopped).toEqual({ reason: "completed" })
+      expect(answer.output).toMatchObject({ place: "reply", to: talk, thread: talk, as: "builder", pushed: true })
+      const receipts = await world.call("cli", "alice", "receipt", { artifacts: [answer.output.post] })
+      expect(receipts.output.receipts[0]).toMatchObject({ received: true, sender: "builder" })
+    }
+    // MCP says the caller holds what the server gives mallory (i among it); the clone still pushes as builder alone
+    const other = await world.call("mcp", "mallory", "post", { to: talk, text: "x" }, { repository: clone })
+    expect(other.stopped.message).toBe(`the clone ${clone} pushes as builder, the user it remembers, not as mallory`)
+    // wanda may clone (nobody's g) but not push: her clone lists her as setup, the server says no
+    const wandaClone = await cloneAs(world.base, "wanda", wanda.password, Path.join(world.dir, "wanda.fossil"))
+    const before = world.state()
+    const refusedPush = await world.call("cli", "wanda", "post", { to: talk, text: "x" }, { repository: wandaClone })
+    expect(refusedPush.stopped.reason).toBe("refused")
+    expect(refusedPush.stopped.message).toMatch(/refused the push as wanda: .*not authorized to write/)
+    expect(world.state()).toBe(before)
+  })
+})
+
+describe("audit", () => {
+  it("refuses a user without check-in, one's own check-in, a bad verdict; a dry run writes nothing", async () => {
+    refused(await throughEveryEntryPoint(world, { login: "wanda", tool: "audit", input: { checkin: "trunk", verdict: "pass", note: "ok", against: "PLAN.md" } }),
+      "audit needs Fossil's Check-In capability (i)")
+    refused(await throughEveryEntryPoint(world, { login: "alice", tool: "audit", input: { checkin: "trunk", verdict: "pass", note: "ok", against: "PLAN.md" } }),
+      "nobody audits their own check-in")
+    refused(await throughEveryEntryPoint(world, { login: "builder", tool: "audit", input: { checkin: "trunk", verdict: "maybe", note: "ok", against: "PLAN.md" } }),
+      /^bad argument: verdict: /)
+    refused(await throughEveryEntryPoint(world, { login: "builder", tool: "audit", input: { checkin: "nosuchbranch", verdict: "pass", note: "ok", against: "PLAN.md" } }),
+      "no check-in named nosuchbranch")
+    const [dry] = await throughEveryEntryPoint(world, { login: "builder", tool: "audit", input: { checkin: "trunk", verdict: "pass", note: "reads well", against: "PLAN.md" }, dryRun: true })
+    expect(dry!.output).toEqual({ checkin: world.trunk, value: "pass: reads well (against PLAN.md)", as: "builder", pushed: false, verdicts: [] })
+  })
+
+  it("tags the check-in (by branch, prefix or hash) as the caller, read back from the served repository; a later verdict replaces the earlier", async () => {
+    const names = { cli: "trunk", cgi: world.trunk.slice(0, 10), mcp: world.trunk }
+    const answers = await throughEveryEntryPoint(world, {
+      login: "builder", tool: "audit", writes: true,
+      input: (via) => ({ checkin: names[via], verdict: "pass", note: "reads\nwell", against: "PLAN.md" })
+    })
+    for (const answer of answers) {
+      expect(answer.stopped).toEqual({ reason: "completed" })
+      expect(answer.output).toMatchObject({ checkin: world.trunk, value: "pass: reads well (against PLAN.md)", as: "builder", pushed: false })
+      expect(answer.output.verdicts).toEqual([{ sender: "builder", pass: true, reason: "reads well", against: "PLAN.md" }])
+      const receipts = await world.call("cli", "alice", "receipt", { artifacts: [answer.output.tag] })
+      expect(receipts.output.receipts[0]).toMatchObject({ received: true, sender: "builder" })
+    }
+    const later = await world.call("cgi", "builder", "audit", { checkin: "trunk", verdict: "fail", note: "missing a test", against: "PLAN.md" })
+    expect(later.output.verdicts).toEqual([{ sender: "builder", pass: false, reason: "missing a test", against: "PLAN.md" }])
+    const another = await world.call("mcp", "mallory", "audit", { checkin: "trunk", verdict: "pass", note: "fine", against: "PLAN.md" })
+    expect(another.output.verdicts).toEqual([
+      { sender: "builder", pass: false, reason: "missing a test", against: "PLAN.md" },
+      { sender: "mallory", pass: true, reason: "fine", against: "PLAN.md" }
+    ])
+  })
+})
+
+describe("receipt", () => {
+  it("says who sent each artifact, with their capabilities and server order, or not received; and a user's capabilities", async () => {
+    const missing = "0".repeat(64)
+    const [answer] = await throughEveryEntryPoint(world, { login: "builder", tool: "receipt", input: { artifacts: [world.trunk, missing], capabilities_of: "rita" } })
+    expect(answer!.stopped).toEqual({ reason: "completed" })
+    expect(answer!.output.receipts[0]).toMatchObject({ hash: world.trunk, received: true, sender: "alice", capabilities: world.fullcap("alice") })
+    expect(answer!.output.receipts[0].rcvid).toBeGreaterThan(0)
+    expect(answer!.output.receipts[1]).toEqual({ hash: missing, received: false })
+    expect(answer!.output.capabilities_of).toEqual({ user: "rita", capabilities: world.fullcap("rita") })
+    // it changes nothing, so a dry run answers the same
+    const [dry] = await throughEveryEntryPoint(world, { login: "builder", tool: "receipt", input: { artifacts: [world.trunk] }, dryRun: true })
+    expect(dry!.stopped.reason).toBe("dry_run")
+    expect(dry!.output.receipts[0]).toMatchObject({ received: true, sender: "alice" })
+  })
+
+  it("tells a caller without Read (o) nothing was received; refuses a hash that is not full and an empty question", async () => {
+    const [answer] = await throughEveryEntryPoint(world, { login: "wanda", tool: "receipt", input: { artifacts: [world.trunk], capabilities_of: "alice" } })
+    expect(answer!.output).toEqual({ receipts: [{ hash: world.trunk, received: false }], capabilities_of: { user: "alice" } })
+    refused(await throughEveryEntryPoint(world, { login: "builder", tool: "receipt", input: { artifacts: [world.trunk.slice(0, 12)] } }), "is not a full artifact hash")
+    refused(await throughEveryEntryPoint(world, { login: "builder", tool: "receipt", input: {} }), "give artifacts, capabilities-of, or both")
+  })
+})
