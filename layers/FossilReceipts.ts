@@ -6,7 +6,8 @@
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import BetterSqlite3 from "better-sqlite3"
+import type BetterSqlite3 from "better-sqlite3"
+import { openDatabase } from "../src/fossil/Sqlite.js"
 import * as Path from "node:path"
 import { grants } from "../src/fossil/Fullcap.js"
 import { isFullHash } from "../src/fossil/Hash.js"
@@ -33,7 +34,7 @@ export const make = (config: FossilReceiptsConfig) =>
       Effect.try({
         try: () => {
           if (db === undefined) {
-            const d = new BetterSqlite3(path, { readonly: true, fileMustExist: true })
+            const d = openDatabase(path, { readonly: true, fileMustExist: true })
             d.pragma(`busy_timeout = ${config.busyTimeoutMs ?? 5000}`)
             db = d
           }

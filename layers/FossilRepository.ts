@@ -16,7 +16,8 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
-import BetterSqlite3 from "better-sqlite3"
+import type BetterSqlite3 from "better-sqlite3"
+import { openDatabase } from "../src/fossil/Sqlite.js"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -75,7 +76,7 @@ export const make = (config: FossilRepositoryConfig) =>
 
     const open = (): BetterSqlite3.Database => {
       if (db !== undefined) return db
-      const d = new BetterSqlite3(path, { readonly: true, fileMustExist: true })
+      const d = openDatabase(path, { readonly: true, fileMustExist: true })
       try {
         d.pragma(`busy_timeout = ${config.busyTimeoutMs ?? 5000}`)
         // a repository has these; anything else is not one

@@ -6,8 +6,9 @@
  */
 import type BetterSqlite3 from "better-sqlite3"
 import { cardValue, parseArtifact, tagCards } from "./Artifact.js"
-import { content, inflate as inflateStored } from "./Content.js"
+import { content, contentOfRow, inflate as inflateStored } from "./Content.js"
 import { fullcap, type SpecialUsers } from "./Fullcap.js"
+import { parsePostCards } from "./PostCards.js"
 import {
   type Checkin, type CheckinTags, type Codes, type Cursor, type Item, type Post, type ReadBatch, type Receipt,
   serverOrder, type TagArtifact, type TicketChange, type UnversionedFile, type User
@@ -35,9 +36,13 @@ export const stmt = <P extends unknown[] | {} = unknown[], R = unknown>(db: Db, 
 export interface ReadOptions {
   /** false on a clone: its receipts name only its pulls */
   readonly senders: boolean
+  /** how many artifacts after a cursor are still read by rid (default fewArtifacts); tests set it to prove both ways agree */
+  readonly fewArtifacts?: number
 }
 
-// written so that the index on blob.rcvid bounds the scan: cost follows what arrived, not the size
+// Fossil has no index on blob.rcvid: the filter is one pass over blob reading rcvid
+// (about 0.1 µs an artifact); everything else a read costs follows what arrived after
+// the cursor, not the repository's size
 const after = "b.rcvid >= @rcvid AND (b.rcvid > @rcvid OR b.rid > @rid) AND b.size >= 0"
 const senderJoin = "LEFT JOIN rcvfrom r ON r.rcvid = b.rcvid LEFT JOIN user u ON u.uid = r.uid"
 
@@ -47,27 +52,67 @@ const hasTable = (db: Db, name: string): boolean =>
 const columns = (db: Db, table: string): Set<string> =>
   new Set(stmt<[], { name: string }>(db, `PRAGMA table_info(${table})`).all().map((c) => c.name))
 
-interface PostRow {
-  rid: number; hash: string; rcvid: number; sender: string | null
-  root: string | null; inReplyTo: string | null; editOf: string | null
-}
-const postSelect = `SELECT b.rid, b.uuid AS hash, b.rcvid, u.login AS sender,
-  (SELECT uuid FROM blob WHERE rid = f.froot) AS root,
-  (SELECT uuid FROM blob WHERE rid = f.firt) AS inReplyTo,
-  (SELECT uuid FROM blob WHERE rid = f.fprev) AS editOf
-  FROM forumpost f JOIN blob b ON b.rid = f.fpid ${senderJoin}
-  WHERE NOT EXISTS (SELECT 1 FROM private p WHERE p.rid = f.fpid)`
+/**
+ * One query per batch reads each post whole: its row, sender, stored content and
+ * delta source (no query per post). The posts are put in server order first by their
+ * keys alone, then their content is joined (SQLite keeps the inner order for the
+ * outer ORDER BY, no second sort): sorting rows that carry their content costs more.
+ * The content comes as hex: SQLite's hex() and Buffer.from(hex) into node's buffer
+ * pool cost less than a Buffer per row made by the driver. Thread, reply and edit
+ * links come from the G, I and P cards, which are what Fossil made forumpost.froot,
+ * firt and fprev from.
+ */
+type PostRow = [rid: number, hash: string, rcvid: number, sender: string | null, content: string | null, size: number, srcid: number | null]
+const postSelect = (from: string, filter: string, limit: string) => `SELECT k.rid, c.uuid, k.rcvid, u.login, hex(c.content), c.size, d.srcid
+  FROM (SELECT b.rid, b.rcvid FROM ${from}
+    WHERE NOT EXISTS (SELECT 1 FROM private p WHERE p.rid = f.fpid) AND ${filter}
+    ORDER BY b.rcvid, b.rid ${limit}) k
+  CROSS JOIN blob c ON c.rid = k.rid LEFT JOIN delta d ON d.rid = k.rid
+  LEFT JOIN rcvfrom r ON r.rcvid = k.rcvid LEFT JOIN user u ON u.uid = r.uid
+  ORDER BY k.rcvid, k.rid`
+// after a cursor, CROSS JOIN keeps blob the outer loop: blob.rcvid has no index, and
+// filtering it in one pass over blob is cheaper than a lookup in blob per forumpost row
+const postsAfter = postSelect("blob b CROSS JOIN forumpost f ON f.fpid = b.rid", after, "LIMIT @limit")
+// the same when few artifacts arrived after the cursor: only those, by rid
+const fresh = "json_each(@rids) j CROSS JOIN blob b ON b.rid = j.value"
+const postsAfterFew = postSelect(`${fresh} CROSS JOIN forumpost f ON f.fpid = b.rid`, after, "LIMIT @limit")
+const freshEvents = `${fresh} CROSS JOIN event e ON e.objid = b.rid`
+// a thread: its posts by the forumthread index (froot)
+const postsOfThread = postSelect("forumpost f JOIN blob b ON b.rid = f.fpid", "f.froot = ? AND b.size >= 0", "")
 
-const toPost = (db: Db, row: PostRow, o: ReadOptions): Post | undefined => {
-  const bytes = content(db, row.rid)
+/** a statement returning rows as arrays: no object per row */
+const rawStmt = <P extends unknown[] | object, R>(db: Db, sql: string): BetterSqlite3.Statement<P, R> => {
+  const s = stmt<P, R>(db, sql)
+  return (s.reader ? s.raw(true) : s) as unknown as BetterSqlite3.Statement<P, R>
+}
+
+/**
+ * One instance of each repeated string of a batch (thread roots, posts answered,
+ * users, senders, mimetypes): the copies made while reading die young, and a batch
+ * of many posts keeps (and the garbage collector copies) a third less.
+ */
+const interner = (): ((s: string | undefined) => string | undefined) => {
+  const seen = new Map<string, string>()
+  return (s) => {
+    if (s === undefined) return undefined
+    const known = seen.get(s)
+    if (known !== undefined) return known
+    seen.set(s, s)
+    return s
+  }
+}
+
+const toPost = (db: Db, row: PostRow, o: ReadOptions, intern = interner()): Post | undefined => {
+  const [rid, hash, rcvid, sender, hex, size, srcid] = row
+  const bytes = contentOfRow(db, rid, hex, size, srcid)
   if (bytes === undefined) return undefined
-  const parsed = parseArtifact(bytes)
+  const cards = parsePostCards(bytes)
   return {
-    _tag: "Post", hash: row.hash, rid: row.rid, rcvid: row.rcvid,
-    sender: o.senders ? row.sender ?? undefined : undefined,
-    root: row.root ?? row.hash, inReplyTo: row.inReplyTo ?? undefined, editOf: row.editOf ?? undefined,
-    title: cardValue(parsed, "H"), text: parsed.wiki ?? "",
-    mimetype: cardValue(parsed, "N") ?? "text/x-fossil-wiki", user: cardValue(parsed, "U") ?? ""
+    _tag: "Post", hash, rid, rcvid,
+    sender: o.senders ? intern(sender ?? undefined) : undefined,
+    root: intern(cards.root) ?? hash, inReplyTo: intern(cards.inReplyTo), editOf: cards.editOf,
+    title: cards.title, text: cards.text ?? "",
+    mimetype: intern(cards.mimetype) ?? "text/x-fossil-wiki", user: intern(cards.user) ?? ""
   }
 }
 
@@ -93,15 +138,19 @@ interface CheckinRow {
   rid: number; hash: string; rcvid: number; sender: string | null
   branch: string | null; comment: string | null; user: string | null
 }
-const checkinSelect = `SELECT b.rid, b.uuid AS hash, b.rcvid, u.login AS sender,
+const checkinFrom = (from: string) => `SELECT b.rid, b.uuid AS hash, b.rcvid, u.login AS sender,
   (SELECT x.value FROM tagxref x JOIN tag g ON g.tagid = x.tagid
     WHERE x.rid = e.objid AND g.tagname = 'branch' AND x.tagtype > 0) AS branch,
   coalesce(e.ecomment, e.comment) AS comment, coalesce(e.euser, e.user) AS user
-  FROM event e JOIN blob b ON b.rid = e.objid ${senderJoin} WHERE e.type = 'ci'`
+  FROM ${from} ${senderJoin} WHERE e.type = 'ci'`
 
 interface TagRow { rid: number; hash: string; rcvid: number; sender: string | null }
-const tagSelect = `SELECT b.rid, b.uuid AS hash, b.rcvid, u.login AS sender
-  FROM event e JOIN blob b ON b.rid = e.objid ${senderJoin} WHERE e.type = 'g'`
+const tagFrom = (from: string) => `SELECT b.rid, b.uuid AS hash, b.rcvid, u.login AS sender
+  FROM ${from} ${senderJoin} WHERE e.type = 'g'`
+
+const events = "event e JOIN blob b ON b.rid = e.objid"
+const checkinSelect = checkinFrom(events)
+const tagSelect = tagFrom(events)
 
 const toTagArtifact = (db: Db, row: TagRow, o: ReadOptions): TagArtifact | undefined => {
   const bytes = content(db, row.rid)
@@ -117,6 +166,14 @@ const toTagArtifact = (db: Db, row: TagRow, o: ReadOptions): TagArtifact | undef
 const defined = <A>(a: A | undefined): a is A => a !== undefined
 
 /**
+ * Up to this many artifacts after the cursor are read by rid (json_each), each kind
+ * of item looked up for them alone; more are read by one pass over each table. The
+ * pass over blob that finds them is the one cost that follows the repository's size
+ * (Fossil has no index on blob.rcvid).
+ */
+export const fewArtifacts = 2000
+
+/**
  * Everything received after the cursor, in server order: posts (private ones
  * skipped), ticket changes, check-ins and tag artifacts. At most `limit` items;
  * the returned cursor is past every artifact looked at.
@@ -125,17 +182,25 @@ export const readAfter = (db: Db, cursor: Cursor, limit: number, o: ReadOptions)
   const p = { rcvid: cursor.rcvid, rid: cursor.rid, limit: limit + 1 } // one more tells whether more are left
   const tail = ` AND ${after} ORDER BY b.rcvid, b.rid LIMIT @limit`
   return db.transaction((): ReadBatch => {
-    const rows: Array<{ rcvid: number; rid: number; make: () => Item | undefined }> = []
-    if (hasTable(db, "forumpost")) {
-      for (const row of stmt<typeof p, PostRow>(db, postSelect + tail).all(p))
-        rows.push({ rcvid: row.rcvid, rid: row.rid, make: () => toPost(db, row, o) })
-    }
+    // every artifact after the cursor (messages or not), if few: unordered, so that
+    // the pass over blob stops as soon as they are known to be many
+    const arrived = rawStmt<typeof p & { few: number }, [rid: number, rcvid: number]>(db,
+      `SELECT b.rid, b.rcvid FROM blob b WHERE ${after} LIMIT @few`
+    ).all({ ...p, few: (o.fewArtifacts ?? fewArtifacts) + 1 })
+    if (arrived.length === 0) return { items: [], cursor, more: false }
+    const few = arrived.length <= (o.fewArtifacts ?? fewArtifacts)
+    if (few) arrived.sort((a, b) => a[1] - b[1] || a[0] - b[0])
+    const q: typeof p & { rids?: string } = few ? { ...p, rids: JSON.stringify(arrived.map((r) => r[0])) } : p
+    // an item in server order: a post already decoded, another kind made (decoded) only if it is in the batch
+    type Row = { rcvid: number; rid: number; item?: Item | undefined; make?: () => Item | undefined }
+    const others: Array<Row> = []
     if (hasTable(db, "ticketchng")) {
-      for (const row of stmt<typeof p, TicketRow>(db, ticketSelect(db) + " WHERE 1" + tail).all(p))
-        rows.push({ rcvid: row.rcvid, rid: row.rid, make: () => toTicketChange(row, o) })
+      const filter = few ? " WHERE c.tkt_rid IN (SELECT value FROM json_each(@rids))" : " WHERE 1"
+      for (const row of stmt<typeof q, TicketRow>(db, ticketSelect(db) + filter + tail).all(q))
+        others.push({ rcvid: row.rcvid, rid: row.rid, make: () => toTicketChange(row, o) })
     }
-    for (const row of stmt<typeof p, CheckinRow>(db, checkinSelect + tail).all(p)) {
-      rows.push({
+    for (const row of stmt<typeof q, CheckinRow>(db, (few ? checkinFrom(freshEvents) : checkinSelect) + tail).all(q)) {
+      others.push({
         rcvid: row.rcvid, rid: row.rid, make: (): Checkin => ({
           _tag: "Checkin", hash: row.hash, rid: row.rid, rcvid: row.rcvid,
           sender: o.senders ? row.sender ?? undefined : undefined,
@@ -143,8 +208,24 @@ export const readAfter = (db: Db, cursor: Cursor, limit: number, o: ReadOptions)
         })
       })
     }
-    for (const row of stmt<typeof p, TagRow>(db, tagSelect + tail).all(p))
-      rows.push({ rcvid: row.rcvid, rid: row.rid, make: () => toTagArtifact(db, row, o) })
+    for (const row of stmt<typeof q, TagRow>(db, (few ? tagFrom(freshEvents) : tagSelect) + tail).all(q))
+      others.push({ rcvid: row.rcvid, rid: row.rid, make: () => toTagArtifact(db, row, o) })
+    others.sort(serverOrder)
+    const rows: Array<Row> = []
+    if (hasTable(db, "forumpost")) {
+      // Posts are decoded as their rows come (iterate, all within this short
+      // transaction), so a row's stored text dies young instead of being held for the
+      // whole batch; only posts among the first limit + 1 items of the batch are read.
+      let before = 0 // other items before the current post in server order
+      const intern = interner()
+      for (const row of rawStmt<typeof q, PostRow>(db, few ? postsAfterFew : postsAfter).iterate(q)) {
+        const at = { rcvid: row[2], rid: row[0] }
+        while (before < others.length && serverOrder(others[before]!, at) < 0) before++
+        if (rows.length + before > limit) break
+        rows.push({ rcvid: at.rcvid, rid: at.rid, item: toPost(db, row, o, intern) })
+      }
+    }
+    for (const other of others) rows.push(other)
     rows.sort(serverOrder)
     const more = rows.length > limit
     const taken = rows.slice(0, limit)
@@ -152,15 +233,20 @@ export const readAfter = (db: Db, cursor: Cursor, limit: number, o: ReadOptions)
     if (more) {
       const last = taken[taken.length - 1]!
       next = { rcvid: last.rcvid, rid: last.rid }
-    } else {
+    } else if (few) {
       // past every artifact received so far, messages or not (file contents, private posts)
-      const end = stmt<[], { rcvid: number | null; rid: number | null }>(db, 
-        "SELECT max(rcvid) AS rcvid, (SELECT max(rid) FROM blob WHERE rcvid = (SELECT max(rcvid) FROM blob WHERE size >= 0) AND size >= 0) AS rid FROM blob WHERE size >= 0"
-      ).get()
-      const endCursor = { rcvid: end?.rcvid ?? 0, rid: end?.rid ?? 0 }
-      next = serverOrder(endCursor, cursor) > 0 ? endCursor : cursor
+      const last = arrived[arrived.length - 1]!
+      next = { rcvid: last[1], rid: last[0] }
+    } else {
+      // the same, when many arrived: the last artifact in server order (it is after the
+      // cursor), as the row holding the greatest (rcvid, rid), by SQLite's bare columns
+      // of max() (exact while rcvid < 2^31)
+      const end = stmt<typeof p, { rcvid: number | null; rid: number | null }>(db,
+        `SELECT b.rcvid, b.rid, max(b.rcvid * 4294967296 + b.rid) FROM blob b WHERE ${after}`
+      ).get(p)
+      next = end?.rcvid == null || end.rid == null ? cursor : { rcvid: end.rcvid, rid: end.rid }
     }
-    return { items: taken.map((r) => r.make()).filter(defined), cursor: next, more }
+    return { items: taken.map((r) => (r.make === undefined ? r.item : r.make())).filter(defined), cursor: next, more }
   })()
 }
 
@@ -183,8 +269,9 @@ export const thread = (db: Db, rid: number, o: ReadOptions): ReadonlyArray<Post>
   db.transaction(() => {
     const root = stmt<[number], { froot: number }>(db, "SELECT froot FROM forumpost WHERE fpid = ?").get(rid)
     if (root === undefined) return undefined
-    return stmt<[number], PostRow>(db, `${postSelect} AND f.froot = ? AND b.size >= 0 ORDER BY b.rcvid, b.rid`)
-      .all(root.froot).map((row) => toPost(db, row, o)).filter(defined)
+    const intern = interner()
+    return rawStmt<[number], PostRow>(db, postsOfThread)
+      .all(root.froot).map((row) => toPost(db, row, o, intern)).filter(defined)
   })()
 
 export const isForumPost = (db: Db, rid: number): boolean =>
