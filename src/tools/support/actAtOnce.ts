@@ -1,13 +1,14 @@
 import * as Effect from "effect/Effect"
+import * as Path from "node:path"
+import { nodeOf } from "../../node/HookFiles.js"
+import { readHooks, runsOcx2Hook } from "../../node/HookInstall.js"
+import type { NodeConfig } from "../../node/NodeConfig.js"
 
 // Seed 001: "A write on the repository itself starts no hook, so when the run names the node
 // of this host's hook, create has that node act on it at once, and its answer says what the
 // node did (acted)"; stop likewise ends a running program or answers a run not started.
-//
-// THE HOOK POINT. create and stop call this right after their write lands on the served
-// repository (never in a dry run, never after a refusal). It does nothing yet: the change that
-// brings the hook (ocx2 hook --node USER) makes it run this host's node round when `to` is
-// that node, and return what the node did, which create's and stop's answers carry as `acted`.
+// create and stop call this right after their write lands on the served repository (never in
+// a dry run, never after a refusal).
 
 export interface WrittenOnServed {
   /** the served repository file */
@@ -20,5 +21,36 @@ export interface WrittenOnServed {
   readonly kind: "run" | "stop"
 }
 
-/** What this host's node did at once, in words for the answer; undefined when it did nothing. */
-export const nodeActsAtOnce = (_written: WrittenOnServed): Effect.Effect<string | undefined> => Effect.succeed(undefined)
+/** The release root of the ocx2 hook installed on the repository: ROOT/ocx2-hook --log ROOT/node/hook.log %R. */
+const hookRootOf = (repository: string) =>
+  Effect.map(readHooks(repository), (hooks) => {
+    for (const hook of hooks) {
+      if (hook.type !== "after-receive" || !runsOcx2Hook(hook.command)) continue
+      const log = /--log\s+'?([^'\s]+)'?/.exec(hook.command)?.[1]
+      if (log !== undefined && Path.basename(log) === "hook.log") return Path.dirname(Path.dirname(log))
+    }
+    return undefined
+  })
+
+/** What this host's node did at once, in words for the answer; undefined when this host's node is not the run's. */
+export const nodeActsAtOnce = (written: WrittenOnServed): Effect.Effect<string | undefined> =>
+  Effect.gen(function*() {
+    const root = yield* hookRootOf(written.repository)
+    if (root === undefined) return undefined
+    const node = nodeOf(root, written.repository)
+    if (node === undefined || node.user !== written.to) return undefined
+    const config: NodeConfig = {
+      root,
+      repository: Path.resolve(written.repository),
+      nodeUser: node.user,
+      serverUrl: node.serverUrl,
+      passwordsFile: undefined
+    }
+    // the round module is loaded only here: it brings the watcher's hand-off and the sandbox
+    const { runHookRound } = yield* Effect.promise(() => import("../../node/Round.js"))
+    const result = yield* Effect.tryPromise(() => runHookRound(config))
+    const decision = result.decisions.find((d) => d.run === written.run)
+    return decision === undefined
+      ? `this host's node ${node.user} found nothing to do for it`
+      : `this host's node ${node.user}: ${decision.action}`
+  }).pipe(Effect.catchAll((e) => Effect.succeed(`this host's node could not act at once: ${String((e as { message?: unknown }).message ?? e)}; its hook will`)))
