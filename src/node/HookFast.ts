@@ -2,6 +2,7 @@ import type BetterSqlite3 from "better-sqlite3"
 import { openDatabase } from "../fossil/Sqlite.js"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { pathToFileURL } from "node:url"
 import * as Zlib from "node:zlib"
 import { rootOfProgram } from "../release/ReleasePaths.js"
 import {
@@ -158,7 +159,7 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
         did: [arrivals.count === 0 ? "nothing arrived after the cursor" : `${arrivals.count} artifacts arrived, none a post or ticket change mentioning ocx: nothing to decide`]
       })
     }
-    const { runHookRound } = await import("./Round.js")
+    const { runHookRound } = await loadRound(program)
     const round = await runHookRound({
       root,
       repository,
@@ -170,6 +171,22 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
   } catch (e) {
     return finish({ did: [`failed: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`] })
   }
+}
+
+/**
+ * The round (Effect, the protocol's schemas, the sandbox) is a bundle of its own beside the hook
+ * (ocx2-hook-round), loaded only when something may hold a message: parsing it is most of what
+ * a call that decides nothing would cost. From source (tests), the module itself.
+ */
+const loadRound = async (program: string | undefined): Promise<typeof import("./Round.js")> => {
+  if (program !== undefined) {
+    const real = Fs.realpathSync(program)
+    const beside = Path.join(Path.dirname(real), real.endsWith(".mjs") ? "ocx2-hook-round.mjs" : "ocx2-hook-round")
+    if (!real.endsWith(".ts") && Fs.existsSync(beside)) return import(pathToFileURL(beside).href) as Promise<typeof import("./Round.js")>
+  }
+  // a specifier the bundler cannot follow, so the hook's bundle never holds the round
+  const fromSource = "./Round.js"
+  return import(fromSource) as Promise<typeof import("./Round.js")>
 }
 
 /** The program's entry: output guarded (Fossil closed it), one call, then exit. */

@@ -31,7 +31,7 @@ const nodeModules = Path.join(project, "node_modules")
 export const makeReleaseRoot = (root: string, name = "0123456789ab"): string => {
   const release = Path.join(root, "staged", name)
   Fs.mkdirSync(release, { recursive: true })
-  for (const program of ["ocx2", "ocx2-hook", "ocx2-watcher"]) {
+  for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher"]) {
     const source = Path.join(dist, `${program}.mjs`)
     if (!Fs.existsSync(source)) throw new Error(`${source} is missing: npm run build first`)
     Fs.copyFileSync(source, Path.join(release, program))
