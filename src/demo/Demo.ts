@@ -3,8 +3,15 @@ import * as Path from "node:path"
 import * as Readline from "node:readline"
 import { fossil, webLogin, webNewThread } from "../../test/support/fossilServer.js"
 import { makeNodeWorld, users, type NodeWorld } from "../../test/support/nodeWorld.js"
+import * as Effect from "effect/Effect"
+import { capabilitiesOf } from "../cli/repositoryCapabilities.js"
 import { defaultWatcherProgram, handOff } from "../node/HandOff.js"
 import { readMessage, writeMessage } from "../protocol/Envelope.js"
+import { accept } from "../tools/accept.js"
+import { hook } from "../tools/hook.js"
+import { runTool } from "../tools/runTool.js"
+import { stage } from "../tools/stage.js"
+import type { Answer, Tool } from "../tools/Tool.js"
 
 // The main job on an embedded default: a local Fossil server with a demo repository and its
 // users, a build run and a refused run posted through the web forms as a person would, the
@@ -55,14 +62,49 @@ const printThread = async (world: NodeWorld, run: string) => {
   }
 }
 
+/** The checkout this demo runs from: the directory above dist/. */
+const thisCheckout = (): string => Path.resolve(Path.dirname(Fs.realpathSync(process.argv[1]!)), "..")
+
+/** A tool called as alice on the served repository, as `ocx2 --repository REPO --user alice TOOL` does. */
+const asAdmin = async <O>(world: NodeWorld, tool: Tool<any, any, O, any, never>, input: object): Promise<Answer<O>> => {
+  const capabilities = await Effect.runPromise(capabilitiesOf(world.repository, users.admin.login))
+  return Effect.runPromise(runTool(tool, input, {
+    caller: { user: users.admin.login, capabilities, sandboxed: false },
+    dryRun: false,
+    repository: world.repository
+  }))
+}
+
+/** The release and the hook, as a maintainer installs them: stage, accept, hook --node. */
+const installNode = async (world: NodeWorld): Promise<boolean> => {
+  say(`staging this checkout (${thisCheckout()}) into the release root: its gate, its build, a smoke test ...`)
+  const staged = await asAdmin(world, stage, { checkout: thisCheckout(), root: world.root })
+  if (staged.stopped.reason !== "completed") {
+    say(`  stage ${staged.stopped.reason}: ${staged.stopped.message ?? ""}`)
+    return false
+  }
+  say(`  staged ${(staged.output as { staged?: string } | undefined)?.staged ?? "?"}; gate log ${Path.join(world.root, "staged", "gate.log")}`)
+  const accepted = await asAdmin(world, accept, { root: world.root })
+  say(`  accept: ${accepted.stopped.reason}${accepted.stopped.message !== undefined ? `: ${accepted.stopped.message}` : ""}`)
+  const installed = await asAdmin(world, hook, { node: users.node.login, root: world.root, serverUrl: world.server.url })
+  say(`  hook --node ${users.node.login}: ${installed.stopped.reason}${installed.stopped.message !== undefined ? `: ${installed.stopped.message}` : ""}`)
+  const backoffice = (installed.output as { backoffice?: { words?: string } } | undefined)?.backoffice?.words
+  if (backoffice !== undefined) say(`  ${backoffice}`)
+  return accepted.stopped.reason === "completed" && installed.stopped.reason === "completed"
+}
+
 export const demo = async (options: { readonly wait: boolean }) => {
   say("ocx2 demo: a local Fossil server, a node, and two runs posted as a person would post them")
-  const world = await makeNodeWorld()
+  const world = await makeNodeWorld({ fastHooks: true })
   try {
     say(`repository: ${world.repository}`)
     say(`server:     ${world.server.url} (fossil server --nojail on loopback)`)
     say(`users:      ${users.admin.login} (setup), ${users.node.login} (the node user), ${users.builder.login} (the process user)`)
     say(`release root of this host's node: ${world.root}`)
+    say()
+
+    const hooked = await installNode(world)
+    if (!hooked) say("the hook is not installed: this demo hands each run to a watcher itself, as the hook would")
     say()
 
     const session = await webLogin(world.server.url, users.admin.login, users.admin.password)
@@ -78,9 +120,11 @@ export const demo = async (options: { readonly wait: boolean }) => {
     say(`posted a run with version 1's node key: ${refused}`)
     say()
 
-    // the node on this host acts on each run: a watcher of its own for each
-    const watcherProgram = defaultWatcherProgram()
-    for (const run of [build, refused]) handOff(world.config, run, { watcherProgram })
+    if (hooked) say("the node on this host is the served repository's after-receive hook: it acts within about a second")
+    else {
+      const watcherProgram = defaultWatcherProgram()
+      for (const run of [build, refused]) handOff(world.config, run, { watcherProgram })
+    }
     for (const run of [build, refused]) {
       if (!(await waitForEnded(world, run, 60))) say(`run ${run} has not ended yet; see ${Path.join(world.root, "care", `${run}.log`)}`)
     }

@@ -178,7 +178,7 @@ describe("refusal 6: what the host cannot provide", () => {
     ["linux_capabilities", (b: any) => (b.run.sandbox.linux_capabilities = ["CAP_NET_RAW"]), "sandbox.linux_capabilities"],
     ["isolate_terminal", () => {}, "sandbox.isolate_terminal"],
     ["ends_with_parent", () => {}, "sandbox.ends_with_parent"],
-    ["session", (b: any) => (b.run.process.session = true), "process.session"],
+    ["session", (b: any) => { b.run.process.session = true; b.run.process.verdict = false }, "process.session"],
     ["terminal", (b: any) => (b.run.process.terminal = true), "process.terminal"]
   ])("a host without %s", (key, edit, named) => {
     const input = checkInput(edited(buildBlock(), edit), { host: { ...host, provides: { ...providesAll, [key]: false } } })

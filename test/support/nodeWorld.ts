@@ -49,7 +49,7 @@ const readRecord = (repository: string, run: string) =>
 
 export const distProgram = (name: string) => Path.join(import.meta.dirname, "../../dist", `${name}.mjs`)
 
-export const makeNodeWorld = async (): Promise<NodeWorld> => {
+export const makeNodeWorld = async (options: { readonly fastHooks?: boolean } = {}): Promise<NodeWorld> => {
   const dir = makeTempDir("ocx2-node-")
   // the sandbox runs as an unprivileged uid that must reach the workspace's directories
   Fs.chmodSync(dir, 0o755)
@@ -66,7 +66,7 @@ export const makeNodeWorld = async (): Promise<NodeWorld> => {
   await runIn(checkout, ["commit", "-m", "the first check-in", "--user-override", "alice"])
   const trunk = /artifact:\s+([0-9a-f]{64})/.exec(await fossil(["whatis", "trunk", "-R", repository]))![1]!
   const serverCode = (await fossil(["sql", "-R", repository, "SELECT value FROM config WHERE name='server-code'"])).trim().replace(/'/g, "")
-  const server = await startServer(repository)
+  const server = await startServer(repository, { fastHooks: options.fastHooks ?? false })
   const config: NodeConfig = { root, repository, nodeUser: users.node.login, serverUrl: server.url, passwordsFile: undefined }
   const post = async (run: object, options: { readonly as?: string; readonly to?: string; readonly title?: string } = {}) =>
     Effect.runPromise(
