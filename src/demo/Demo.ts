@@ -1,3 +1,4 @@
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Readline from "node:readline"
@@ -45,9 +46,13 @@ export const buildRun = (world: Pick<NodeWorld, "serverCode">) => ({
   }
 })
 
+/** Until the run has ended and its watcher is done (its lock is free: kept logs, files and verdict written). */
 const waitForEnded = async (world: NodeWorld, run: string, seconds: number) => {
+  const lock = Path.join(world.root, "care", `${run}.lock`)
+  const watcherDone = () =>
+    !Fs.existsSync(lock) || ChildProcess.spawnSync("flock", ["--nonblock", "--shared", lock, "true"]).status === 0
   for (let i = 0; i < seconds * 10; i++) {
-    if ((await world.record(run)).ended !== undefined) return true
+    if ((await world.record(run)).ended !== undefined && watcherDone()) return true
     await new Promise((r) => setTimeout(r, 100))
   }
   return false
