@@ -297,6 +297,9 @@ const make: ReleaseRootService = {
           const program = bundle.slice(0, -".mjs".length)
           Fs.copyFileSync(Path.join(dist, bundle), Path.join(into, program))
           Fs.chmodSync(Path.join(into, program), 0o755)
+          // a program built as a CommonJS bundle run through V8's code cache (bin/build.mjs)
+          const code = Path.join(dist, `${program}.cjs`)
+          if (Fs.existsSync(code)) Fs.copyFileSync(code, Path.join(into, `${program}.cjs`))
           return program
         })
         // the programs have no extension: this makes node load them as ES modules

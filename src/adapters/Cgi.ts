@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
 import { resolve } from "node:path"
 import { runTool } from "../tools/runTool.js"
-import type { Answer, Caller, Tool } from "../tools/Tool.js"
+import { type Answer, type Caller, notOfferedMessage, offeredBy, type Tool } from "../tools/Tool.js"
 import { ocxPage, problemPage, toolPage } from "./html.js"
 import { FORMAT, fromForm, fromObject, type Decoded } from "./input.js"
 
@@ -15,6 +15,9 @@ import { FORMAT, fromForm, fromObject, type Decoded } from "./input.js"
 // - A GET never changes anything: it shows the form, refilled from the query string. A JSON
 //   client may GET a tool's page with ?format=json and the tool's arguments: the tool then runs
 //   as a dry run, which by its contract performs nothing, and the answer says so ("dry_run").
+// - The pages offer the tools the web offers (seed 001's table): not stage, which runs the
+//   checkout's own code, nor post (people post in Fossil's own forum page), nor node. A call for
+//   one of those is refused, naming where it is offered.
 // - JSON (the exact answer of runTool, as `ocx2 --json` prints it) is chosen by ?format=json, a
 //   `format=json` form field, a JSON body (application/json, the tool's arguments and dry_run as
 //   one object), or an Accept header naming application/json (Fossil 2.21's own server does not
@@ -95,7 +98,8 @@ const refererProblem = (request: CgiRequest, page: string): string | undefined =
 export type Cgi = (request: CgiRequest) => Promise<CgiResponse>
 
 /** The CGI as a function of the tool list: one request in, one response out, never a throw. */
-export const makeCgi = (tools: ReadonlyArray<Tool>): Cgi => async (request) => {
+export const makeCgi = (allTools: ReadonlyArray<Tool>): Cgi => async (request) => {
+  const tools = offeredBy("cgi", allTools)
   const base = request.scriptName
   const query = new URLSearchParams(request.query)
   const name = request.pathInfo.replace(/^\/+/, "").replace(/\/+$/, "")
@@ -114,18 +118,24 @@ export const makeCgi = (tools: ReadonlyArray<Tool>): Cgi => async (request) => {
     if (wantsJson(request, undefined)) {
       const list = tools.find((t) => t.name === "list")
       if (list === undefined) return json(404, refusal("list", "this OCX offers no list tool"))
-      return json(200, await Effect.runPromise(runTool(list, {}, { caller: request.caller, dryRun: true, repository: request.repository })))
+      return json(200, await Effect.runPromise(runTool(list, {}, { caller: request.caller, dryRun: true, repository: request.repository, entryPoint: "cgi" })))
     }
     return html(200, ocxPage(tools, base, request.caller))
   }
 
+  const jsonBody = (request.contentType ?? "").split(";")[0]!.trim().toLowerCase() === "application/json"
+  const elsewhere = allTools.find((t) => t.name === name && !tools.includes(t))
+  if (elsewhere !== undefined) {
+    const message = notOfferedMessage("cgi", elsewhere)
+    return jsonBody || wantsJson(request, undefined) ? json(404, refusal(name, message)) : html(404, problemPage("Not offered here", message, base))
+  }
   const tool = tools.find((t) => t.name === name)
   if (tool === undefined) {
     const message = `no tool named "${name}"; the tools are ${tools.map((t) => t.name).join(", ")}`
-    return wantsJson(request, undefined) ? json(404, refusal(name, message)) : html(404, problemPage("No such tool", message, base))
+    return jsonBody || wantsJson(request, undefined) ? json(404, refusal(name, message)) : html(404, problemPage("No such tool", message, base))
   }
   const page = `${base}/${tool.name}`
-  const context = (dryRun: boolean) => ({ caller: request.caller, dryRun, repository: request.repository })
+  const context = (dryRun: boolean) => ({ caller: request.caller, dryRun, repository: request.repository, entryPoint: "cgi" as const })
 
   if (method !== "POST") {
     if (!wantsJson(request, undefined)) return html(200, toolPage(tool, page, query, undefined, request.caller))
@@ -136,7 +146,6 @@ export const makeCgi = (tools: ReadonlyArray<Tool>): Cgi => async (request) => {
   }
 
   const body = postParams(request)
-  const jsonBody = (request.contentType ?? "").split(";")[0]!.trim().toLowerCase() === "application/json"
   const asJson = jsonBody || wantsJson(request, "params" in body ? body.params : undefined)
   if ("problem" in body) return asJson ? json(400, refusal(tool.name, body.problem)) : html(400, problemPage("Bad request", body.problem, page))
   const notFromItsPage = refererProblem(request, page)

@@ -2,38 +2,49 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 import * as Effect from "effect/Effect"
+import { resolveCaller } from "../cli/caller.js"
 import { tools as registryTools } from "../tools/registry.js"
 import { runTool } from "../tools/runTool.js"
-import type { Answer, Caller, Tool } from "../tools/Tool.js"
+import { type Answer, type Caller, notOfferedMessage, offeredBy, type Tool } from "../tools/Tool.js"
 import { fromObject } from "./input.js"
 import { answerJsonSchema, inputJsonSchema } from "./jsonSchema.js"
 
-// The MCP adapter: every tool offered as ocx.TOOL (seed 001's names; the SDK takes dots in tool
-// names), its arguments the tool's input plus dry_run, its result the answer of runTool as JSON
-// text and as structuredContent, isError when the tool refused or failed. It decides nothing.
+// The MCP adapter: every tool MCP offers (seed 001's table: not node, hook or unhook, since a
+// sandbox has no served repository) as ocx.TOOL (the SDK takes dots in tool names), its
+// arguments the tool's input plus dry_run, its result the answer of runTool as JSON text and as
+// structuredContent, isError when the tool refused or failed. It decides nothing.
 // The stdio transport owns stdout: nothing here prints.
+//
+// Who calls: the program that started the server acts as its user, within its Fossil
+// capabilities. The user is the one named (OCX_USER, or `ocx2 --user`), else the user the
+// repository's clone remembers, else the account's; the capabilities are that user's in the
+// repository (OCX_REPOSITORY, or `ocx2 --repository`), read from the repository itself, never
+// from the environment, which the program controls. Without a repository it holds none.
 
 export const MCP_PREFIX = "ocx."
 
 export interface McpOptions {
-  /** The tools offered; the registry's when not given (tests add a tool of their own). */
+  /** The tools offered (those MCP offers among them); the registry's when not given. */
   readonly tools?: ReadonlyArray<Tool>
-  /** Who is calling; when not given, read from the environment by `callerFromEnv`. */
+  /** Who is calling, for a caller built in code; otherwise resolved from the repository by `mcpCaller`. */
   readonly caller?: Caller
-  /** The repository file the calls act on, when one is named. */
+  /** The repository file the calls act on; OCX_REPOSITORY when not given. */
   readonly repository?: string | undefined
+  /** The user to act as; OCX_USER when not given, else the clone's remembered user, else USER. */
+  readonly user?: string | undefined
 }
 
-/**
- * The caller of an MCP server started by a program: OCX_USER (else USER) with OCX_CAPABILITIES,
- * sandboxed when OCX_SANDBOX=1, as the CLI reads it. (Capabilities are to come from the
- * repository itself later.)
- */
-export const callerFromEnv = (env: NodeJS.ProcessEnv = process.env): Caller => ({
-  user: env.OCX_USER !== undefined && env.OCX_USER !== "" ? env.OCX_USER : env.USER,
-  capabilities: env.OCX_CAPABILITIES ?? "",
-  sandboxed: env.OCX_SANDBOX === "1"
+const nonEmpty = (value: string | undefined): string | undefined => (value !== undefined && value !== "" ? value : undefined)
+
+/** The repository and user an MCP server started by a program acts with, from its options and environment. */
+export const mcpIdentity = (options: McpOptions, env: NodeJS.ProcessEnv = process.env) => ({
+  repository: nonEmpty(options.repository) ?? nonEmpty(env.OCX_REPOSITORY),
+  user: nonEmpty(options.user) ?? nonEmpty(env.OCX_USER)
 })
+
+/** The caller of an MCP server: its user, with the capabilities the repository gives that user. */
+export const mcpCaller = (options: McpOptions, env: NodeJS.ProcessEnv = process.env): Promise<Caller> =>
+  Effect.runPromise(resolveCaller(mcpIdentity(options, env), env))
 
 const result = (answer: Answer<unknown>) => ({
   content: [{ type: "text" as const, text: JSON.stringify(answer) }],
@@ -41,10 +52,15 @@ const result = (answer: Answer<unknown>) => ({
   isError: answer.stopped.reason === "refused" || answer.stopped.reason === "failed"
 })
 
-/** An MCP server offering the tools, acting as the caller; connect it to any transport. */
-export const makeMcpServer = (tools: ReadonlyArray<Tool>, caller: Caller, repository?: string): Server => {
+/**
+ * An MCP server offering the tools MCP offers, acting as the caller; connect it to any transport.
+ * A caller given as a function is asked at each call, so capabilities changed in the repository
+ * take effect without restarting the server.
+ */
+export const makeMcpServer = (tools: ReadonlyArray<Tool>, caller: Caller | (() => Promise<Caller>), repository?: string): Server => {
   const server = new Server({ name: "ocx2", version: "0.1.0" }, { capabilities: { tools: {} } })
-  const offered = tools.map((tool) => ({
+  const mine = offeredBy("mcp", tools)
+  const offered = mine.map((tool) => ({
     name: `${MCP_PREFIX}${tool.name}`,
     title: tool.summary,
     description: `${tool.summary}. ${tool.description}`,
@@ -64,15 +80,18 @@ export const makeMcpServer = (tools: ReadonlyArray<Tool>, caller: Caller, reposi
         operations: [],
         stopped: {
           reason: "refused",
-          message: `no tool named "${requested}"; the tools are ${tools.map((t) => `${MCP_PREFIX}${t.name}`).join(", ")}`
+          message: `no tool named "${requested}"; the tools are ${mine.map((t) => `${MCP_PREFIX}${t.name}`).join(", ")}`
         }
       })
+    }
+    if (!mine.includes(tool)) {
+      return result({ tool: tool.name, operations: [], stopped: { reason: "refused", message: notOfferedMessage("mcp", tool) } })
     }
     const decoded = fromObject(request.params.arguments)
     if (decoded._tag === "Problem") {
       return result({ tool: tool.name, operations: [], stopped: { reason: "refused", message: `bad argument: ${decoded.message}` } })
     }
-    return result(await Effect.runPromise(runTool(tool, decoded.raw, { caller, dryRun: decoded.dryRun, repository })))
+    return result(await Effect.runPromise(runTool(tool, decoded.raw, { caller: typeof caller === "function" ? await caller() : caller, dryRun: decoded.dryRun, repository, entryPoint: "mcp" })))
   })
   return server
 }
@@ -83,7 +102,9 @@ export const runMcpServer = async (options: McpOptions = {}): Promise<void> => {
   for (const method of ["log", "info", "debug", "warn", "trace", "dir", "table"] as const) {
     console[method] = (...args: Array<unknown>) => console.error(...args)
   }
-  const server = makeMcpServer(options.tools ?? registryTools, options.caller ?? callerFromEnv(), options.repository)
+  const { repository } = mcpIdentity(options)
+  const caller = options.caller ?? (() => mcpCaller(options))
+  const server = makeMcpServer(options.tools ?? registryTools, caller, repository)
   const transport = new StdioServerTransport()
   const closed = new Promise<void>((done) => {
     server.onclose = () => done()

@@ -7,7 +7,7 @@ import * as Option from "effect/Option"
 import { fieldsOf, optionName, type Field } from "../tools/fields.js"
 import { tools } from "../tools/registry.js"
 import { runTool } from "../tools/runTool.js"
-import type { Answer, Tool } from "../tools/Tool.js"
+import { type Answer, offeredBy, type Tool } from "../tools/Tool.js"
 import { resolveCaller } from "./caller.js"
 import { renderText } from "./renderText.js"
 
@@ -20,8 +20,14 @@ const globalOptions = {
     Options.withDescription("the repository file to act on (on the served repository's host, or a clone)"),
     Options.optional
   ),
-  user: Options.text("user").pipe(Options.withDescription("the Fossil user to act as, on the served repository's host"), Options.optional)
+  user: Options.text("user").pipe(Options.withDescription("the Fossil user to act as, on the served repository's host; by default the user a clone remembers, else $USER"), Options.optional),
+  mcp: Options.boolean("mcp").pipe(
+    Options.withDescription("serve the tools over MCP on stdin/stdout, as ocx2-mcp does, acting as --user (or the clone's user) within its capabilities in --repository")
+  )
 }
+
+/** The tools the command line offers. */
+const cliTools = offeredBy("cli", tools)
 
 const root = Command.make("ocx2", globalOptions)
 
@@ -71,7 +77,9 @@ const printAnswer = (tool: Tool, answer: Answer<unknown>, json: boolean) =>
     if (answer.stopped.reason === "failed") process.exitCode = 1
   })
 
-const cliCaller = (global: { readonly user: Option.Option<string>; readonly repository: Option.Option<string> }) =>
+type Global = { readonly user: Option.Option<string>; readonly repository: Option.Option<string> }
+
+const cliCaller = (global: Global) =>
   resolveCaller({ user: Option.getOrUndefined(global.user), repository: Option.getOrUndefined(global.repository) })
 
 const commandOf = (tool: Tool) => {
@@ -85,6 +93,11 @@ const commandOf = (tool: Tool) => {
   return Command.make(tool.name, config, (parsed) =>
     Effect.gen(function*() {
       const global = yield* root
+      if (global.mcp) {
+        yield* Console.error(`ocx2 --mcp serves MCP and takes no tool: run ocx2 [--repository REPO] [--user USER] --mcp, not --mcp ${tool.name}`)
+        process.exitCode = 2
+        return
+      }
       const raw: Record<string, unknown> = {}
       for (const field of fields) {
         const value = rawValue(field, field.positional ? parsed.args[field.name] : parsed.options[field.name])
@@ -93,22 +106,30 @@ const commandOf = (tool: Tool) => {
       const answer = yield* runTool(tool, raw, {
         caller: yield* cliCaller(global),
         dryRun: parsed.dryRun,
-        repository: Option.getOrUndefined(global.repository)
+        repository: Option.getOrUndefined(global.repository),
+        entryPoint: "cli"
       })
       yield* printAnswer(tool, answer, global.json)
     })).pipe(Command.withDescription(`${tool.summary}. ${tool.description}`))
 }
 
-const listTool = tools.find((t) => t.name === "list")!
+const listTool = cliTools.find((t) => t.name === "list")!
 
-/** `ocx2` alone lists the tools, as `ocx2 list` does. */
+/** `ocx2 --mcp`: MCP on stdin/stdout until the client closes it; the MCP SDK is loaded only then. */
+const serveMcp = (global: Global) =>
+  Effect.promise(() =>
+    import("./mcpFlag.js").then(({ serveMcpFromCli }) =>
+      serveMcpFromCli({ repository: Option.getOrUndefined(global.repository), user: Option.getOrUndefined(global.user) })))
+
+/** `ocx2` alone lists the tools, as `ocx2 list` does; `ocx2 --mcp` serves them over MCP. */
 export const command = root.pipe(
   Command.withHandler((global) =>
     Effect.gen(function*() {
-      const answer = yield* runTool(listTool, {}, { caller: yield* cliCaller(global), dryRun: false, repository: undefined })
+      if (global.mcp) return yield* serveMcp(global)
+      const answer = yield* runTool(listTool, {}, { caller: yield* cliCaller(global), dryRun: false, repository: undefined, entryPoint: "cli" })
       yield* printAnswer(listTool, answer, global.json)
     })),
-  Command.withSubcommands(tools.map(commandOf) as [ReturnType<typeof commandOf>])
+  Command.withSubcommands(cliTools.map(commandOf) as [ReturnType<typeof commandOf>])
 )
 
 export const cli = Command.run(command, { name: "ocx2", version: "0.1.0" })

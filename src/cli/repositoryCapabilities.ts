@@ -1,7 +1,9 @@
 import * as Effect from "effect/Effect"
 import * as FossilRepository from "../../layers/FossilRepository.js"
+import * as Read from "../fossil/Read.js"
+import { openDatabase } from "../fossil/Sqlite.js"
 
-// Loaded only when --repository is given: opening a repository costs the native SQLite addon.
+// Loaded only when a repository is named: opening a repository costs the native SQLite addon.
 
 /** The user's effective capabilities (fullcap) in the repository, "" when it cannot be read. */
 export const capabilitiesOf = (repository: string, user: string): Effect.Effect<string> =>
@@ -11,3 +13,45 @@ export const capabilitiesOf = (repository: string, user: string): Effect.Effect<
     Effect.map((found) => found?.fullcap ?? ""),
     Effect.catchAll(() => Effect.succeed(""))
   )
+
+export interface RepositoryIdentity {
+  /** the user who acts: the one named, else the one a clone remembers, else the account's */
+  readonly user: string | undefined
+  /** that user's fullcap in the repository; "" when the repository cannot be read or has no such user */
+  readonly capabilities: string
+}
+
+/** The user a clone remembers: the user of its last-sync-url, which `fossil clone` sets. */
+const rememberedUser = (db: ReturnType<typeof openDatabase>): string | undefined => {
+  const row = db.prepare<[], { value: unknown }>("SELECT value FROM config WHERE name = 'last-sync-url'").get()
+  if (row === undefined || row.value === null) return undefined
+  try {
+    const user = decodeURIComponent(new URL(String(row.value)).username)
+    return user === "" ? undefined : user
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Who acts on `repository`, and what Fossil lets them do there. The capabilities are only ever
+ * read from the repository itself, never taken from the caller.
+ */
+export const identityIn = (repository: string, named: string | undefined, account: string | undefined): Effect.Effect<RepositoryIdentity> =>
+  Effect.sync((): RepositoryIdentity => {
+    let db: ReturnType<typeof openDatabase>
+    try {
+      db = openDatabase(repository, { readonly: true, fileMustExist: true })
+    } catch {
+      return { user: named ?? account, capabilities: "" }
+    }
+    try {
+      db.pragma("busy_timeout = 5000")
+      const user = named ?? rememberedUser(db) ?? account
+      return { user, capabilities: user === undefined ? "" : Read.user(db, user)?.fullcap ?? "" }
+    } catch {
+      return { user: named ?? account, capabilities: "" }
+    } finally {
+      db.close()
+    }
+  })

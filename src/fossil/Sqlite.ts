@@ -23,7 +23,8 @@ const load = (): typeof BetterSqlite3 => {
   }
   // as the module system would: from this file's own place (tests, tools run from source)
   try {
-    constructor = createRequire(import.meta.url)("better-sqlite3") as typeof BetterSqlite3
+    // (in a CommonJS bundle import.meta is empty: there the program's place above is the answer)
+    constructor = createRequire(String(import.meta.url))("better-sqlite3") as typeof BetterSqlite3
     return constructor
   } catch {
     throw lastError

@@ -1,7 +1,6 @@
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { fileURLToPath } from "node:url"
 import { releasePaths } from "../release/ReleasePaths.js"
 import type { NodeConfig } from "./NodeConfig.js"
 
@@ -15,7 +14,8 @@ export const watcherProgramBeside = (program: string): string => {
   return Path.join(Path.dirname(real), real.endsWith(".mjs") ? "ocx2-watcher.mjs" : "ocx2-watcher")
 }
 
-export const defaultWatcherProgram = (): string => watcherProgramBeside(fileURLToPath(import.meta.url))
+/** The watcher beside the running program (its real path: argv[1], as the bundles are run). */
+export const defaultWatcherProgram = (): string => watcherProgramBeside(process.argv[1] ?? "")
 
 export interface HandOffOptions {
   readonly watcherProgram: string

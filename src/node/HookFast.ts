@@ -2,9 +2,9 @@ import type BetterSqlite3 from "better-sqlite3"
 import { openDatabase } from "../fossil/Sqlite.js"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { pathToFileURL } from "node:url"
 import * as Zlib from "node:zlib"
 import { rootOfProgram } from "../release/ReleasePaths.js"
+import { siblingBundle } from "../siblings.js"
 import {
   advanceCursor, appendHookLog, canonicalRepository, type Cursor, cursorFileOf, type HookLogEntry, nodeOf, readCursor
 } from "./HookFiles.js"
@@ -179,11 +179,8 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
  * a call that decides nothing would cost. From source (tests), the module itself.
  */
 const loadRound = async (program: string | undefined): Promise<typeof import("./Round.js")> => {
-  if (program !== undefined) {
-    const real = Fs.realpathSync(program)
-    const beside = Path.join(Path.dirname(real), real.endsWith(".mjs") ? "ocx2-hook-round.mjs" : "ocx2-hook-round")
-    if (!real.endsWith(".ts") && Fs.existsSync(beside)) return import(pathToFileURL(beside).href) as Promise<typeof import("./Round.js")>
-  }
+  const bundle = siblingBundle("ocx2-hook-round", program)
+  if (bundle !== undefined) return import(bundle) as Promise<typeof import("./Round.js")>
   // a specifier the bundler cannot follow, so the hook's bundle never holds the round
   const fromSource = "./Round.js"
   return import(fromSource) as Promise<typeof import("./Round.js")>

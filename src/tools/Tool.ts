@@ -34,6 +34,10 @@ export const answerSchema = <O, OE>(output: Schema.Schema<O, OE>) =>
     })
   })
 
+/** The three entry points (seed 001): the command line, the web pages served beside Fossil, and MCP. */
+export type EntryPoint = "cli" | "cgi" | "mcp"
+export const entryPoints: ReadonlyArray<EntryPoint> = ["cli", "cgi", "mcp"]
+
 /** Who is calling, as the entry point authenticated them. */
 export interface Caller {
   readonly user: string | undefined
@@ -48,6 +52,8 @@ export interface ToolContext {
   readonly dryRun: boolean
   /** The repository file the call acts on, when one was named. */
   readonly repository: string | undefined
+  /** The entry point the call came through; list and help show what it offers (all when not given). */
+  readonly entryPoint?: EntryPoint
 }
 
 /** What a handler returns; runTool adds the tool's name and turns failures into answers. */
@@ -69,6 +75,10 @@ export interface Tool<I = any, IE = any, O = any, OE = any, R = never> {
   readonly output: Schema.Schema<O, OE>
   /** undefined when the caller may use the tool; otherwise the refusal, in the same words everywhere. */
   readonly allow: (caller: Caller) => string | undefined
+  /** The entry points that offer the tool (seed 001's table); every one when not given. */
+  readonly offeredBy?: ReadonlyArray<EntryPoint>
+  /** Why an entry point that does not offer it does not, in words that say where to go instead. */
+  readonly notOfferedBecause?: string
   readonly handle: (input: I, context: ToolContext) => Effect.Effect<Handled<O>, never, R>
 }
 
@@ -76,3 +86,19 @@ export const defineTool = <I, IE, O, OE, R>(tool: Tool<I, IE, O, OE, R>): Tool<I
 
 export const hasCapability = (caller: Caller, letters: string): boolean =>
   [...letters].some((letter) => caller.capabilities.includes(letter))
+
+const entryPointNames: Record<EntryPoint, string> = { cli: "the command line (ocx2)", cgi: "the OCX web page", mcp: "MCP" }
+
+export const offers = (entryPoint: EntryPoint, tool: Tool): boolean => (tool.offeredBy ?? entryPoints).includes(entryPoint)
+
+/** The tools an entry point offers, in the order given. */
+export const offeredBy = (entryPoint: EntryPoint, tools: ReadonlyArray<Tool>): ReadonlyArray<Tool> =>
+  tools.filter((tool) => offers(entryPoint, tool))
+
+/** The refusal of a tool an entry point does not offer, naming where it is offered. */
+export const notOfferedMessage = (entryPoint: EntryPoint, tool: Tool): string => {
+  const where = (tool.offeredBy ?? entryPoints).map((e) => entryPointNames[e])
+  const offered = where.length === 0 ? "it is offered nowhere" : `it is offered by ${where.join(" and ")}`
+  const because = tool.notOfferedBecause !== undefined ? `: ${tool.notOfferedBecause}` : ""
+  return `${tool.name} is not offered by ${entryPointNames[entryPoint]}${because}; ${offered}`
+}

@@ -1,9 +1,13 @@
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { fieldsOf, optionName, usage } from "./fields.js"
-import { defineTool, type Tool } from "./Tool.js"
+import { defineTool, notOfferedMessage, offeredBy, type ToolContext, type Tool } from "./Tool.js"
 
 // list and help describe the tools that exist; they take the registry lazily because they are in it.
+// Each shows only what the entry point it is called through offers (every tool when none is named).
+
+const shown = (tools: ReadonlyArray<Tool>, context: ToolContext): ReadonlyArray<Tool> =>
+  context.entryPoint === undefined ? tools : offeredBy(context.entryPoint, tools)
 
 const ToolSummary = Schema.Struct({ name: Schema.String, summary: Schema.String, usage: Schema.String })
 
@@ -11,15 +15,15 @@ export const makeList = (tools: () => ReadonlyArray<Tool>) =>
   defineTool({
     name: "list",
     summary: "List the tools",
-    description: "Lists every tool this release offers, with its usage line.",
+    description: "Lists every tool this entry point offers, with its usage line.",
     input: Schema.Struct({}),
     positional: [],
     output: Schema.Struct({ tools: Schema.Array(ToolSummary) }),
     allow: () => undefined,
-    handle: () =>
+    handle: (_input, context) =>
       Effect.succeed({
         operations: [],
-        output: { tools: tools().map((tool) => ({ name: tool.name, summary: tool.summary, usage: usage(tool) })) }
+        output: { tools: shown(tools(), context).map((tool) => ({ name: tool.name, summary: tool.summary, usage: usage(tool) })) }
       })
   })
 
@@ -47,10 +51,16 @@ export const makeHelp = (tools: () => ReadonlyArray<Tool>) =>
       fields: Schema.Array(FieldHelp)
     }),
     allow: () => undefined,
-    handle: (input) => {
+    handle: (input, context) => {
       const tool = tools().find((t) => t.name === input.tool)
+      if (tool !== undefined && context.entryPoint !== undefined && !shown([tool], context).includes(tool)) {
+        return Effect.succeed({
+          operations: [],
+          stopped: { reason: "refused" as const, message: notOfferedMessage(context.entryPoint, tool) }
+        })
+      }
       if (tool === undefined) {
-        const names = tools().map((t) => t.name).join(", ")
+        const names = shown(tools(), context).map((t) => t.name).join(", ")
         return Effect.succeed({
           operations: [],
           stopped: { reason: "refused" as const, message: `no tool named "${input.tool}"; the tools are ${names}` }

@@ -18,5 +18,6 @@ export const hook = defineTool({
   positional: [],
   output: HookOutput,
   allow: needsSetup("hook"),
+  offeredBy: ["cli", "cgi"], notOfferedBecause: "a sandbox has no served repository",
   handle: (input, context) => installHook(input, context, process.argv[1])
 })

@@ -41,6 +41,7 @@ export const post = defineTool({
   positional: ["to", "text"],
   output: PostOutput,
   allow: needsCheckIn("post", "without it, post in Fossil's own forum page"),
+  offeredBy: ["cli", "mcp"], notOfferedBecause: "on the web, post in Fossil's own forum page",
   handle: (input, context) => {
     const log = new OperationsLog(context.dryRun)
     return finishTool(

@@ -4,6 +4,7 @@ import { audit } from "./audit.js"
 import { create } from "./create.js"
 import { echo } from "./echo.js"
 import { hook } from "./hook.js"
+import { node } from "./node.js"
 import { post } from "./post.js"
 import { receipt } from "./receipt.js"
 import { rollback } from "./rollback.js"
@@ -27,6 +28,7 @@ export const tools: ReadonlyArray<Tool> = [
   stage,
   accept,
   rollback,
+  node,
   hook,
   unhook
 ]

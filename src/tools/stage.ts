@@ -22,5 +22,6 @@ export const stage = defineTool({
   positional: ["checkout"],
   output: StageOutput,
   allow: needsSetup("stage"),
+  offeredBy: ["cli", "mcp"], notOfferedBecause: "it runs the checkout's own code",
   handle: (input, context) => stageRelease(input, context, process.argv[1]).pipe(Effect.provide(ReleaseRootFs.layer))
 })

@@ -12,5 +12,6 @@ export const unhook = defineTool({
   positional: [],
   output: UnhookOutput,
   allow: needsSetup("unhook"),
+  offeredBy: ["cli", "cgi"], notOfferedBecause: "a sandbox has no served repository",
   handle: (input, context) => removeHook(input, context, process.argv[1])
 })

@@ -7,7 +7,7 @@ import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import { CareDirectory, type RunLock } from "../../services/CareDirectory.js"
 import { Receipts } from "../../services/Receipts.js"
-import { Repository } from "../../services/Repository.js"
+import { Repository, WriteNotConfirmed } from "../../services/Repository.js"
 import { SandboxLauncher, type Ending, type LaunchResult, type LaunchSpec } from "../../services/SandboxLauncher.js"
 import { decide, type LifeEvent } from "../protocol/Life.js"
 import { endedMessage, startedMessage, startedValues } from "../protocol/Messages.js"
@@ -206,7 +206,13 @@ const startChecked = (
       config.nodeUser,
       startedMessage(run, { values: startedValues(stepValues), limits: checked.run.limits }),
       `Started on ${config.nodeUser}.`
-    ).pipe(Effect.tap((hash) => log(`wrote started: ${hash}`)))
+    ).pipe(
+      // from a clone, the push is confirmed by the server returning the artifact; its receipt must
+      // also say the node user sent it before the program is released (2.13: "only once the server
+      // has received the started")
+      Effect.tap((hash) => repository.role === "clone" ? confirmReceived(hash, config.nodeUser) : Effect.void),
+      Effect.tap((hash) => log(`wrote started: ${hash}`))
+    )
 
     const startedWritten = yield* Ref.make(false)
     const decided = yield* Ref.make<EndedContent | undefined>(undefined)
@@ -227,6 +233,19 @@ const startChecked = (
     const ended = endedOfEnding(result.ending)
     if (ended.outcome === "stopped") return
     yield* afterProcess(options, record, checked, values, result, ended, log)
+  })
+
+/** The server's receipt of an artifact a clone's node pushed: received, from the node user. */
+const confirmReceived = (hash: string, nodeUser: string) =>
+  Effect.gen(function*() {
+    const receipts = yield* Receipts
+    const [answer] = yield* receipts.receipts([hash])
+    if (answer?._tag !== "Received") {
+      return yield* new WriteNotConfirmed({ hash, reason: "the server has no receipt for it" })
+    }
+    if (answer.sender !== nodeUser) {
+      return yield* new WriteNotConfirmed({ hash, reason: `the server received it from ${answer.sender}, not ${nodeUser}` })
+    }
   })
 
 const launchAndWait = <E, R>(

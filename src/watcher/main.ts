@@ -10,6 +10,9 @@ import * as CareDirectoryFs from "../../layers/CareDirectoryFs.js"
 import * as FossilReceipts from "../../layers/FossilReceipts.js"
 import * as FossilRepository from "../../layers/FossilRepository.js"
 import { releasePaths } from "../release/ReleasePaths.js"
+import { cloneEntryOf } from "../node/CloneFiles.js"
+import { readPasswordsFile } from "../node/ClonePasswords.js"
+import { cloneRecordLayer } from "../node/CloneRound.js"
 import type { NodeConfig } from "../node/NodeConfig.js"
 import { crashPoints, watchRun, type CrashPoint, type WatcherOptions } from "./Watcher.js"
 
@@ -66,11 +69,25 @@ export const main = (argv: ReadonlyArray<string>) => {
       // nowhere left to say it
     }
   }
-  const program = watchRun(options, (lock) =>
-    Layer.mergeAll(
-      FossilRepository.layer({ path: options.config.repository, holdFds: [lock.fd] }),
-      FossilReceipts.layer({ path: options.config.repository })
-    )).pipe(
+  // on a clone's host (`ocx2 node` registered the clone): writes pushed to the server as the node
+  // user, senders asked of the server, records read after a pull, the passwords file one of OCX's own
+  const clone = cloneEntryOf(options.config.root, options.config.repository)
+  const passwords = clone === undefined ? undefined : readPasswordsFile(clone.passwordsFile)
+  if (passwords?._tag === "Refused") {
+    logLine(`the clone's passwords file is refused: ${passwords.why}`)
+    process.exit(2)
+  }
+  const onClone = clone !== undefined && passwords?._tag === "Passwords"
+    ? { config: { ...options.config, serverUrl: clone.serverUrl, passwordsFile: passwords.passwords.file }, passwords: passwords.passwords }
+    : undefined
+  const watched = onClone === undefined ? options : { ...options, config: onClone.config }
+  const program = watchRun(watched, (lock) =>
+    onClone !== undefined
+      ? cloneRecordLayer(onClone.config, onClone.passwords, [lock.fd])
+      : Layer.mergeAll(
+        FossilRepository.layer({ path: options.config.repository, holdFds: [lock.fd] }),
+        FossilReceipts.layer({ path: options.config.repository })
+      )).pipe(
       Effect.catchIf(
         (e): e is { readonly _tag: "RunBusy" } => typeof e === "object" && e !== null && (e as { _tag?: unknown })._tag === "RunBusy",
         () => Effect.sync(() => logLine("another watcher holds the run"))

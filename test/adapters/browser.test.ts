@@ -1,5 +1,7 @@
+import BetterSqlite3 from "better-sqlite3"
 import { chromium, type Browser, type Page } from "playwright-core"
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import * as Http from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -9,6 +11,9 @@ import { bundle, startExtServer, type ExtServer, type TestUser } from "./extServ
 // them: log in through Fossil's login page, open OCX, fill a form, submit, read the answer.
 
 const alice: TestUser = { login: "alice", password: "alice-secret-1", capabilities: "s" }
+// the node a run is for (holding nothing of its own), and the user its process runs as
+const lab: TestUser = { login: "lab", password: "lab-secret-1", capabilities: "" }
+const builder: TestUser = { login: "builder", password: "builder-secret-1", capabilities: "oi" }
 
 /** Screenshots stay after the run, for a person to look at; the test prints where. */
 const screenshots = join(tmpdir(), "ocx2-screenshots")
@@ -21,7 +26,7 @@ beforeAll(async () => {
   build = mkdtempSync(join(tmpdir(), "ocx2-browser-build-"))
   const cgiTest = await bundle(join(import.meta.dirname, "fixtures/ocx2-cgi-test.ts"), build, "ocx2-cgi-test")
   const cgi = await bundle(join(import.meta.dirname, "../../bin/ocx2-cgi.ts"), build, "ocx2-cgi")
-  server = await startExtServer([alice], { "ocx2-cgi": cgi, "ocx2-cgi-test": cgiTest })
+  server = await startExtServer([alice, lab, builder], { "ocx2-cgi": cgi, "ocx2-cgi-test": cgiTest })
   mkdirSync(screenshots, { recursive: true })
   // Playwright gives each launch a new empty profile directory of its own (--user-data-dir).
   browser = await chromium.launch({
@@ -38,6 +43,29 @@ afterAll(async () => {
   await server?.stop()
   rmSync(build, { recursive: true, force: true })
 })
+
+/** what the repository holds: anything it receives, and its forum posts */
+const state = () => {
+  const db = new BetterSqlite3(server.repository, { readonly: true })
+  try {
+    const hasForum = db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'forumpost'").get() !== undefined
+    return JSON.stringify({
+      ...(db.prepare("SELECT (SELECT count(*) FROM blob) AS blobs, (SELECT coalesce(max(rcvid), 0) FROM rcvfrom) AS rcvid").get() as object),
+      posts: hasForum ? (db.prepare("SELECT count(*) AS n FROM forumpost").get() as { n: number }).n : 0
+    })
+  } finally {
+    db.close()
+  }
+}
+
+const serverCode = () => {
+  const db = new BetterSqlite3(server.repository, { readonly: true })
+  try {
+    return String((db.prepare("SELECT value FROM config WHERE name = 'server-code'").get() as { value: unknown }).value)
+  } finally {
+    db.close()
+  }
+}
 
 const logIn = async (page: Page) => {
   await page.goto(`${server.base}/login`)
@@ -112,5 +140,110 @@ describe("the OCX pages in Chromium", () => {
     console.log(`screenshot (phone, ${widths.inner}px wide, scrollWidth ${widths.scroll}): ${phoneShot}`)
     expect(existsSync(phoneShot)).toBe(true)
     await context.close()
+  }, 30_000)
+
+  it("a person writes a run with create: a dry run writes nothing, then for real, and the run is in the forum", async () => {
+    const context = await browser.newContext({ viewport: { width: 1024, height: 900 } })
+    const page = await context.newPage()
+    await logIn(page)
+    await page.goto(`${server.base}/ext/ocx2-cgi`)
+    // the web offers create, but not stage (the checkout's own code) or post (Fossil's forum page is for that)
+    expect(await page.locator("a[href='/ext/ocx2-cgi/create']").count()).toBe(1)
+    expect(await page.locator("a[href='/ext/ocx2-cgi/stage']").count()).toBe(0)
+    expect(await page.locator("a[href='/ext/ocx2-cgi/post']").count()).toBe(0)
+    const ocxShot = join(screenshots, "ocx-page-create.png")
+    await page.screenshot({ path: ocxShot, fullPage: true })
+
+    await Promise.all([page.waitForNavigation(), page.click("a[href='/ext/ocx2-cgi/create']")])
+    // a complete run, as test/support/nodeWorld.ts shellRun makes one
+    const fields = {
+      clone: serverCode(),
+      workspace: [
+        { step: "directory", at: "$$root$$/work/$$run$$" },
+        { step: "files", of: "trunk", into: "$$workspace$$/tree" }
+      ],
+      sandbox: {
+        uid: 1000, gid: 1000, linux_capabilities: [], network: false, isolate_terminal: true, ends_with_parent: true,
+        proc: "/proc", dev: "/dev", tmp: "/tmp", read_only: ["/usr", "/bin", "/lib", "/lib64", "/etc"], read_write: ["$$workspace$$"],
+        homes: [], created_files: []
+      },
+      limits: { wall: "2m" },
+      process: { user: "builder", command: ["sh", "-c", "ls tree"], env: { PATH: "/usr/bin:/bin" } }
+    }
+    await page.fill("#f-title", "A run from the browser")
+    await page.fill("#f-node", "lab")
+    await page.fill("#f-objective", "List the files of trunk.")
+    await page.fill("#f-fields", JSON.stringify(fields, null, 2))
+    await page.check("#f-dry_run")
+    const before = state()
+    await Promise.all([page.waitForNavigation(), page.click("form.ocx-form button[type=submit]")])
+    const dry = page.locator("#ocx-answer")
+    expect(await dry.getAttribute("data-reason")).toBe("dry_run")
+    expect(await dry.innerText()).toContain("Dry run: nothing was done")
+    expect(await dry.locator(".ocx-operations").innerText()).toContain(`would: write a new thread "A run from the browser" as alice, holding a run for lab`)
+    const dryJson = JSON.parse(await dry.locator("pre.ocx-json").textContent() ?? "")
+    expect(dryJson.output.message).toEqual({ ocx: 2, to: "lab", run: { ...fields, objective: "List the files of trunk." } })
+    expect(state()).toBe(before)
+    const dryShot = join(screenshots, "create-dry-run.png")
+    await page.screenshot({ path: dryShot, fullPage: true })
+
+    // the form came back as it was sent: the person runs it for real
+    expect(await page.inputValue("#f-title")).toBe("A run from the browser")
+    await page.uncheck("#f-dry_run")
+    await Promise.all([page.waitForNavigation(), page.click("form.ocx-form button[type=submit]")])
+    const done = page.locator("#ocx-answer")
+    expect(await done.getAttribute("data-reason")).toBe("completed")
+    const answer = JSON.parse(await done.locator("pre.ocx-json").textContent() ?? "")
+    expect(answer.stopped).toEqual({ reason: "completed" })
+    expect(answer.operations.at(-1)).toMatchObject({ op: "write", done: true })
+    const run: string = answer.output.run
+    expect(run).toMatch(/^[0-9a-f]{64}$/)
+    expect(answer.output.thread).toBe(run)
+    expect(state()).not.toBe(before)
+    const answerShot = join(screenshots, "create-answer.png")
+    await page.screenshot({ path: answerShot, fullPage: true })
+
+    // the run is in Fossil's forum: in the list of threads, and as the post itself
+    await page.goto(`${server.base}/forum`)
+    expect(await page.locator("body").innerText()).toContain("A run from the browser")
+    await page.goto(`${server.base}/forumpost/${run.slice(0, 16)}`)
+    const post = await page.locator("body").innerText()
+    expect(post).toContain("A run from the browser")
+    expect(post).toContain("List the files of trunk.")
+    expect(post).toContain(`{"ocx":2,"to":"lab","run":{`)
+    const forumShot = join(screenshots, "create-forum-post.png")
+    await page.screenshot({ path: forumShot, fullPage: true })
+    console.log(`screenshots: ${ocxShot} ${dryShot} ${answerShot} ${forumShot}`)
+    await context.close()
+  }, 60_000)
+
+  it("a page on another site that posts create's form in the person's browser changes nothing", async () => {
+    const target = `${server.base}/ext/ocx2-cgi/create`
+    const evil = Http.createServer((_request, response) => {
+      response.writeHead(200, { "content-type": "text/html" })
+      response.end(`<form id="f" method="post" action="${target}">
+<input name="title" value="forged"><input name="node" value="lab"><input name="objective" value="x">
+<input name="user" value="builder"><input name="fields" value='{"process": {"command": ["true"]}}'>
+</form><script>document.getElementById("f").submit()</script>`)
+    })
+    await new Promise<void>((resolve) => evil.listen(0, "127.0.0.1", resolve))
+    const context = await browser.newContext()
+    try {
+      const page = await context.newPage()
+      await logIn(page)
+      const before = state()
+      const evilUrl = `http://127.0.0.1:${(evil.address() as { port: number }).port}/`
+      const [response] = await Promise.all([
+        page.waitForResponse((r) => r.url() === target && r.request().method() === "POST"),
+        page.goto(evilUrl)
+      ])
+      expect(response.status()).toBe(403)
+      await page.waitForLoadState()
+      expect(await page.locator("body").innerText()).toContain(`a change is taken only from its own page, ${target}: this request came from`)
+      expect(state()).toBe(before)
+    } finally {
+      await context.close()
+      await new Promise((resolve) => evil.close(resolve))
+    }
   }, 30_000)
 })

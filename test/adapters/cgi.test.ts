@@ -1,3 +1,4 @@
+import BetterSqlite3 from "better-sqlite3"
 import * as Effect from "effect/Effect"
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -5,7 +6,7 @@ import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { tools } from "../../src/tools/registry.js"
 import { runTool } from "../../src/tools/runTool.js"
-import type { Caller } from "../../src/tools/Tool.js"
+import { type Caller, notOfferedMessage, offeredBy } from "../../src/tools/Tool.js"
 import { bundle, startExtServer, type ExtServer, type TestUser } from "./extServer.js"
 import { makeGuarded } from "./fixtures/guarded.js"
 
@@ -14,6 +15,9 @@ import { makeGuarded } from "./fixtures/guarded.js"
 
 const alice: TestUser = { login: "alice", password: "alice-secret-1", capabilities: "s" }
 const bob: TestUser = { login: "bob", password: "bob-secret-1", capabilities: "hio" }
+// the node a run is for, and the user its process runs as
+const lab: TestUser = { login: "lab", password: "lab-secret-1", capabilities: "" }
+const builder: TestUser = { login: "builder", password: "builder-secret-1", capabilities: "oi" }
 
 let server: ExtServer
 let build: string
@@ -29,7 +33,7 @@ beforeAll(async () => {
   marks = join(build, "marks.log")
   const cgi = await bundle(join(import.meta.dirname, "../../bin/ocx2-cgi.ts"), build, "ocx2-cgi")
   const cgiTest = await bundle(join(import.meta.dirname, "fixtures/ocx2-cgi-test.ts"), build, "ocx2-cgi-test")
-  server = await startExtServer([alice, bob], { "ocx2-cgi": cgi, "ocx2-cgi-test": cgiTest })
+  server = await startExtServer([alice, bob, lab, builder], { "ocx2-cgi": cgi, "ocx2-cgi-test": cgiTest })
   aliceCookie = await server.login(alice)
   bobCookie = await server.login(bob)
 }, 60_000)
@@ -50,16 +54,28 @@ const post = (path: string, body: Record<string, string>, options: { cookie?: st
   return fetch(`${server.base}${path}`, { method: "POST", headers, body: new URLSearchParams(body).toString() })
 }
 
+const escape = (text: string) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(/'/g, "&#39;")
 const marked = () => (existsSync(marks) ? readFileSync(marks, "utf8") : "")
 // Only guarded's rule reads capabilities, and it reads Setup (s) alone.
 const callerOf = (login: string | undefined): Caller => ({ user: login, capabilities: login === "alice" ? "s" : "", sandboxed: false })
 const guarded = () => makeGuarded(marks)
 const expected = (tool: (typeof tools)[number], raw: unknown, caller: Caller, dryRun = false) =>
-  Effect.runPromise(runTool(tool, raw, { caller, dryRun, repository: undefined }))
+  Effect.runPromise(runTool(tool, raw, { caller, dryRun, repository: undefined, entryPoint: "cgi" }))
 const echo = tools.find((t) => t.name === "echo")!
+const named = (name: string) => tools.find((t) => t.name === name)!
+const webTools = offeredBy("cgi", tools)
+/** anything the repository receives changes this */
+const state = () => {
+  const db = new BetterSqlite3(server.repository, { readonly: true })
+  try {
+    return JSON.stringify(db.prepare("SELECT (SELECT count(*) FROM blob) AS blobs, (SELECT coalesce(max(rcvid), 0) FROM rcvfrom) AS rcvid").get())
+  } finally {
+    db.close()
+  }
+}
 
 describe("the OCX page", () => {
-  it("lists every tool with its summary and a link to its page, inside Fossil's skin", async () => {
+  it("lists every tool the web offers with its summary and a link to its page, inside Fossil's skin", async () => {
     const response = await get(real)
     expect(response.status).toBe(200)
     expect(response.headers.get("content-type")).toContain("text/html")
@@ -69,10 +85,13 @@ describe("the OCX page", () => {
     expect(page).toContain(`<div class="mainmenu">`)
     expect(page).toContain(`<div class="footer">`)
     expect(page).toMatch(/<title>[^<]*OCX\s*<\/title>/)
-    for (const tool of tools) {
+    for (const tool of webTools) {
       expect(page).toContain(`href="${real}/${tool.name}"`)
       expect(page).toContain(tool.summary)
     }
+    // stage runs the checkout's own code, and people post in Fossil's own forum page
+    for (const name of ["stage", "post"]) expect(page).not.toContain(`href="${real}/${name}"`)
+    expect(webTools.map((t) => t.name)).toContain("hook")
     expect(page).toContain("<b>nobody</b>")
   })
 
@@ -112,7 +131,38 @@ describe("a tool's page", () => {
   it("an unknown tool is a 404 naming the tools", async () => {
     const response = await get(`${real}/frobnicate`)
     expect(response.status).toBe(404)
-    expect(await response.text()).toContain(`no tool named &quot;frobnicate&quot;; the tools are ${tools.map((t) => t.name).join(", ")}`)
+    expect(await response.text()).toContain(`no tool named &quot;frobnicate&quot;; the tools are ${webTools.map((t) => t.name).join(", ")}`)
+  })
+
+  it("a tool the web does not offer is refused, naming where it is offered, and nothing runs", async () => {
+    const before = state()
+    expect(notOfferedMessage("cgi", named("stage"))).toBe(
+      "stage is not offered by the OCX web page: it runs the checkout's own code; it is offered by the command line (ocx2) and MCP"
+    )
+    expect(notOfferedMessage("cgi", named("post"))).toBe(
+      "post is not offered by the OCX web page: on the web, post in Fossil's own forum page; it is offered by the command line (ocx2) and MCP"
+    )
+    for (const name of ["stage", "post"]) {
+      const message = notOfferedMessage("cgi", named(name))
+      const page = await get(`${real}/${name}`, aliceCookie)
+      expect(page.status).toBe(404)
+      expect(await page.text()).toContain(escape(message))
+      const formPost = await post(`${real}/${name}`, { checkout: "/", to: "abc", text: "hi" }, { cookie: aliceCookie })
+      expect(formPost.status).toBe(404)
+      expect(await formPost.text()).toContain(escape(message))
+      const jsonPost = await fetch(`${server.base}${real}/${name}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", cookie: aliceCookie, referer: `${server.base}${real}/${name}` },
+        body: JSON.stringify({ to: "abc", text: "hi", checkout: "/" })
+      })
+      expect(jsonPost.status).toBe(404)
+      expect(await jsonPost.json()).toEqual({ tool: name, operations: [], stopped: { reason: "refused", message } })
+      const help: any = await (await get(`${real}/help?format=json&tool=${name}`, aliceCookie)).json()
+      expect(help.stopped).toEqual({ reason: "refused", message })
+    }
+    const list: any = await (await get(`${real}/list?format=json`, aliceCookie)).json()
+    expect(list.output.tools.map((t: { name: string }) => t.name)).toEqual(webTools.map((t) => t.name))
+    expect(state()).toBe(before)
   })
 })
 
@@ -193,6 +243,22 @@ describe("a POST that is not from the tool's own page", () => {
       expect(((await json.json()) as any).stopped.reason).toBe("refused")
     }
     expect(marked()).toBe(before)
+  })
+
+  it("a forged create, from another site or with no Referer, writes no run", async () => {
+    const before = state()
+    const run = { title: "forged", node: "lab", objective: "x", user: "builder", fields: JSON.stringify({ process: { command: ["true"] } }) }
+    for (const referer of [null, "http://evil.example/ext/ocx2-cgi/create", `${server.base}${real}/echo`]) {
+      const response = await post(`${real}/create`, run, { cookie: aliceCookie, referer })
+      expect(response.status).toBe(403)
+      expect(await response.text()).toContain(`a change is taken only from its own page, ${server.base}${real}/create`)
+    }
+    expect(state()).toBe(before)
+    // the same form from its own page writes the run: the refusal above was the Referer's alone
+    const done: any = await (await post(`${real}/create?format=json`, run, { cookie: aliceCookie })).json()
+    expect(done.stopped).toEqual({ reason: "completed" })
+    expect(done.output.run).toMatch(/^[0-9a-f]{64}$/)
+    expect(state()).not.toBe(before)
   })
 })
 

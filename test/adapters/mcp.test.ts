@@ -1,44 +1,74 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
+import BetterSqlite3 from "better-sqlite3"
 import * as Effect from "effect/Effect"
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { existsSync, readFileSync, rmSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as Read from "../../src/fossil/Read.js"
 import { tools } from "../../src/tools/registry.js"
 import { runTool } from "../../src/tools/runTool.js"
-import type { Caller, Tool } from "../../src/tools/Tool.js"
+import { type Caller, notOfferedMessage, offeredBy, type Tool } from "../../src/tools/Tool.js"
+import { cloneAs, createRepository, fossil, makeTempDir, startServer, type TestUser } from "../support/fossilServer.js"
 import { bundle } from "./extServer.js"
 import { makeGuarded } from "./fixtures/guarded.js"
 
-// MCP as a program meets it: the bundled server over stdio, driven by the SDK's own client.
+// MCP as a program meets it: the bundled server (ocx2-mcp, and ocx2 --mcp) over stdio, driven by
+// the SDK's own client, acting as its user within the capabilities the repository gives that user.
 
-let build: string
+const users = {
+  alice: { login: "alice", capabilities: "s", password: "alice-pw" },
+  lab: { login: "lab", capabilities: "", password: "lab-pw" },
+  builder: { login: "builder", capabilities: "oi", password: "builder-pw" },
+  carol: { login: "carol", capabilities: "oi", password: "carol-pw" }
+} satisfies Record<string, TestUser>
+
+let dir: string
+let repository: string
+let clone: string
+let serverCode: string
 let real: string
 let withGuarded: string
+let ocx2: string
 let marks: string
 const clients: Array<Client> = []
 const stderrOf = new Map<Client, () => string>()
 const protocolErrors: Array<Error> = []
 
 beforeAll(async () => {
-  build = mkdtempSync(join(tmpdir(), "ocx2-mcp-build-"))
+  dir = makeTempDir("ocx2-mcp-")
+  const build = join(dir, "build")
   marks = join(build, "marks.log")
-  real = await bundle(join(import.meta.dirname, "../../bin/ocx2-mcp.ts"), build, "ocx2-mcp")
-  withGuarded = await bundle(join(import.meta.dirname, "fixtures/ocx2-mcp-test.ts"), build, "ocx2-mcp-test")
-}, 60_000)
+  const bundled = Promise.all([
+    bundle(join(import.meta.dirname, "../../bin/ocx2-mcp.ts"), build, "ocx2-mcp"),
+    bundle(join(import.meta.dirname, "fixtures/ocx2-mcp-test.ts"), build, "ocx2-mcp-test"),
+    bundle(join(import.meta.dirname, "../../bin/ocx2.ts"), build, "ocx2"),
+    // ocx2 --mcp loads the MCP server's bundle beside it
+    bundle(join(import.meta.dirname, "../../bin/ocx2-mcp-server.ts"), build, "ocx2-mcp-server")
+  ])
+  repository = await createRepository(join(dir, "served.fossil"), Object.values(users))
+  serverCode = (await fossil(["sql", "-R", repository, "SELECT value FROM config WHERE name='server-code'"])).trim().replace(/'/g, "")
+  // a real clone, which remembers builder as the user it syncs as
+  const server = await startServer(repository)
+  try {
+    clone = await cloneAs(server.url, "builder", users.builder.password, join(dir, "builder.fossil"))
+  } finally {
+    await server.stop()
+  }
+  ;[real, withGuarded, ocx2] = await bundled
+}, 90_000)
 
 afterAll(async () => {
   for (const client of clients) await client.close()
-  rmSync(build, { recursive: true, force: true })
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
 })
 
-const connect = async (program: string, user: string, capabilities: string): Promise<Client> => {
+const connect = async (program: string, env: Record<string, string>, args: ReadonlyArray<string> = []): Promise<Client> => {
   const transport = new StdioClientTransport({
     command: process.execPath,
-    args: [program],
-    env: { OCX_USER: user, OCX_CAPABILITIES: capabilities },
+    args: [program, ...args],
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", USER: "root", ...env },
     stderr: "pipe"
   })
   let stderr = ""
@@ -51,18 +81,53 @@ const connect = async (program: string, user: string, capabilities: string): Pro
   return client
 }
 
-const expected = (tool: Tool, raw: unknown, caller: Caller, dryRun = false) =>
-  Effect.runPromise(runTool(tool, raw, { caller, dryRun, repository: undefined }))
-const echo = tools.find((t) => t.name === "echo")!
+/** ocx2-mcp acting as `login` on the served repository. */
+const as = (login: string, program = real) => connect(program, { OCX_USER: login, OCX_REPOSITORY: repository })
+
+const fullcap = (file: string, login: string): string => {
+  const db = new BetterSqlite3(file, { readonly: true })
+  try {
+    return Read.user(db, login)?.fullcap ?? ""
+  } finally {
+    db.close()
+  }
+}
+/** anything the repository receives changes this */
+const state = () => {
+  const db = new BetterSqlite3(repository, { readonly: true })
+  try {
+    return JSON.stringify(db.prepare("SELECT (SELECT count(*) FROM blob) AS blobs, (SELECT coalesce(max(rcvid), 0) FROM rcvfrom) AS rcvid").get())
+  } finally {
+    db.close()
+  }
+}
+
+const callerOf = (login: string): Caller => ({ user: login, capabilities: fullcap(repository, login), sandboxed: false })
+const expected = (tool: Tool, raw: unknown, caller: Caller, dryRun = false, repo: string | undefined = repository) =>
+  Effect.runPromise(runTool(tool, raw, { caller, dryRun, repository: repo, entryPoint: "mcp" }))
+const named = (name: string) => tools.find((t) => t.name === name)!
 const textOf = (result: any) => JSON.parse(result.content[0].text)
+const mcpNames = offeredBy("mcp", tools).map((t) => `ocx.${t.name}`)
+
+/** a complete run, as a node would take it (test/support/nodeWorld.ts shellRun's shape) */
+const runFields = () => ({
+  workspace: [{ step: "directory", at: "$$root$$/work/$$run$$" }],
+  limits: { wall: "1m" },
+  process: { command: ["sh", "-c", "echo hello"], env: { PATH: "/usr/bin:/bin" } }
+})
 
 describe("ocx2-mcp", () => {
-  it("offers every tool as ocx.TOOL with a JSON Schema of its input plus dry_run", async () => {
+  it("offers every tool MCP offers as ocx.TOOL, with JSON Schemas a validator compiles; not hook or unhook", async () => {
     const started = Date.now()
-    const client = await connect(real, "alice", "")
+    const client = await as("alice")
     const { tools: offered } = await client.listTools()
     const ready = Date.now() - started
-    expect(offered.map((t) => t.name)).toEqual(tools.map((t) => `ocx.${t.name}`))
+    expect(offered.map((t) => t.name)).toEqual(mcpNames)
+    expect(mcpNames).toContain("ocx.stage")
+    expect(mcpNames).toContain("ocx.post")
+    expect(mcpNames).not.toContain("ocx.hook")
+    expect(mcpNames).not.toContain("ocx.unhook")
+    expect(mcpNames).not.toContain("ocx.node")
     const validator = new AjvJsonSchemaValidator()
     for (const tool of offered) {
       expect(tool.inputSchema.type).toBe("object")
@@ -72,57 +137,122 @@ describe("ocx2-mcp", () => {
       const validate = validator.getValidator(tool.inputSchema as any)
       expect(validate({ dry_run: true }).valid).toBe(validate({}).valid)
       expect(validate({ dry_run: "yes" }).valid).toBe(false)
+      // the answer's schema compiles too, and takes a refusal
+      const answer = validator.getValidator(tool.outputSchema as any)
+      expect(answer({ tool: tool.name.slice(4), operations: [], stopped: { reason: "refused", message: "x" } }).valid).toBe(true)
+      expect(answer({ tool: tool.name.slice(4), operations: [], stopped: { reason: "maybe" } }).valid).toBe(false)
     }
     const echoSchema = validator.getValidator(offered.find((t) => t.name === "ocx.echo")!.inputSchema as any)
     expect(echoSchema({ word: "x", flag: true, dry_run: true }).valid).toBe(true)
     expect(echoSchema({ word: 1 }).valid).toBe(false)
     expect(echoSchema({ word: "x", other: 1 }).valid).toBe(false)
+    const createSchema = validator.getValidator(offered.find((t) => t.name === "ocx.create")!.inputSchema as any)
+    expect(createSchema({ title: "t", node: "lab", fields: runFields(), dry_run: true }).valid).toBe(true)
+    expect(createSchema({ title: "t", fields: "not an object" }).valid).toBe(false)
     console.log(`ocx2-mcp: started and listed its tools in ${ready} ms`)
   })
 
   it("a call answers runTool's answer, as JSON text and as structuredContent", async () => {
-    const client = await connect(real, "alice", "")
+    const client = await as("alice")
     const result = await client.callTool({ name: "ocx.echo", arguments: { word: "hello", option: "x", flag: true } })
-    const answer = await expected(echo, { word: "hello", option: "x", flag: true }, { user: "alice", capabilities: "", sandboxed: false })
+    const answer = await expected(named("echo"), { word: "hello", option: "x", flag: true }, callerOf("alice"))
     expect(result.isError).toBe(false)
     expect(result.structuredContent).toEqual(answer)
     expect(textOf(result)).toEqual(answer)
   })
 
   it("dry_run is an argument of every tool", async () => {
-    const client = await connect(real, "alice", "")
+    const client = await as("alice")
     const result = await client.callTool({ name: "ocx.echo", arguments: { word: "hello", dry_run: true } })
-    expect(result.structuredContent).toEqual(await expected(echo, { word: "hello" }, { user: "alice", capabilities: "", sandboxed: false }, true))
+    expect(result.structuredContent).toEqual(await expected(named("echo"), { word: "hello" }, callerOf("alice"), true))
     const bad = await client.callTool({ name: "ocx.echo", arguments: { word: "hello", dry_run: "yes" } })
     expect(bad.isError).toBe(true)
     expect((bad.structuredContent as any).stopped).toEqual({ reason: "refused", message: `bad argument: dry_run: expected a boolean, not "yes"` })
   })
 
   it("a bad argument and an unknown tool are refused, isError, in runTool's words", async () => {
-    const client = await connect(real, "alice", "")
+    const client = await as("alice")
     const bad = await client.callTool({ name: "ocx.echo", arguments: { word: 3 } })
     expect(bad.isError).toBe(true)
-    expect(bad.structuredContent).toEqual(await expected(echo, { word: 3 }, { user: "alice", capabilities: "", sandboxed: false }))
+    expect(bad.structuredContent).toEqual(await expected(named("echo"), { word: 3 }, callerOf("alice")))
     const unknown = await client.callTool({ name: "ocx.frobnicate", arguments: {} })
     expect(unknown.isError).toBe(true)
-    expect(textOf(unknown).stopped.message).toBe(`no tool named "ocx.frobnicate"; the tools are ${tools.map((t) => `ocx.${t.name}`).join(", ")}`)
+    expect(textOf(unknown).stopped.message).toBe(`no tool named "ocx.frobnicate"; the tools are ${mcpNames.join(", ")}`)
+  })
+
+  it("a tool MCP does not offer is refused, naming where it is offered; list and help show only MCP's tools", async () => {
+    const client = await as("alice")
+    const before = state()
+    for (const name of ["hook", "unhook"]) {
+      const result = await client.callTool({ name: `ocx.${name}`, arguments: { dry_run: true } })
+      expect(result.isError).toBe(true)
+      expect(textOf(result)).toEqual({ tool: name, operations: [], stopped: { reason: "refused", message: notOfferedMessage("mcp", named(name)) } })
+      expect(textOf(result).stopped.message).toBe(
+        `${name} is not offered by MCP: a sandbox has no served repository; it is offered by the command line (ocx2) and the OCX web page`
+      )
+      const help = await client.callTool({ name: "ocx.help", arguments: { tool: name } })
+      expect(textOf(help).stopped).toEqual({ reason: "refused", message: notOfferedMessage("mcp", named(name)) })
+    }
+    const list = await client.callTool({ name: "ocx.list", arguments: {} })
+    expect(textOf(list).output.tools.map((t: { name: string }) => `ocx.${t.name}`)).toEqual(mcpNames)
+    const help = await client.callTool({ name: "ocx.help", arguments: { tool: "stage" } })
+    expect(textOf(help).output.name).toBe("stage")
+    expect(state()).toBe(before)
   })
 })
 
-describe("an MCP server acting as its user, within its capabilities", () => {
-  it("refuses a tool its user may not use, and nothing is done", async () => {
-    const client = await connect(withGuarded, "bob", "hio")
-    const result = await client.callTool({ name: "ocx.guarded", arguments: { word: "bob" } })
+describe("create over MCP", () => {
+  it("a dry run checks the run and says what it would write, and writes nothing", async () => {
+    const client = await as("alice")
+    const before = state()
+    const input = { title: "from MCP", node: "lab", objective: "say hello", user: "builder", fields: runFields() }
+    const result = await client.callTool({ name: "ocx.create", arguments: { ...input, dry_run: true } })
+    expect(result.isError).toBe(false)
+    const answer = textOf(result)
+    expect(answer.stopped).toEqual({ reason: "dry_run" })
+    expect(answer.operations.at(-1)).toEqual({ op: "write", detail: `a new thread "from MCP" as alice, holding a run for lab`, done: false })
+    expect(answer.output.message).toEqual({
+      ocx: 2, to: "lab", run: { clone: serverCode, objective: "say hello", ...runFields(), process: { ...runFields().process, user: "builder" } }
+    })
+    expect(answer).toEqual(await expected(named("create"), input, callerOf("alice"), true))
+    expect(state()).toBe(before)
+  })
+
+  it("is refused to a user without admin or setup, by the capabilities the repository gives, and nothing is written", async () => {
+    const client = await as("builder")
+    const before = state()
+    const result = await client.callTool({ name: "ocx.create", arguments: { title: "t", node: "lab", objective: "x", user: "builder", fields: runFields() } })
     expect(result.isError).toBe(true)
-    expect(result.structuredContent).toEqual(await expected(makeGuarded(marks), { word: "bob" }, { user: "bob", capabilities: "hio", sandboxed: false }))
-    expect(textOf(result).stopped).toEqual({ reason: "refused", message: "guarded is for a user with Setup (s)" })
+    expect(textOf(result).stopped).toEqual({
+      reason: "refused",
+      message: "create needs Fossil's admin (a) or setup (s) capability: a node runs only what they send (or what capability-R.json allows an R sender)"
+    })
+    expect(state()).toBe(before)
+  })
+})
+
+describe("an MCP server acts as its user, within the capabilities its repository gives that user", () => {
+  it("takes no capability from the environment: OCX_CAPABILITIES grants nothing, with or without a repository", async () => {
+    const before = state()
+    const withRepository = await connect(withGuarded, { OCX_USER: "builder", OCX_CAPABILITIES: "s", OCX_REPOSITORY: repository })
+    const refused = await withRepository.callTool({ name: "ocx.guarded", arguments: { word: "builder" } })
+    expect(refused.isError).toBe(true)
+    expect(textOf(refused)).toEqual(await expected(makeGuarded(marks), { word: "builder" }, callerOf("builder")))
+    expect(textOf(refused).stopped).toEqual({ reason: "refused", message: "guarded is for a user with Setup (s)" })
+    // without a repository the caller holds nothing, whoever it names
+    const without = await connect(withGuarded, { OCX_USER: "alice", OCX_CAPABILITIES: "s" })
+    const alsoRefused = await without.callTool({ name: "ocx.guarded", arguments: { word: "alice" } })
+    expect(textOf(alsoRefused).stopped).toEqual({ reason: "refused", message: "guarded is for a user with Setup (s)" })
+    const status = await without.callTool({ name: "ocx.status", arguments: {} })
+    expect(textOf(status).output.caller).toEqual({ user: "alice", capabilities: "" })
     expect(existsSync(marks)).toBe(false)
+    expect(state()).toBe(before)
   })
 
   it("lets a user with Setup use it: a dry run says what it would do, a call does it", async () => {
-    const client = await connect(withGuarded, "alice", "s")
+    const client = await as("alice", withGuarded)
     const dry = await client.callTool({ name: "ocx.guarded", arguments: { word: "first", dry_run: true } })
-    expect(dry.structuredContent).toEqual(await expected(makeGuarded(marks), { word: "first" }, { user: "alice", capabilities: "s", sandboxed: false }, true))
+    expect(dry.structuredContent).toEqual(await expected(makeGuarded(marks), { word: "first" }, callerOf("alice"), true))
     expect(existsSync(marks)).toBe(false)
     const done = await client.callTool({ name: "ocx.guarded", arguments: { word: "first", times: 2, extra: { a: 1 } } })
     expect(done.isError).toBe(false)
@@ -137,5 +267,44 @@ describe("an MCP server acting as its user, within its capabilities", () => {
     await new Promise((r) => setTimeout(r, 50))
     expect(stderrOf.get(client)!()).toContain("guarded called with first")
     expect(protocolErrors).toEqual([])
+  })
+
+  it("reads the capabilities at each call: a change in the repository takes effect at once", async () => {
+    const client = await as("carol")
+    const input = { title: "t", node: "lab", objective: "x", user: "builder", fields: runFields(), dry_run: true }
+    expect(textOf(await client.callTool({ name: "ocx.create", arguments: input })).stopped.reason).toBe("refused")
+    await fossil(["user", "capabilities", "carol", "a", "-R", repository])
+    try {
+      expect(textOf(await client.callTool({ name: "ocx.create", arguments: input })).stopped.reason).toBe("dry_run")
+    } finally {
+      await fossil(["user", "capabilities", "carol", "oi", "-R", repository])
+    }
+    expect(textOf(await client.callTool({ name: "ocx.create", arguments: input })).stopped.reason).toBe("refused")
+  })
+
+  it("on a clone, acts as the user the clone remembers, with the capabilities the clone gives that user", async () => {
+    const client = await connect(real, { OCX_REPOSITORY: clone })
+    const status = textOf(await client.callTool({ name: "ocx.status", arguments: {} }))
+    expect(status.output.caller).toEqual({ user: "builder", capabilities: fullcap(clone, "builder") })
+    // a clone lists its cloner as setup: its sandbox, not Fossil, limits a run's program
+    expect(fullcap(clone, "builder")).toContain("s")
+  })
+})
+
+describe("ocx2 --mcp", () => {
+  it("serves the same tools as ocx2-mcp, as --user within the capabilities --repository gives", async () => {
+    const client = await connect(ocx2, {}, ["--repository", repository, "--user", "builder", "--mcp"])
+    const { tools: offered } = await client.listTools()
+    expect(offered.map((t) => t.name)).toEqual(mcpNames)
+    const echo = await client.callTool({ name: "ocx.echo", arguments: { word: "hi" } })
+    expect(echo.structuredContent).toEqual(await expected(named("echo"), { word: "hi" }, callerOf("builder")))
+    const status = textOf(await client.callTool({ name: "ocx.status", arguments: {} }))
+    expect(status.output.caller).toEqual({ user: "builder", capabilities: fullcap(repository, "builder") })
+    const before = state()
+    const create = await client.callTool({ name: "ocx.create", arguments: { title: "t", node: "lab", objective: "x", user: "builder", fields: runFields() } })
+    expect(textOf(create).stopped.message).toMatch(/^create needs Fossil's admin \(a\) or setup \(s\) capability/)
+    expect(state()).toBe(before)
+    const hook = await client.callTool({ name: "ocx.hook", arguments: {} })
+    expect(textOf(hook).stopped.message).toBe(notOfferedMessage("mcp", named("hook")))
   })
 })

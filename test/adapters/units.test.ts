@@ -4,7 +4,10 @@ import { makeCgi, requestFromEnv } from "../../src/adapters/Cgi.js"
 import { escapeHtml, form } from "../../src/adapters/html.js"
 import { fromForm, fromObject } from "../../src/adapters/input.js"
 import { inputJsonSchema } from "../../src/adapters/jsonSchema.js"
+import * as Effect from "effect/Effect"
 import { tools } from "../../src/tools/registry.js"
+import { runTool } from "../../src/tools/runTool.js"
+import { type EntryPoint, notOfferedMessage, offeredBy, offers } from "../../src/tools/Tool.js"
 import { makeGuarded } from "./fixtures/guarded.js"
 
 // The adapters' pure parts: how a form and an object become a tool's raw input, how pages are
@@ -107,5 +110,62 @@ describe("the CGI's view of a request", () => {
     const response = await makeCgi(tools)(requestFromEnv({ ...env, REQUEST_METHOD: "DELETE" }, ""))
     expect(response.status).toBe(405)
     expect(response.body).toContain("the method DELETE is not taken here")
+  })
+})
+
+describe("which entry points offer a tool", () => {
+  const names = (entryPoint: EntryPoint) => offeredBy(entryPoint, tools).map((t) => t.name)
+  const listed = async (entryPoint: EntryPoint | undefined) =>
+    (await Effect.runPromise(runTool(tools[0]!, {}, {
+      caller: { user: "a", capabilities: "", sandboxed: false }, dryRun: false, repository: undefined,
+      ...(entryPoint !== undefined ? { entryPoint } : {})
+    }))).output.tools.map((t: { name: string }) => t.name)
+
+  it("follows seed 001's table: stage, post and node not on the web, node, hook and unhook not on MCP, all on the command line", async () => {
+    const all = tools.map((t) => t.name)
+    const without = (...out: Array<string>) => all.filter((n) => !out.includes(n))
+    expect(names("cli")).toEqual(all)
+    // node is in the registry once its helper's work lands; it is offered by the command line alone
+    expect(names("cgi")).toEqual(without("stage", "post", "node"))
+    expect(names("mcp")).toEqual(without("node", "hook", "unhook"))
+    expect(await listed("cli")).toEqual(all)
+    expect(await listed("cgi")).toEqual(names("cgi"))
+    expect(await listed("mcp")).toEqual(names("mcp"))
+    expect(await listed(undefined)).toEqual(all)
+  })
+
+  it("help of a tool not offered where it is asked says where it is; the refusal names why", async () => {
+    const help = tools.find((t) => t.name === "help")!
+    const stage = tools.find((t) => t.name === "stage")!
+    const context = { caller: { user: "a", capabilities: "s", sandboxed: false }, dryRun: false, repository: undefined }
+    expect((await Effect.runPromise(runTool(help, { tool: "stage" }, { ...context, entryPoint: "cgi" }))).stopped).toEqual({
+      reason: "refused",
+      message: "stage is not offered by the OCX web page: it runs the checkout's own code; it is offered by the command line (ocx2) and MCP"
+    })
+    expect((await Effect.runPromise(runTool(help, { tool: "stage" }, { ...context, entryPoint: "mcp" }))).output.name).toBe("stage")
+    expect((await Effect.runPromise(runTool(help, { tool: "nope" }, { ...context, entryPoint: "mcp" }))).stopped.message)
+      .toBe(`no tool named "nope"; the tools are ${names("mcp").join(", ")}`)
+    expect(offers("cli", stage)).toBe(true)
+    expect(notOfferedMessage("cli", { ...guarded, offeredBy: ["mcp"] })).toBe("guarded is not offered by the command line (ocx2); it is offered by MCP")
+  })
+
+  it("the CGI refuses a tool offered elsewhere before reading its input, even from its own page", async () => {
+    const mcpOnly = { ...guarded, offeredBy: ["mcp"] as const }
+    const cgi = makeCgi([...tools, mcpOnly])
+    const env = {
+      REQUEST_METHOD: "POST", SCRIPT_NAME: "/ext/ocx2-cgi", PATH_INFO: "/guarded", HTTP_HOST: "h", CONTENT_TYPE: "application/json",
+      HTTP_REFERER: "http://h/ext/ocx2-cgi/guarded", FOSSIL_USER: "alice", FOSSIL_CAPABILITIES: "s"
+    }
+    const response = await cgi(requestFromEnv(env, `{"word": "w"}`))
+    expect(response.status).toBe(404)
+    expect(JSON.parse(response.body)).toEqual({
+      tool: "guarded", operations: [], stopped: { reason: "refused", message: "guarded is not offered by the OCX web page; it is offered by MCP" }
+    })
+    const page = await cgi(requestFromEnv({ ...env, REQUEST_METHOD: "GET", CONTENT_TYPE: "" }, ""))
+    expect(page.status).toBe(404)
+    expect(page.body).toContain("guarded is not offered by the OCX web page; it is offered by MCP")
+    const ocx = await cgi(requestFromEnv({ ...env, REQUEST_METHOD: "GET", PATH_INFO: "", CONTENT_TYPE: "" }, ""))
+    expect(ocx.body).not.toContain("/ext/ocx2-cgi/guarded")
+    expect(ocx.body).toContain("/ext/ocx2-cgi/echo")
   })
 })

@@ -36,6 +36,9 @@ export const makeReleaseRoot = (root: string, name = "0123456789ab"): string => 
     if (!Fs.existsSync(source)) throw new Error(`${source} is missing: npm run build first`)
     Fs.copyFileSync(source, Path.join(release, program))
     Fs.chmodSync(Path.join(release, program), 0o755)
+    // a program run through the code cache has its bundle beside it (bin/build.mjs)
+    const code = Path.join(dist, `${program}.cjs`)
+    if (Fs.existsSync(code)) Fs.copyFileSync(code, Path.join(release, `${program}.cjs`))
   }
   Fs.writeFileSync(Path.join(release, "package.json"), JSON.stringify({ type: "module" }))
   Fs.symlinkSync(nodeModules, Path.join(release, "node_modules"))

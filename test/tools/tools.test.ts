@@ -7,7 +7,7 @@ import * as FossilRepository from "../../layers/FossilRepository.js"
 import { Repository, type RepositoryService } from "../../services/Repository.js"
 import { runFossil } from "../../src/fossil/Command.js"
 import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
-import { cloneAs } from "../support/fossilServer.js"
+import { cloneAs, fossil } from "../support/fossilServer.js"
 import { type Answer, makeToolsWorld, throughEveryEntryPoint, type ToolsWorld, users, wanda } from "./world.js"
 
 // Each tool through all three entry points (the CLI, the CGI in a real fossil server, MCP over
@@ -207,19 +207,32 @@ describe("stop", () => {
   })
 })
 
+// post is not offered on the web (people post in Fossil's own forum page, seed 001): the CLI and MCP
+const postVia = ["cli", "mcp"] as const
+
 describe("post", () => {
+  it("is refused on the web, naming where it is offered, and writes nothing", async () => {
+    const before = world.state()
+    const answer = await world.call("cgi", "builder", "post", { to: talk, text: "hello" })
+    expect(answer).toEqual({
+      tool: "post", operations: [],
+      stopped: { reason: "refused", message: "post is not offered by the OCX web page: on the web, post in Fossil's own forum page; it is offered by the command line (ocx2) and MCP" }
+    })
+    expect(world.state()).toBe(before)
+  })
+
   it("refuses a user without check-in, a text holding an OCX message, a name that is nothing; a dry run writes nothing", async () => {
-    refused(await throughEveryEntryPoint(world, { login: "wanda", tool: "post", input: { to: talk, text: "hello" } }), "post needs Fossil's Check-In capability (i)")
-    refused(await throughEveryEntryPoint(world, { login: "builder", tool: "post", input: { to: talk, text: "look:\n\n```json\n{\"ocx\": 2, \"re\": \"x\", \"stop\": {}}\n```\n" } }),
+    refused(await throughEveryEntryPoint(world, { via: postVia, login: "wanda", tool: "post", input: { to: talk, text: "hello" } }), "post needs Fossil's Check-In capability (i)")
+    refused(await throughEveryEntryPoint(world, { via: postVia, login: "builder", tool: "post", input: { to: talk, text: "look:\n\n```json\n{\"ocx\": 2, \"re\": \"x\", \"stop\": {}}\n```\n" } }),
       "post writes plain posts, and this text holds an OCX message")
-    refused(await throughEveryEntryPoint(world, { login: "builder", tool: "post", input: { to: "abcdef0123", text: "hello" } }), "no forum post or ticket named abcdef0123")
-    const [dry] = await throughEveryEntryPoint(world, { login: "builder", tool: "post", input: { to: talk.slice(0, 8), text: "hello" }, dryRun: true })
+    refused(await throughEveryEntryPoint(world, { via: postVia, login: "builder", tool: "post", input: { to: "abcdef0123", text: "hello" } }), "no forum post or ticket named abcdef0123")
+    const [dry] = await throughEveryEntryPoint(world, { via: postVia, login: "builder", tool: "post", input: { to: talk.slice(0, 8), text: "hello" }, dryRun: true })
     expect(dry!.output).toEqual({ place: "reply", to: talk, thread: talk, as: "builder", pushed: false })
   })
 
   it("on the served host writes a reply or a ticket change as the caller", async () => {
     for (const to of [talk.slice(0, 10), ticket.slice(0, 10)]) {
-      const answers = await throughEveryEntryPoint(world, { login: "builder", tool: "post", writes: true, input: { to, text: "A plain post." } })
+      const answers = await throughEveryEntryPoint(world, { via: postVia, login: "builder", tool: "post", writes: true, input: { to, text: "A plain post." } })
       for (const answer of answers) {
         expect(answer.stopped).toEqual({ reason: "completed" })
         const items = (await repo((r) => r.readAfter({ rcvid: 0, rid: 0 }, 100000))).items
@@ -238,9 +251,16 @@ describe("post", () => {
       const receipts = await world.call("cli", "alice", "receipt", { artifacts: [answer.output.post] })
       expect(receipts.output.receipts[0]).toMatchObject({ received: true, sender: "builder" })
     }
-    // MCP says the caller holds what the server gives mallory (i among it); the clone still pushes as builder alone
+    // another user named on the clone holds what the clone gives them: a clone of a user without admin holds no other user
     const other = await world.call("mcp", "mallory", "post", { to: talk, text: "x" }, { repository: clone })
-    expect(other.stopped.message).toBe(`the clone ${clone} pushes as builder, the user it remembers, not as mallory`)
+    expect(other.stopped.message).toBe("post needs Fossil's Check-In capability (i): without it, post in Fossil's own forum page")
+    // given check-in in the clone, they are still not the user the clone pushes as
+    await fossil(["user", "new", "mallory", "mallory@example.com", "x", "-R", clone])
+    await fossil(["user", "capabilities", "mallory", "i", "-R", clone])
+    for (const via of ["cli", "mcp"] as const) {
+      const again = await world.call(via, "mallory", "post", { to: talk, text: "x" }, { repository: clone })
+      expect(again.stopped.message).toBe(`the clone ${clone} pushes as builder, the user it remembers, not as mallory`)
+    }
     // wanda may clone (nobody's g) but not push: her clone lists her as setup, the server says no
     const wandaClone = await cloneAs(world.base, "wanda", wanda.password, Path.join(world.dir, "wanda.fossil"))
     const before = world.state()

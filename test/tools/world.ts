@@ -176,7 +176,8 @@ export const makeToolsWorld = async (): Promise<ToolsWorld> => {
     const transport = new StdioClientTransport({
       command: process.execPath,
       args: [mcp],
-      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", USER: "root", OCX_USER: login, OCX_CAPABILITIES: fullcap(login), OCX_REPOSITORY: repo },
+      // the capabilities are read from OCX_REPOSITORY, as the MCP server reads them for any program
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", USER: "root", OCX_USER: login, OCX_REPOSITORY: repo },
       stderr: "ignore"
     })
     const client = new Client({ name: "ocx2-tools-test", version: "0.0.0" })

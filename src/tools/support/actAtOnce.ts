@@ -3,6 +3,7 @@ import * as Path from "node:path"
 import { nodeOf } from "../../node/HookFiles.js"
 import { readHooks, runsOcx2Hook } from "../../node/HookInstall.js"
 import type { NodeConfig } from "../../node/NodeConfig.js"
+import { siblingBundle } from "../../siblings.js"
 
 // Seed 001: "A write on the repository itself starts no hook, so when the run names the node
 // of this host's hook, create has that node act on it at once, and its answer says what the
@@ -19,6 +20,14 @@ export interface WrittenOnServed {
   readonly to: string
   /** what was written: a run, or a stop */
   readonly kind: "run" | "stop"
+}
+
+/** The round: the hook's round bundle beside this program, or the module itself from source. */
+const loadRound = (): Promise<typeof import("../../node/Round.js")> => {
+  const bundle = siblingBundle("ocx2-hook-round")
+  if (bundle !== undefined) return import(bundle) as Promise<typeof import("../../node/Round.js")>
+  const fromSource = "../../node/Round.js" // not followed by the bundler: the CLI's bundle stays small
+  return import(fromSource) as Promise<typeof import("../../node/Round.js")>
 }
 
 /** The release root of the ocx2 hook installed on the repository: ROOT/ocx2-hook --log ROOT/node/hook.log %R. */
@@ -47,7 +56,7 @@ export const nodeActsAtOnce = (written: WrittenOnServed): Effect.Effect<string |
       passwordsFile: undefined
     }
     // the round module is loaded only here: it brings the watcher's hand-off and the sandbox
-    const { runHookRound } = yield* Effect.promise(() => import("../../node/Round.js"))
+    const { runHookRound } = yield* Effect.promise(loadRound)
     const result = yield* Effect.tryPromise(() => runHookRound(config))
     const decision = result.decisions.find((d) => d.run === written.run)
     return decision === undefined

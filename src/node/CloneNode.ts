@@ -1,0 +1,171 @@
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as Fs from "node:fs"
+import * as ReleaseRootFs from "../../layers/ReleaseRootFs.js"
+import * as RemoteReceipts from "../../layers/RemoteReceipts.js"
+import { releasePaths } from "../release/ReleasePaths.js"
+import { Refusal, rootToActOn } from "../release/Served.js"
+import { OperationsLog } from "../tools/Operations.js"
+import type { Handled, ToolContext } from "../tools/Tool.js"
+import { bootId, cloneEntryOf, readCloneRemote, writeCloneEntry } from "./CloneFiles.js"
+import { readPasswordsFile } from "./ClonePasswords.js"
+import { pullClone } from "./ClonePull.js"
+import { cloneNodeLayer, cloneRound } from "./CloneRound.js"
+import { canonicalRepository, cursorFileOf, readCursor } from "./HookFiles.js"
+import type { NodeConfig } from "./NodeConfig.js"
+import { type Act, startNode, watcherOf } from "./Round.js"
+
+// ocx2 node --repository CLONE SERVER-URL PASSWORDS-FILE [--check] (seed 001, "Add a node on
+// another host"): the node on a clone's host, one call at a time, run from a timer. Each call
+// checks the passwords file and the clone, signs in to the server as the node user, pulls, and
+// decides what the pull brought (CloneRound); with --check, or when it has never run here, or
+// when the host restarted since the call that last checked, it is the node starting and decides
+// every open run for its user instead (Round.startNode, as `hook --node` on the server's host).
+
+const text = (description: string) => Schema.String.annotations({ description })
+
+export const NodeInput = Schema.Struct({
+  server_url: text("the server's URL, as the clone remembers it (https://SERVER/REPO)"),
+  passwords_file: text("the node user's passwords file: {\"user\": LOGIN, \"password\": TEXT}, readable by this account alone"),
+  check: Schema.optionalWith(
+    Schema.Boolean.annotations({ description: "the node starting: act on every open run for the node user (lost, stopped, handed on)" }),
+    { exact: true }
+  ),
+  root: Schema.optionalWith(text("the release root (by default the root this program was released into)"), { exact: true })
+})
+export type NodeInput = typeof NodeInput.Type
+
+export const NodeOutput = Schema.Struct({
+  repository: Schema.String,
+  server: Schema.String,
+  user: Schema.String.annotations({ description: "the node user" }),
+  root: Schema.String,
+  check: Schema.Boolean.annotations({ description: "whether every open run was decided (the node starting)" }),
+  why: Schema.String.annotations({ description: "why this call checked every open run, or read what the pull brought" }),
+  runs: Schema.Array(Schema.Struct({ run: Schema.String, action: Schema.String }))
+})
+export type NodeOutput = typeof NodeOutput.Type
+
+/** The same server, however its URL is written (a trailing slash, an explicit default port). */
+const sameServer = (a: string, b: string): boolean => {
+  try {
+    const x = new URL(a)
+    const y = new URL(b)
+    const path = (u: URL) => u.pathname.replace(/\/+$/, "")
+    return x.protocol === y.protocol && x.host === y.host && path(x) === path(y)
+  } catch {
+    return false
+  }
+}
+
+const failure = (e: unknown): string => String((e as { message?: unknown })?.message ?? e).split("\n")[0]!
+
+export const runCloneNode = (input: NodeInput, context: ToolContext, programPath: string | undefined) => {
+  const log = new OperationsLog(context.dryRun)
+  const act: Act = (op, detail, effect) => log.perform(op, detail, effect)
+  const program = Effect.gen(function*() {
+    if (context.repository === undefined) {
+      return yield* Effect.fail(new Refusal("node works from a clone: name it with --repository CLONE before the tool's name"))
+    }
+    const repository = canonicalRepository(context.repository)
+    if (!Fs.existsSync(repository)) return yield* Effect.fail(new Refusal(`no clone ${repository}`))
+
+    const passwordsRead = readPasswordsFile(input.passwords_file)
+    if (passwordsRead._tag === "Refused") return yield* Effect.fail(new Refusal(`${passwordsRead.why}; nothing was done`))
+    const passwords = passwordsRead.passwords
+    log.note("passwords", `${passwords.file}: the password of ${passwords.user}, readable by this account alone`)
+
+    const cloneRead = readCloneRemote(repository)
+    if (cloneRead._tag === "Refused") return yield* Effect.fail(new Refusal(cloneRead.why))
+    const remote = cloneRead.remote
+    if (remote.user !== passwords.user) {
+      return yield* Effect.fail(new Refusal(
+        `${repository} pulls as ${remote.user}, but the passwords file is ${passwords.user}'s: clone the server as ${passwords.user} (fossil clone --save-http-password)`
+      ))
+    }
+    if (!sameServer(remote.url, input.server_url)) {
+      return yield* Effect.fail(new Refusal(`${repository} is a clone of ${remote.url}, not of ${input.server_url}`))
+    }
+    log.note("clone", `${repository}: server-code ${remote.serverCode}, a clone of ${remote.url} as ${remote.user}`)
+
+    const root = yield* rootToActOn("node", input.root, programPath).pipe(Effect.provide(ReleaseRootFs.layer))
+    if (!Fs.existsSync(releasePaths(root).current)) {
+      return yield* Effect.fail(new Refusal(`${root} serves no release (${releasePaths(root).current} is missing): no watcher could run a run; install a release first`))
+    }
+    if (passwords.file.startsWith(`${root}/`)) {
+      log.note("passwords", `${passwords.file} lies within ${root}; refusal 7 keeps runs away from it, but keep it outside the root`)
+    }
+
+    // signing in as the node user: a login that fails, or a node user holding admin or setup, is refused here
+    const capabilities = yield* RemoteReceipts.make({ url: input.server_url, user: passwords.user, password: passwords.password })
+      .capabilitiesOf(passwords.user).pipe(
+        Effect.mapError((e) => e._tag === "ReceiptsUnavailable" ? new Refusal(`signing in to ${input.server_url} as ${passwords.user}: ${e.reason}`) : e)
+      )
+    if (capabilities === undefined) return yield* Effect.fail(new Refusal(`${input.server_url} has no user ${passwords.user}`))
+    if (/[as]/.test(capabilities)) {
+      return yield* Effect.fail(new Refusal(`${passwords.user} holds admin or setup on the server (${capabilities}): a node user holds o and i and nothing more`))
+    }
+    log.note("sign in", `${input.server_url} as ${passwords.user}, holding ${capabilities}`)
+
+    const config: NodeConfig = {
+      root,
+      repository,
+      nodeUser: passwords.user,
+      serverUrl: input.server_url,
+      passwordsFile: passwords.file
+    }
+    const entry = cloneEntryOf(root, repository)
+    const cursor = readCursor(cursorFileOf(root, repository, config.nodeUser))
+    const boot = bootId()
+    const why = input.check === true ? "asked with --check"
+      : cursor === undefined ? "the node has not run on this clone before: it starts"
+      : entry?.bootId !== undefined && boot !== undefined && entry.bootId !== boot ? "the host restarted since the node last started: it starts again"
+      : undefined
+    const check = why !== undefined
+
+    yield* act("register", `${repository} is node ${config.nodeUser} of ${input.server_url} in ROOT/node/clones.json (its watchers read it)`,
+      Effect.sync(() => writeCloneEntry(root, repository, {
+        user: config.nodeUser,
+        serverUrl: input.server_url,
+        passwordsFile: passwords.file,
+        ...(entry?.bootId !== undefined ? { bootId: entry.bootId } : {})
+      })))
+    yield* act("pull", `fossil pull -R ${repository} (as ${remote.user}, with the password the clone remembers)`, pullClone(repository))
+
+    const watcherProgram = watcherOf(root)
+    const layer = cloneNodeLayer(config, passwords, { pull: !context.dryRun })
+    let runs: ReadonlyArray<{ run: string; action: string }>
+    if (check) {
+      log.note("check", `${why}: every open run for ${config.nodeUser} on this clone is decided again`)
+      const started = yield* startNode(config, act, { watcherProgram, dryRun: context.dryRun }).pipe(Effect.provide(layer))
+      runs = started.decisions
+      if (boot !== undefined) {
+        yield* act("boot", `the node started on boot ${boot}`, Effect.sync(() => writeCloneEntry(root, repository, {
+          user: config.nodeUser, serverUrl: input.server_url, passwordsFile: passwords.file, bootId: boot
+        })))
+      }
+    } else {
+      const round = yield* cloneRound(config, act, { watcherProgram }).pipe(Effect.provide(layer))
+      runs = round.decisions
+    }
+    for (const r of runs) log.note("run", `${r.run}: ${r.action}`)
+    const output: NodeOutput = {
+      repository,
+      server: input.server_url,
+      user: config.nodeUser,
+      root,
+      check,
+      why: why ?? "what the pull brought, after the node's cursor",
+      runs: runs.map((r) => ({ run: r.run, action: r.action }))
+    }
+    return output
+  })
+  return program.pipe(
+    Effect.map((output): Handled<NodeOutput> => ({ operations: log.operations, output })),
+    Effect.catchAll((e) =>
+      Effect.succeed<Handled<NodeOutput>>({
+        operations: log.operations,
+        stopped: { reason: (e as { _tag?: unknown })._tag === "Refusal" ? "refused" : "failed", message: failure(e) }
+      }))
+  )
+}

@@ -1,0 +1,101 @@
+import BetterSqlite3 from "better-sqlite3"
+import * as Effect from "effect/Effect"
+import { execFile } from "node:child_process"
+import { rmSync } from "node:fs"
+import { join } from "node:path"
+import { promisify } from "node:util"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { resolveCaller } from "../../src/cli/caller.js"
+import * as Read from "../../src/fossil/Read.js"
+import { cloneAs, createRepository, fossil, makeTempDir, startServer, webLogin, webNewThread, type TestUser } from "../support/fossilServer.js"
+import { bundle } from "./extServer.js"
+
+// Who the command line acts as: the user --user names, else the user its clone remembers, else
+// the account's; with the capabilities the repository gives that user, and none without one.
+
+const alice: TestUser = { login: "alice", capabilities: "s", password: "alice-pw" }
+const builder: TestUser = { login: "builder", capabilities: "oi", password: "builder-pw" }
+
+let dir: string
+let served: string
+let clone: string
+let ocx2: string
+let thread: string
+
+beforeAll(async () => {
+  dir = makeTempDir("ocx2-caller-")
+  const bundled = bundle(join(import.meta.dirname, "../../bin/ocx2.ts"), join(dir, "build"), "ocx2")
+  served = await createRepository(join(dir, "served.fossil"), [alice, builder])
+  const server = await startServer(served)
+  try {
+    thread = await webNewThread(server, await webLogin(server.url, "alice", alice.password), { title: "talk", text: "Talk here." })
+    clone = await cloneAs(server.url, "builder", builder.password, join(dir, "builder.fossil"))
+  } finally {
+    await server.stop()
+  }
+  ocx2 = await bundled
+}, 60_000)
+
+afterAll(() => {
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
+})
+
+const fullcap = (file: string, login: string): string => {
+  const db = new BetterSqlite3(file, { readonly: true })
+  try {
+    return Read.user(db, login)?.fullcap ?? ""
+  } finally {
+    db.close()
+  }
+}
+
+const resolve = (repository: string | undefined, user: string | undefined, env: NodeJS.ProcessEnv = { USER: "someone" }) =>
+  Effect.runPromise(resolveCaller({ repository, user }, env))
+
+const cli = async (...args: Array<string>) => {
+  try {
+    const { stdout } = await promisify(execFile)(process.execPath, [ocx2, "--json", ...args], { env: { ...process.env, USER: "root" } })
+    return JSON.parse(stdout)
+  } catch (error: any) {
+    if (typeof error.stdout === "string" && error.stdout.startsWith("{")) return JSON.parse(error.stdout)
+    throw error
+  }
+}
+
+describe("the caller of the command line", () => {
+  it("on the served repository, is the user named, with that user's capabilities there", async () => {
+    expect(await resolve(served, "alice")).toEqual({ user: "alice", capabilities: fullcap(served, "alice"), sandboxed: false })
+    expect(fullcap(served, "alice")).toContain("s")
+    expect(await resolve(served, "builder")).toEqual({ user: "builder", capabilities: fullcap(served, "builder"), sandboxed: false })
+    expect(await resolve(served, "nosuchuser")).toEqual({ user: "nosuchuser", capabilities: "", sandboxed: false })
+    // no user named: the account's, which holds what the repository gives it (here nothing)
+    expect(await resolve(served, undefined)).toEqual({ user: "someone", capabilities: "", sandboxed: false })
+  })
+
+  it("on a clone with no user named, is the user the clone remembers", async () => {
+    expect(await resolve(clone, undefined)).toEqual({ user: "builder", capabilities: fullcap(clone, "builder"), sandboxed: false })
+    expect(await resolve(clone, undefined, {})).toMatchObject({ user: "builder" })
+    // a user named still wins, with what the clone gives that user
+    expect(await resolve(clone, "alice")).toEqual({ user: "alice", capabilities: fullcap(clone, "alice"), sandboxed: false })
+  })
+
+  it("without a repository holds nothing, whatever the environment says", async () => {
+    expect(await resolve(undefined, "alice", { USER: "root", OCX_CAPABILITIES: "s" })).toEqual({ user: "alice", capabilities: "", sandboxed: false })
+    expect(await resolve(undefined, undefined, { USER: "root", OCX_SANDBOX: "1" })).toEqual({ user: "root", capabilities: "", sandboxed: true })
+    expect(await resolve(join(dir, "missing.fossil"), "alice")).toEqual({ user: "alice", capabilities: "", sandboxed: false })
+  })
+
+  it("ocx2 --repository CLONE acts as the user the clone remembers", async () => {
+    const status = await cli("--repository", clone, "status")
+    expect(status.output.caller).toEqual({ user: "builder", capabilities: fullcap(clone, "builder") })
+    const post = await cli("--repository", clone, "post", thread.slice(0, 10), "hello", "--dry-run")
+    expect(post.stopped).toEqual({ reason: "dry_run" })
+    expect(post.output).toEqual({ place: "reply", to: thread, thread, as: "builder", pushed: true })
+    expect(post.operations).toEqual([
+      { op: "push", detail: expect.stringMatching(new RegExp(`^a reply to ${thread} .* as builder, put into ${clone} and pushed to `)), done: false }
+    ])
+    // the account's USER is root, and still the clone's user acts
+    const named = await cli("--repository", clone, "--user", "alice", "status")
+    expect(named.output.caller.user).toBe("alice")
+  })
+})

@@ -1,0 +1,323 @@
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as Effect from "effect/Effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as FossilRepository from "../../layers/FossilRepository.js"
+import { Repository } from "../../services/Repository.js"
+import { composeForumPost } from "../../src/fossil/Artifact.js"
+import { writeBundle } from "../../src/fossil/Bundle.js"
+import { runFossil } from "../../src/fossil/Command.js"
+import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
+import { bundle } from "../adapters/extServer.js"
+import {
+  cloneAs, createRepository, fossil, freePort, makeTempDir, pushArtifacts, webLogin, webNewThread, webReply, type TestUser
+} from "../support/fossilServer.js"
+import { sandbox } from "../support/nodeWorld.js"
+import { pidsNaming, waitFor } from "./hookWorld.js"
+
+// A node on another host, simulated on this machine: the server (a real fossil server whose
+// extension root runs the OCX CGI, so the node can ask its receipt tool) on one side; on the
+// other a host of its own: a clone made as the node user lab2 (holding o and i only), its own
+// release root and care directory, a passwords file; `ocx2 node` run as its timer would run it,
+// real watchers and real bubblewrap. Everything is read back from the served repository, with
+// each sender as the server received it.
+
+const users = {
+  alice: { login: "alice", capabilities: "s", password: "alice-pw" },
+  lab2: { login: "lab2", capabilities: "oi", password: "lab2-pw" },
+  builder: { login: "builder", capabilities: "oi", password: "builder-pw" }
+} satisfies Record<string, TestUser>
+
+interface World {
+  readonly dir: string
+  readonly served: string
+  readonly url: string
+  readonly trunk: string
+  readonly root: string
+  readonly clone: string
+  readonly cloneCode: string
+  readonly passwords: string
+  readonly server: ChildProcess.ChildProcess
+}
+
+let world: World
+
+const project = Path.join(import.meta.dirname, "../..")
+
+beforeAll(async () => {
+  const dir = makeTempDir("ocx2-clone-")
+  Fs.chmodSync(dir, 0o755) // the sandbox's uid 1000 reaches the workspaces under it
+  const build = Path.join(dir, "build")
+  Fs.mkdirSync(build)
+  const bin = (name: string) => Path.join(project, "bin", `${name}.ts`)
+  const [cli, watcher, cgi] = await Promise.all([
+    bundle(bin("ocx2"), build, "ocx2"),
+    bundle(bin("ocx2-watcher"), build, "ocx2-watcher"),
+    bundle(bin("ocx2-cgi"), build, "ocx2-cgi")
+  ])
+
+  // the server's host: the served repository, a check-in on trunk, the CGI in the extension root
+  const served = await createRepository(Path.join(dir, "served.fossil"), Object.values(users))
+  const checkout = Path.join(dir, "checkout")
+  Fs.mkdirSync(checkout)
+  for (const args of [["open", served], ["add", "hello.txt"], ["commit", "-m", "the first check-in", "--user-override", "alice"]]) {
+    if (args[0] === "add") Fs.writeFileSync(Path.join(checkout, "hello.txt"), "hello from trunk\n")
+    const r = await runFossil(args, { user: "alice", cwd: checkout })
+    if (r.code !== 0) throw new Error(`fossil ${args.join(" ")}: ${r.stderr}${r.stdout}`)
+  }
+  const trunk = /artifact:\s+([0-9a-f]{64})/.exec(await fossil(["whatis", "trunk", "-R", served]))![1]!
+  const extroot = Path.join(dir, "ext")
+  Fs.mkdirSync(extroot)
+  Fs.writeFileSync(Path.join(extroot, "ocx2-cgi"), `#!/bin/sh\nexec ${process.execPath} ${cgi}\n`, { mode: 0o755 })
+  const port = await freePort()
+  const server = ChildProcess.spawn("fossil", ["server", "--nojail", "--localhost", "--port", String(port), "--extroot", extroot, served], {
+    env: { ...process.env, USER: "root" }, stdio: "ignore", detached: true
+  })
+  const url = `http://127.0.0.1:${port}/`
+  await waitFor(async () => {
+    try {
+      await (await fetch(`${url}robots.txt`)).arrayBuffer()
+      return true
+    } catch {
+      return undefined
+    }
+  }, 10_000, 30)
+
+  // the other host: a release root of its own, a clone made as lab2, the passwords file
+  const host = Path.join(dir, "lab2-host")
+  const root = Path.join(host, "root")
+  const release = Path.join(root, "staged", "0123456789ab")
+  Fs.mkdirSync(release, { recursive: true })
+  Fs.chmodSync(host, 0o755)
+  Fs.chmodSync(root, 0o755)
+  Fs.copyFileSync(cli, Path.join(release, "ocx2"))
+  Fs.copyFileSync(watcher, Path.join(release, "ocx2-watcher"))
+  Fs.writeFileSync(Path.join(release, "package.json"), JSON.stringify({ type: "module" }))
+  Fs.symlinkSync(Path.join(project, "node_modules"), Path.join(release, "node_modules"))
+  Fs.symlinkSync("staged/0123456789ab", Path.join(root, "current"))
+  const clone = await cloneAs(url, users.lab2.login, users.lab2.password, Path.join(host, "lab2.fossil"))
+  const cloneCode = (await fossil(["sql", "-R", clone, "SELECT value FROM config WHERE name='server-code'"])).trim().replace(/'/g, "")
+  const passwords = Path.join(host, "passwords.json")
+  Fs.writeFileSync(passwords, JSON.stringify({ user: users.lab2.login, password: users.lab2.password }), { mode: 0o600 })
+  world = { dir, served, url, trunk, root, clone, cloneCode, passwords, server }
+}, 90_000)
+
+afterAll(async () => {
+  if (world === undefined) return
+  for (const pid of pidsNaming(world.root)) {
+    try {
+      process.kill(pid, "SIGKILL")
+    } catch { /* gone */ }
+  }
+  const exited = new Promise((r) => world.server.once("exit", r))
+  try {
+    process.kill(-world.server.pid!, "SIGTERM")
+  } catch { /* gone */ }
+  await exited
+  // Fossil's backoffice leaves the server's process group (setsid): found by the served file it names
+  for (const pid of pidsNaming(world.served)) {
+    try {
+      process.kill(pid, "SIGKILL")
+    } catch { /* gone */ }
+  }
+  if (process.env.OCX2_KEEP_TEST_DIR === undefined) Fs.rmSync(world.dir, { recursive: true, force: true })
+})
+
+interface Answer {
+  readonly operations: ReadonlyArray<{ readonly op: string; readonly detail: string; readonly done: boolean }>
+  readonly output?: { readonly check: boolean; readonly why: string; readonly runs: ReadonlyArray<{ readonly run: string; readonly action: string }> }
+  readonly stopped: { readonly reason: string; readonly message?: string }
+}
+
+/** `ocx2 --json --repository CLONE node URL FILE ...` as the timer runs it: the release's own program, its root by default. */
+const node = (args: ReadonlyArray<string> = [], passwords = world.passwords) =>
+  new Promise<Answer & { readonly code: number | null }>((resolve, reject) => {
+    const program = Path.join(world.root, "current", "ocx2")
+    const child = ChildProcess.spawn(process.execPath, [program, "--json", "--repository", world.clone, "node", world.url, passwords, ...args], {
+      env: { ...process.env, USER: "root" }, stdio: ["ignore", "pipe", "pipe"]
+    })
+    let out = ""
+    let err = ""
+    child.stdout.on("data", (c: Buffer) => (out += c.toString()))
+    child.stderr.on("data", (c: Buffer) => (err += c.toString()))
+    child.once("error", reject)
+    child.once("close", (code) => {
+      try {
+        resolve({ ...(JSON.parse(out) as Answer), code })
+      } catch {
+        reject(new Error(`ocx2 node printed no answer (exit ${code}): ${out}${err}`))
+      }
+    })
+  })
+
+const served = <A, E>(f: (r: typeof Repository.Service) => Effect.Effect<A, E>) =>
+  Effect.runPromise(Effect.scoped(Effect.flatMap(FossilRepository.make({ path: world.served }), f)))
+
+/** The run's replies that are messages naming it, with each sender as the server received it. */
+const replies = async (run: string) =>
+  (await served((r) => r.thread(run))).flatMap((p) => {
+    const reading = readMessage(p.text)
+    return reading._tag === "Message" && reading.re === run
+      ? [{ kind: reading.kind, sender: p.sender, content: reading.content as Record<string, unknown> }]
+      : []
+  })
+
+const waitForKind = async (run: string, kind: string, ms = 30_000) => {
+  await waitFor(async () => ((await replies(run)).some((m) => m.kind === kind) ? true : undefined), ms, 150)
+  return replies(run)
+}
+
+/** A run posted on the server through the forum's web form by alice, as a person would. */
+const postRun = async (script: string, process: object = {}) => {
+  const session = await webLogin(world.url, users.alice.login, users.alice.password)
+  const run = {
+    clone: world.cloneCode,
+    objective: "a run for lab2",
+    workspace: [{ step: "directory", at: "$$root$$/work/$$run$$" }, { step: "files", of: "trunk", into: "$$workspace$$/tree" }],
+    sandbox: sandbox(),
+    limits: { wall: "2m" },
+    process: { user: users.builder.login, command: ["sh", "-c", script], env: { PATH: "/usr/bin:/bin" }, ...process }
+  }
+  return webNewThread({ repository: world.served }, session, {
+    title: "a run for lab2",
+    text: writeMessage({ ocx: 2, to: users.lab2.login, run }, "A run for the lab's board.")
+  })
+}
+
+const decisionOf = (answer: Answer, run: string) => answer.output?.runs.find((r) => r.run === run)?.action
+
+describe("ocx2 node, a node on another host", () => {
+  it("refuses a passwords file that others may read, and does nothing", async () => {
+    const open = Path.join(Path.dirname(world.passwords), "open-passwords.json")
+    Fs.writeFileSync(open, Fs.readFileSync(world.passwords), { mode: 0o644 })
+    Fs.chmodSync(open, 0o644)
+    const answer = await node(["--check"], open)
+    expect(answer.stopped.reason).toBe("refused")
+    expect(answer.stopped.message).toContain("mode 0644")
+    expect(answer.stopped.message).toContain("nothing was done")
+    expect(answer.code).toBe(2)
+    expect(Fs.existsSync(Path.join(world.root, "node"))).toBe(false)
+    // a file holding run users' passwords (version 1's "runs") is refused too
+    Fs.writeFileSync(open, JSON.stringify({ user: "lab2", password: "lab2-pw", runs: { builder: "x" } }), { mode: 0o600 })
+    Fs.chmodSync(open, 0o600)
+    const runs = await node(["--check"], open)
+    expect(runs.stopped.message).toContain("version 2 keeps no process user's password")
+  }, 30_000)
+
+  it("starts: a dry run says what it would do and does nothing; then --check sets the node's cursor", async () => {
+    const dry = await node(["--check", "--dry-run"])
+    expect(dry.stopped.reason).toBe("dry_run")
+    expect(dry.operations.filter((o) => !o.done).map((o) => o.op)).toEqual(["register", "pull", "cursor", "boot"])
+    expect(Fs.existsSync(Path.join(world.root, "node"))).toBe(false)
+
+    const started = await node(["--check"])
+    expect(started.stopped).toEqual({ reason: "completed" })
+    expect(started.output).toMatchObject({ check: true, why: "asked with --check", runs: [] })
+    const files = Fs.readdirSync(Path.join(world.root, "node"))
+    expect(files.some((f) => /^cursor-[0-9a-f]{12}-lab2\.json$/.test(f))).toBe(true)
+    const registered = JSON.parse(Fs.readFileSync(Path.join(world.root, "node", "clones.json"), "utf8"))
+    expect(registered.clones[world.clone]).toMatchObject({ user: "lab2", passwordsFile: world.passwords, serverUrl: world.url })
+    expect(registered.clones[world.clone].bootId).toMatch(/^[0-9a-f-]{36}$/)
+  }, 30_000)
+
+  it("runs a run posted on the server: one started and one ended, both from lab2, kept logs and the verdict", async () => {
+    const run = await postRun("cat tree/hello.txt; echo to-stderr >&2; exit 3", { cwd: "$$workspace$$", verdict: true })
+    // what a dry run would do with what the clone holds once pulled (a dry run pulls nothing)
+    await runFossil(["pull", "-R", world.clone], { user: "root" })
+    const dry = await node(["--dry-run"])
+    expect(decisionOf(dry, run)).toBe("handed to a watcher, which starts it")
+    expect(dry.operations.find((o) => o.op === "hand off")).toMatchObject({ done: false })
+    expect(Fs.existsSync(Path.join(world.root, "care", `${run}.lock`))).toBe(false)
+
+    const answer = await node()
+    expect(answer.output?.check).toBe(false)
+    expect(decisionOf(answer, run)).toBe("handed to a watcher, which starts it")
+    await waitForKind(run, "ended")
+    await new Promise((r) => setTimeout(r, 1500)) // the kept logs and the verdict follow ended
+    const messages = await replies(run)
+    expect(messages.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
+    expect(messages[1]!.content).toEqual({ outcome: "exited", exit: 3 })
+    const thread = await served((r) => r.thread(run))
+    const kept = thread.find((p) => p.text.startsWith("The process exited 3"))
+    expect(kept?.sender).toBe("lab2")
+    expect(kept?.text).toContain("hello from trunk")
+    expect(kept?.text).toContain("to-stderr")
+    const tags = await served((r) => r.tags(world.trunk))
+    const verdict = tags.history.find((t) => t.tags.some((s) => s.name === "ci"))
+    expect(verdict?.sender).toBe("lab2")
+    expect(verdict?.tags.find((s) => s.name === "ci")?.value).toBe(`fail: exit 3 (against ${run})`)
+    // the next call finds nothing new for it: the run is not decided twice
+    const again = await node()
+    expect(decisionOf(again, run)).toBeUndefined()
+  }, 60_000)
+
+  it("refuses a run written straight into the clone and pushed by lab2 (refusal 1: the run's to sent it)", async () => {
+    const text = writeMessage({
+      ocx: 2, to: "lab2",
+      run: { clone: world.cloneCode, objective: "sneaked in", sandbox: sandbox(), process: { user: "builder", command: ["true"] } }
+    })
+    const artifact = composeForumPost({ user: "alice", date: new Date(), title: "a run from the clone", text })
+    // in the clone, not yet pushed: the server has not said who sent it, so it waits for a later call
+    const bundleDir = makeTempDir("ocx2-bundle-")
+    try {
+      const projectCode = (await fossil(["sql", "-R", world.clone, "SELECT value FROM config WHERE name='project-code'"])).trim().replace(/'/g, "")
+      writeBundle(Path.join(bundleDir, "b.bundle"), projectCode, [artifact])
+      await fossil(["bundle", "import", Path.join(bundleDir, "b.bundle"), "--publish", "-R", world.clone], "lab2")
+    } finally {
+      Fs.rmSync(bundleDir, { recursive: true, force: true })
+    }
+    const waiting = await node()
+    expect(decisionOf(waiting, artifact.hash)).toBe("the server has not said who sent the run: decided again at the next call")
+    await pushArtifacts(world.clone, "lab2", [artifact])
+    const answer = await node()
+    expect(decisionOf(answer, artifact.hash)).toMatch(/^refused, refusal 1: .*lab2/)
+    const messages = await waitForKind(artifact.hash, "ended")
+    expect(messages.map((m) => [m.kind, m.sender])).toEqual([["ended", "lab2"]])
+    expect(messages[0]!.content).toMatchObject({ outcome: "refused", note: expect.stringContaining("lab2") })
+  }, 30_000)
+
+  it("ends a running process stopped when a stop is posted on the server; the next call delivers it", async () => {
+    const run = await postRun("sleep 60")
+    await node()
+    await waitForKind(run, "started")
+    const session = await webLogin(world.url, users.alice.login, users.alice.password)
+    await webReply({ repository: world.served }, session, { to: run, text: writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it.") })
+    const answer = await node()
+    expect(decisionOf(answer, run)).toBe("a stop counts: told its watcher to end its process")
+    const messages = await waitForKind(run, "ended")
+    expect(messages.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["stop", "alice"], ["ended", "lab2"]])
+    expect(messages[2]!.content).toEqual({ outcome: "stopped" })
+  }, 45_000)
+
+  it("answers lost, once, a run whose watcher was killed, when the node starts again with --check", async () => {
+    const run = await postRun("sleep 60")
+    await node()
+    const log = Path.join(world.root, "care", `${run}.log`)
+    await waitFor(() => (Fs.existsSync(log) && Fs.readFileSync(log, "utf8").includes("launched:") ? true : undefined), 30_000, 100)
+    const watchers = pidsNaming(run).filter((pid) => {
+      try {
+        return Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("ocx2-watcher")
+      } catch {
+        return false
+      }
+    })
+    expect(watchers.length).toBe(1)
+    process.kill(watchers[0]!, "SIGKILL")
+    await waitFor(() => (pidsNaming(run).length === 0 ? true : undefined), 10_000, 50)
+    const answer = await node(["--check"])
+    expect(answer.output?.why).toBe("asked with --check")
+    expect(decisionOf(answer, run)).toMatch(/^answered lost/)
+    // a call after the host restarted (another boot id) is the node starting, asked or not; the run has ended
+    const clones = Path.join(world.root, "node", "clones.json")
+    const registered = JSON.parse(Fs.readFileSync(clones, "utf8"))
+    registered.clones[world.clone].bootId = "00000000-0000-0000-0000-000000000000"
+    Fs.writeFileSync(clones, JSON.stringify(registered))
+    const again = await node()
+    expect(again.output).toMatchObject({ check: true, why: "the host restarted since the node last started: it starts again" })
+    expect(decisionOf(again, run)).toBeUndefined() // ended: nothing to check
+    const messages = await replies(run)
+    expect(messages.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
+    expect(messages[1]!.content).toMatchObject({ outcome: "lost" })
+  }, 45_000)
+})
