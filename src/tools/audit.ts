@@ -10,7 +10,7 @@ import { needsCheckIn } from "./post.js"
 import { findCheckin } from "./support/checkin.js"
 import { putAndPush } from "./support/clonePush.js"
 import { finishTool, refuse, Refused } from "./support/finishTool.js"
-import { repositoryFile } from "./support/repositoryFile.js"
+import { repositoryFile, writingUser } from "./support/repositoryFile.js"
 import { localLayers } from "./support/servedLayers.js"
 import { defineTool } from "./Tool.js"
 
@@ -59,16 +59,8 @@ export const audit = defineTool({
       log,
       Effect.flatMap(repositoryFile("audit", context), (file) =>
         Effect.gen(function*() {
-          const caller = context.caller.user
-          if (caller === undefined) return yield* refuse("audit writes as your user, and this call names none: sign in")
-          if (file.role === "clone" && caller !== file.user) {
-            return yield* refuse(`the clone ${file.path} pushes as ${file.user}, the user it remembers, not as ${caller}`)
-          }
-          const user = file.role === "clone" ? file.user : caller
+          const user = yield* writingUser("audit", context, file)
           const repository = yield* Repository
-          if (file.role === "served" && (yield* repository.user(user)) === undefined) {
-            return yield* refuse(`no user ${user} in the served repository ${file.path}`)
-          }
           if (input.note.trim() === "") return yield* refuse("note: a verdict says why; this note is empty")
           const against = input.against.trim()
           if (against === "") return yield* refuse("against: name the objective judged against, a run's full hash or a file's path")

@@ -6,7 +6,7 @@ import { holdsMessage } from "../protocol/Envelope.js"
 import { OperationsLog } from "./Operations.js"
 import { putAndPush } from "./support/clonePush.js"
 import { finishTool, refuse } from "./support/finishTool.js"
-import { repositoryFile } from "./support/repositoryFile.js"
+import { repositoryFile, writingUser } from "./support/repositoryFile.js"
 import { localLayers } from "./support/servedLayers.js"
 import { type Caller, defineTool, hasCapability } from "./Tool.js"
 
@@ -52,16 +52,8 @@ export const post = defineTool({
             return yield* refuse("post writes plain posts, and this text holds an OCX message (a json block with \"ocx\"): create writes a run, stop a stop")
           }
           if (input.text.trim() === "") return yield* refuse("text: a post says something; this text is empty")
-          const caller = context.caller.user
-          if (caller === undefined) return yield* refuse("post writes as your user, and this call names none: sign in")
-          if (file.role === "clone" && caller !== file.user) {
-            return yield* refuse(`the clone ${file.path} pushes as ${file.user}, the user it remembers, not as ${caller}`)
-          }
-          const user = file.role === "clone" ? file.user : caller
+          const user = yield* writingUser("post", context, file)
           const repository = yield* Repository
-          if (file.role === "served" && (yield* repository.user(user)) === undefined) {
-            return yield* refuse(`no user ${user} in the served repository ${file.path}`)
-          }
           // TO names a post, or else a ticket
           const thread = yield* repository.thread(input.to).pipe(
             Effect.catchTag("NotFound", () => Effect.succeed(undefined))

@@ -3,6 +3,7 @@ import { openDatabase } from "../../fossil/Sqlite.js"
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { Repository, type ReadError } from "../../../services/Repository.js"
 import type { ToolContext } from "../Tool.js"
 import { refuse, type Refused } from "./finishTool.js"
 
@@ -94,3 +95,26 @@ export const servedBaseUrls = (path: string): ReadonlyArray<string> => {
   }
   return urls
 }
+
+/**
+ * The user a write is made as: the caller on the served repository (who must be a user of it);
+ * on a clone the user it remembers, and only when that is the caller, since a push goes out
+ * under the clone's remembered credentials.
+ */
+export const writingUser = (
+  tool: string,
+  context: ToolContext,
+  file: RepositoryFile
+): Effect.Effect<string, Refused | ReadError, Repository> =>
+  Effect.gen(function*() {
+    const caller = context.caller.user
+    if (caller === undefined) return yield* refuse(`${tool} writes as your user, and this call names none: sign in`)
+    if (file.role === "clone" && caller !== file.user) {
+      return yield* refuse(`the clone ${file.path} pushes as ${file.user}, the user it remembers, not as ${caller}`)
+    }
+    const user = file.role === "clone" ? file.user : caller
+    if (file.role === "served" && (yield* (yield* Repository).user(user)) === undefined) {
+      return yield* refuse(`no user ${user} in the served repository ${file.path}`)
+    }
+    return user
+  })
