@@ -85,7 +85,7 @@ export const decideRun = (
   run: string,
   event: LifeEvent,
   act: Act,
-  options: { readonly stop?: string; readonly watcherProgram: string }
+  options: { readonly stop?: string; readonly watcherProgram: string; readonly personStart?: boolean }
 ) =>
   Effect.gen(function*() {
     const care = yield* CareDirectory
@@ -115,7 +115,10 @@ export const decideRun = (
         care.appendInbox(run, JSON.stringify({ stop: stopHash })))
     const toWatcher = (why: string) =>
       act("hand off", `start ${options.watcherProgram} for ${run}: ${why}`,
-        Effect.sync(() => handOff(config, run, { watcherProgram: options.watcherProgram })))
+        Effect.sync(() => handOff(config, run, {
+          watcherProgram: options.watcherProgram,
+          ...(options.personStart === true ? { personStart: true } : {})
+        })))
     switch (action._tag) {
       case "Refuse": {
         const words = `refused, refusal ${action.refusal.number}: ${action.refusal.note}`
@@ -249,3 +252,24 @@ export const servedNodeLayer = (config: NodeConfig) =>
 /** The hook's slow path, called by src/node/HookFast.ts once something may hold a message. */
 export const runHookRound = (config: NodeConfig): Promise<RoundResult> =>
   Effect.runPromise(hookRound(config, { watcherProgram: watcherOf(config.root) }).pipe(Effect.provide(servedNodeLayer(config))))
+
+/**
+ * A person holding admin or setup starts a manual run (seed 001, `run`): decided again as the
+ * node decides it (refusals first), and handed to a watcher told that a person started it.
+ */
+export const personStart = (config: NodeConfig, run: string, act: Act) =>
+  Effect.gen(function*() {
+    const repository = yield* Repository
+    const { serverCode } = yield* repository.codes()
+    return yield* decideRun(config, serverCode, run, { _tag: "PersonStart" }, act, {
+      watcherProgram: watcherOf(config.root),
+      personStart: true
+    })
+  })
+
+/** What a dry run does: decide, and do nothing. */
+export const dryAct: Act = () => Effect.succeed(undefined)
+
+/** `run` on the server's host, from a tool in another bundle: plain values across the boundary. */
+export const runPersonStart = (config: NodeConfig, run: string, dryRun: boolean): Promise<string> =>
+  Effect.runPromise(personStart(config, run, dryRun ? dryAct : actNow).pipe(Effect.provide(servedNodeLayer(config))))

@@ -8,6 +8,7 @@ import { node } from "./node.js"
 import { post } from "./post.js"
 import { receipt } from "./receipt.js"
 import { rollback } from "./rollback.js"
+import { run } from "./run.js"
 import { stage } from "./stage.js"
 import { status } from "./status.js"
 import { stop } from "./stop.js"
@@ -21,6 +22,7 @@ export const tools: ReadonlyArray<Tool> = [
   status,
   echo,
   create,
+  run,
   stop,
   post,
   audit,

@@ -23,7 +23,7 @@ export interface WrittenOnServed {
 }
 
 /** The round: the hook's round bundle beside this program, or the module itself from source. */
-const loadRound = (): Promise<typeof import("../../node/Round.js")> => {
+export const loadRound = (): Promise<typeof import("../../node/Round.js")> => {
   const bundle = siblingBundle("ocx2-hook-round")
   if (bundle !== undefined) return import(bundle) as Promise<typeof import("../../node/Round.js")>
   const fromSource = "../../node/Round.js" // not followed by the bundler: the CLI's bundle stays small
@@ -41,20 +41,29 @@ const hookRootOf = (repository: string) =>
     return undefined
   })
 
-/** What this host's node did at once, in words for the answer; undefined when this host's node is not the run's. */
-export const nodeActsAtOnce = (written: WrittenOnServed): Effect.Effect<string | undefined> =>
+/** The node of this host's hook on the served repository, as its NodeConfig; undefined when there is none. */
+export const thisHostNode = (repository: string) =>
   Effect.gen(function*() {
-    const root = yield* hookRootOf(written.repository)
+    const root = yield* hookRootOf(repository)
     if (root === undefined) return undefined
-    const node = nodeOf(root, written.repository)
-    if (node === undefined || node.user !== written.to) return undefined
+    const node = nodeOf(root, repository)
+    if (node === undefined) return undefined
     const config: NodeConfig = {
       root,
-      repository: Path.resolve(written.repository),
+      repository: Path.resolve(repository),
       nodeUser: node.user,
       serverUrl: node.serverUrl,
       passwordsFile: undefined
     }
+    return config
+  })
+
+/** What this host's node did at once, in words for the answer; undefined when this host's node is not the run's. */
+export const nodeActsAtOnce = (written: WrittenOnServed): Effect.Effect<string | undefined> =>
+  Effect.gen(function*() {
+    const config = yield* thisHostNode(written.repository)
+    if (config === undefined || config.nodeUser !== written.to) return undefined
+    const node = { user: config.nodeUser }
     // the round module is loaded only here: it brings the watcher's hand-off and the sandbox
     const { runHookRound } = yield* Effect.promise(loadRound)
     const result = yield* Effect.tryPromise(() => runHookRound(config))
