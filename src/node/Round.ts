@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as BwrapSandbox from "../../layers/BwrapSandbox.js"
@@ -14,11 +15,15 @@ import { SandboxLauncher } from "../../services/SandboxLauncher.js"
 import { readMessage } from "../protocol/Envelope.js"
 import { decide, type LifeEvent, type Liveness } from "../protocol/Life.js"
 import { checkRun } from "../protocol/Refusals.js"
+import { decodeRunMessage } from "../protocol/Run.js"
+import { startValues } from "../protocol/Steps.js"
+import { publicationText, publish } from "../watcher/Publications.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { cloneUsers } from "./CloneUsers.js"
 import { defaultWatcherProgram, handOff } from "./HandOff.js"
 import { advanceCursor, cursorFileOf, readCursor, writeCursor } from "./HookFiles.js"
-import { hostSettings, type NodeConfig } from "./NodeConfig.js"
+import { hostSettings, repositoryName, type NodeConfig } from "./NodeConfig.js"
+import { writeWhereTheRunIs } from "./Reports.js"
 import { recoverRun } from "./Recovery.js"
 import { readRunRecord, type RunRecord } from "./RunRecord.js"
 
@@ -85,7 +90,7 @@ export const decideRun = (
   run: string,
   event: LifeEvent,
   act: Act,
-  options: { readonly stop?: string; readonly watcherProgram: string; readonly personStart?: boolean }
+  options: { readonly stop?: string; readonly publish?: string; readonly watcherProgram: string; readonly personStart?: boolean }
 ) =>
   Effect.gen(function*() {
     const care = yield* CareDirectory
@@ -93,7 +98,14 @@ export const decideRun = (
     if (record.message === undefined) return "holds no run: nothing to do"
     if (record.message.to !== config.nodeUser) return `a run for ${record.message.to ?? "no node"}: not this node's`
     if (runClone(record) !== serverCode) return "a run for another clone: not this node's"
-    if (record.ended !== undefined) return `ended (${record.ended.content.outcome}): nothing to do`
+    if (record.ended !== undefined) {
+      if (options.publish === undefined) return `ended (${record.ended.content.outcome}): nothing to do`
+      if (!record.publishes.some((p) => p.hash === options.publish)) {
+        return `the publish ${options.publish} does not count (its sender holds neither admin nor setup): ignored`
+      }
+      return yield* publishAgain(config, record, act)
+    }
+    if (options.publish !== undefined) return "the run has not ended: a publish is for a run that has"
     if (options.stop !== undefined && !record.stops.some((s) => s.hash === options.stop)) {
       return `the stop ${options.stop} does not count (its sender holds neither admin nor setup): ignored`
     }
@@ -155,8 +167,53 @@ export const decideRun = (
 interface Found {
   readonly runs: ReadonlyArray<string>
   readonly stops: ReadonlyArray<{ readonly run: string; readonly stop: string }>
+  readonly publishes: ReadonlyArray<{ readonly run: string; readonly publish: string }>
   readonly cursor: Cursor
 }
+
+/**
+ * 2.13: a publish from a sender 2.3 allows, once a run has ended and its workspace is kept,
+ * publishes again from the workspace what the run names, without launching anything; under the
+ * run's lock, so a watcher still finishing the run is not raced.
+ */
+const publishAgain = (config: NodeConfig, record: RunRecord, act: Act) =>
+  Effect.gen(function*() {
+    const care = yield* CareDirectory
+    const kept = Option.getOrUndefined(yield* care.readWorkspace(record.hash))
+    if (kept === undefined || !Fs.existsSync(kept)) return "a publish, but the run's workspace is not kept on this host: nothing published"
+    const decoded = decodeRunMessage(record.message!.block)
+    if (Either.isLeft(decoded)) return `a publish, but the run does not decode (${decoded.left.key}): nothing published`
+    const run = decoded.right.run
+    if (run.process.unversioned_files.length === 0) return "a publish, but the run names no unversioned files: nothing published"
+    // the values its steps set, as its started states them (the password never was), and the workspace kept
+    const stated = { ...(record.started?.content?.values ?? {}) }
+    delete stated["password"]
+    const values = {
+      ...startValues({
+        root: config.root,
+        releaseDir: releasePaths(config.root).current,
+        runHash: record.hash,
+        processUser: run.process.user,
+        repositoryName: repositoryName(config.repository),
+        nodeUser: config.nodeUser
+      }),
+      ...stated,
+      workspace: kept
+    }
+    const published = yield* act(
+      "publish",
+      `${run.process.unversioned_files.map((f) => f.as).join(", ")} of ${record.hash} again from ${kept}, and a reply naming them`,
+      Effect.scoped(Effect.gen(function*() {
+        yield* care.lockRun(record.hash)
+        const out = yield* publish(run, values, config.nodeUser)
+        yield* writeWhereTheRunIs(record, config.nodeUser, publicationText(out))
+        return out
+      }))
+    )
+    return published === undefined
+      ? "a publish: would publish its files again"
+      : `published again: ${published.map((p) => (p._tag === "Published" ? `${p.as} (${p.hash})` : `${p.as} not: ${p.why}`)).join("; ")}`
+  })
 
 /** Runs addressed to the node user, and every stop, received after `from`, in server order. */
 const readMessagesAfter = (config: NodeConfig, from: Cursor) =>
@@ -164,6 +221,7 @@ const readMessagesAfter = (config: NodeConfig, from: Cursor) =>
     const repository = yield* Repository
     const runs: Array<string> = []
     const stops: Array<{ run: string; stop: string }> = []
+    const publishes: Array<{ run: string; publish: string }> = []
     let cursor = from
     for (;;) {
       const batch = yield* repository.readAfter(cursor, 1000)
@@ -173,11 +231,12 @@ const readMessagesAfter = (config: NodeConfig, from: Cursor) =>
         if (reading._tag !== "Message") continue
         if (reading.kind === "run" && reading.to === config.nodeUser) runs.push(item.hash)
         else if (reading.kind === "stop" && reading.re !== undefined) stops.push({ run: reading.re, stop: item.hash })
+        else if (reading.kind === "publish" && reading.re !== undefined) publishes.push({ run: reading.re, publish: item.hash })
       }
       cursor = batch.cursor
       if (!batch.more) break
     }
-    return { runs, stops, cursor } satisfies Found
+    return { runs, stops, publishes, cursor } satisfies Found
   })
 
 const described = <E, R>(run: string, effect: Effect.Effect<string, E, R>) =>
@@ -205,6 +264,9 @@ export const hookRound = (config: NodeConfig, options: { readonly watcherProgram
       }
       for (const { run, stop } of found.stops) {
         decisions.push(yield* described(run, decideRun(config, serverCode, run, { _tag: "Stop" }, actNow, { ...options, stop })))
+      }
+      for (const { run, publish } of found.publishes) {
+        decisions.push(yield* described(run, decideRun(config, serverCode, run, { _tag: "Publish" }, actNow, { ...options, publish })))
       }
       advanceCursor(cursorFile, found.cursor)
       const did = decisions.length === 0
