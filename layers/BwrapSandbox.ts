@@ -48,14 +48,16 @@ export interface BwrapSandboxOptions {
 /** the processes bwrap itself adds to a sandbox's pids group: bwrap and the namespace's init */
 const bwrapProcesses = 2
 const wrapperEnv = { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" }
-// closes every descriptor it inherited but stdio and the created files' (3 .. 2+$1); when gated
-// ($2 = 1) waits for one line on stdin before anything else (the caller's go: see `release`); joins
-// each cgroup named before "--", then becomes the rest of its arguments (bash: dash cannot close fd 10+)
+// closes every descriptor it inherited but stdio and the created files' (3 .. 2+$1); joins each
+// cgroup named before "--"; when gated ($2 = 1) waits for one line on stdin, the caller's go (see
+// `release`), so that all but the exec is done before it; then becomes the rest of its arguments
+// (bash: dash cannot close fd 10+)
 const wrapperScript = [
   'last=$((2 + $1)); gated=$2; shift 2',
   'for f in /proc/$$/fd/*; do n=${f##*/}; if [ "$n" -gt "$last" ]; then eval "exec $n>&-" 2>/dev/null; fi; done',
+  'while [ "$1" != "--" ]; do echo "$$" > "$1" || exit 125; shift; done; shift',
   'if [ "$gated" = 1 ]; then IFS= read -r go || exit 125; [ "$go" = go ] || exit 125; fi',
-  'while [ "$1" != "--" ]; do echo "$$" > "$1" || exit 125; shift; done; shift; exec "$@"'
+  'exec "$@"'
 ].join("\n")
 
 const exists = (p: string) => {
