@@ -164,11 +164,14 @@ export const decideRun = (
     }
   })
 
-interface Found {
-  readonly runs: ReadonlyArray<string>
-  readonly stops: ReadonlyArray<{ readonly run: string; readonly stop: string }>
-  readonly publishes: ReadonlyArray<{ readonly run: string; readonly publish: string }>
-  readonly cursor: Cursor
+/** A message a node acts on: a run for its node user, or a stop or publish naming a run. */
+export interface NodeMessage {
+  readonly hash: string
+  readonly rcvid: number
+  readonly rid: number
+  readonly kind: "run" | "stop" | "publish"
+  /** the run it is about: the run itself, or the run a stop or publish names */
+  readonly run: string
 }
 
 /**
@@ -215,13 +218,14 @@ const publishAgain = (config: NodeConfig, record: RunRecord, act: Act) =>
       : `published again: ${published.map((p) => (p._tag === "Published" ? `${p.as} (${p.hash})` : `${p.as} not: ${p.why}`)).join("; ")}`
   })
 
-/** Runs addressed to the node user, and every stop, received after `from`, in server order. */
-const readMessagesAfter = (config: NodeConfig, from: Cursor) =>
+/**
+ * Runs addressed to the node user, and every stop and publish, received after `from`, in the
+ * repository's order (the server's on its own host; a clone's node orders them by receipt).
+ */
+export const nodeMessagesAfter = (nodeUser: string, from: Cursor) =>
   Effect.gen(function*() {
     const repository = yield* Repository
-    const runs: Array<string> = []
-    const stops: Array<{ run: string; stop: string }> = []
-    const publishes: Array<{ run: string; publish: string }> = []
+    const messages: Array<NodeMessage> = []
     let cursor = from
     for (;;) {
       const batch = yield* repository.readAfter(cursor, 1000)
@@ -229,17 +233,33 @@ const readMessagesAfter = (config: NodeConfig, from: Cursor) =>
         if (item._tag !== "Post" && item._tag !== "TicketChange") continue
         const reading = readMessage(item.text)
         if (reading._tag !== "Message") continue
-        if (reading.kind === "run" && reading.to === config.nodeUser) runs.push(item.hash)
-        else if (reading.kind === "stop" && reading.re !== undefined) stops.push({ run: reading.re, stop: item.hash })
-        else if (reading.kind === "publish" && reading.re !== undefined) publishes.push({ run: reading.re, publish: item.hash })
+        const at = { hash: item.hash, rcvid: item.rcvid, rid: item.rid }
+        if (reading.kind === "run" && reading.to === nodeUser) messages.push({ ...at, kind: "run", run: item.hash })
+        else if ((reading.kind === "stop" || reading.kind === "publish") && reading.re !== undefined) {
+          messages.push({ ...at, kind: reading.kind, run: reading.re })
+        }
       }
       cursor = batch.cursor
       if (!batch.more) break
     }
-    return { runs, stops, publishes, cursor } satisfies Found
+    return { messages, cursor }
   })
 
-const described = <E, R>(run: string, effect: Effect.Effect<string, E, R>) =>
+/** Decides the run a message is about, for the event the message is. */
+export const decideMessage = (
+  config: NodeConfig,
+  serverCode: string,
+  message: NodeMessage,
+  act: Act,
+  options: { readonly watcherProgram: string }
+) =>
+  message.kind === "run"
+    ? decideRun(config, serverCode, message.run, { _tag: "Arrival" }, act, options)
+    : message.kind === "stop"
+      ? decideRun(config, serverCode, message.run, { _tag: "Stop" }, act, { ...options, stop: message.hash })
+      : decideRun(config, serverCode, message.run, { _tag: "Publish" }, act, { ...options, publish: message.hash })
+
+export const described = <E, R>(run: string, effect: Effect.Effect<string, E, R>) =>
   effect.pipe(
     Effect.catchAll((e) => Effect.succeed(`failed: ${String((e as { message?: unknown })?.message ?? e).split("\n")[0]}`)),
     Effect.map((action): RunDecision => ({ run, action }))
@@ -257,16 +277,13 @@ export const hookRound = (config: NodeConfig, options: { readonly watcherProgram
         return { from: startCursor, to: startCursor, did: ["the node has not started: no cursor"], decisions: [] } satisfies RoundResult
       }
       const { serverCode } = yield* repository.codes()
-      const found = yield* readMessagesAfter(config, from)
+      const found = yield* nodeMessagesAfter(config.nodeUser, from)
       const decisions: Array<RunDecision> = []
-      for (const run of found.runs) {
-        decisions.push(yield* described(run, decideRun(config, serverCode, run, { _tag: "Arrival" }, actNow, options)))
-      }
-      for (const { run, stop } of found.stops) {
-        decisions.push(yield* described(run, decideRun(config, serverCode, run, { _tag: "Stop" }, actNow, { ...options, stop })))
-      }
-      for (const { run, publish } of found.publishes) {
-        decisions.push(yield* described(run, decideRun(config, serverCode, run, { _tag: "Publish" }, actNow, { ...options, publish })))
+      // runs first, then what names them, so a stop or publish arriving with its run finds it decided
+      for (const kind of ["run", "stop", "publish"] as const) {
+        for (const message of found.messages.filter((m) => m.kind === kind)) {
+          decisions.push(yield* described(message.run, decideMessage(config, serverCode, message, actNow, options)))
+        }
       }
       advanceCursor(cursorFile, found.cursor)
       const did = decisions.length === 0
@@ -288,9 +305,9 @@ export const startNode = (config: NodeConfig, act: Act, options: { readonly watc
     const repository = yield* Repository
     return yield* care.withRoundLock(Effect.gen(function*() {
       const { serverCode } = yield* repository.codes()
-      const found = yield* readMessagesAfter(config, startCursor)
+      const found = yield* nodeMessagesAfter(config.nodeUser, startCursor)
       const decisions: Array<RunDecision> = []
-      for (const run of found.runs) {
+      for (const run of found.messages.filter((m) => m.kind === "run").map((m) => m.run)) {
         const record = yield* readRunRecord(run).pipe(Effect.either)
         if (Either.isRight(record) && record.right.ended !== undefined) continue // over: nothing to check
         decisions.push(yield* described(run, decideRun(config, serverCode, run, { _tag: "Check" }, act, options)))
