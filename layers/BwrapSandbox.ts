@@ -30,6 +30,7 @@ import { decideEnding } from "../src/sandbox/ending.js"
 import { planMounts, type PlannedMounts } from "../src/sandbox/mountPlan.js"
 import { endTree } from "../src/sandbox/processTree.js"
 import { checkSpecForm } from "../src/sandbox/specCheck.js"
+import { TerminalChild } from "../src/sandbox/terminalChild.js"
 
 export interface BwrapSandboxOptions {
   readonly bash?: string
@@ -167,6 +168,17 @@ class StreamSink {
   }
 }
 
+/** what the launch needs of its child: a child process, or a terminal launch (terminalChild.ts) */
+interface LaunchedChild {
+  readonly pid?: number | undefined
+  readonly stdin: NodeJS.WritableStream & { destroy(): void; readonly writableLength: number } | null
+  readonly stdout: (NodeJS.ReadableStream & { pause(): void; resume(): void; destroy(): void }) | null
+  readonly stderr: (NodeJS.ReadableStream & { pause(): void; resume(): void; destroy(): void }) | null
+  once(event: "exit", listener: (code: number | null, signal: NodeJS.Signals | null) => void): unknown
+  once(event: "error", listener: (e: Error) => void): unknown
+  once(event: "spawn", listener: () => void): unknown
+}
+
 const launch = (
   o: Required<Omit<BwrapSandboxOptions, "capabilitiesCache">>,
   spec: LaunchSpec,
@@ -234,14 +246,28 @@ const launch = (
 
   return new Promise<RunningProcess>((resolveStart, rejectStart) => {
     const startedAt = Date.now()
-    let child: ChildProcess.ChildProcess
+    let child: LaunchedChild
+    // with a terminal (2.10) the wrapper opens the created files itself: they stay until the end
+    let terminal: TerminalChild | undefined
     try {
-      child = ChildProcess.spawn(o.bash, argv, {
-        cwd: "/",
-        env: wrapperEnv,
-        detached: true,
-        stdio: ["pipe", "pipe", "pipe", ...createdFds]
-      })
+      child = spec.terminal === undefined
+        ? ChildProcess.spawn(o.bash, argv, {
+          cwd: "/",
+          env: wrapperEnv,
+          detached: true,
+          stdio: ["pipe", "pipe", "pipe", ...createdFds]
+        })
+        : (terminal = new TerminalChild({
+          bash: o.bash,
+          stty: "/usr/bin/stty",
+          mkfifo: "/usr/bin/mkfifo",
+          env: wrapperEnv,
+          size: spec.terminal,
+          gated,
+          createdFiles: createdFds.map((_, i) => Path.join(createdDir!, String(i))),
+          procsFiles: cgroups?.procsFiles() ?? [],
+          command: inner
+        }))
     } catch (e) {
       closeCreated()
       return rejectStart(new LaunchFailed({ step: "spawn", reason: (e as Error).message }))
@@ -290,6 +316,7 @@ const launch = (
     })
     const result: Promise<LaunchResult> = exited.then(async () => {
       ended = true
+      if (terminal !== undefined) closeCreated()
       for (const t of timers) clearTimeout(t)
       stdinOpen = false
       stdin.destroy()
@@ -342,13 +369,21 @@ const launch = (
       rejectStart(new LaunchFailed({ step: "spawn", reason: e.message }))
     })
     child.once("spawn", () => {
-      closeCreated()
+      if (terminal === undefined) closeCreated()
       const handle: RunningProcess = {
         pid,
         writeLine: (line) =>
           line.includes("\n")
             ? Effect.fail(new StdinClosed({ reason: "a line may not hold a newline" }))
             : Effect.tryPromise({ try: () => writeRaw(`${line}\n`), catch: (e) => e as StdinClosed }),
+        queueLine: (line) =>
+          line.includes("\n") ? Effect.fail(new StdinClosed({ reason: "a line may not hold a newline" }))
+          : !stdinOpen ? Effect.fail(new StdinClosed({ reason: ended ? "the process ended" : "it was closed" }))
+          : Effect.sync(() => {
+            // a failed write shows as stdin closed at the next line
+            stdin.write(`${line}\n`, () => {})
+          }),
+        pendingInput: Effect.sync(() => (stdinOpen ? stdin.writableLength : 0)),
         closeStdin: Effect.sync(closeStdin),
         stop: Effect.promise(async () => {
           if (ended) return
@@ -358,11 +393,13 @@ const launch = (
         }),
         result: Effect.promise(() => result),
         release: Effect.void,
-        processIds: Effect.sync(() => (ended ? [] : cgroups?.pids() ?? [pid]))
+        processIds: Effect.sync(() => (ended ? [] : cgroups?.pids() ?? [pid])),
+        terminal: terminal?.access
       }
       // the first lines (after the go of a gated launch), then close unless the caller keeps stdin
       const first = spec.stdin.lines.map((l) => `${l}\n`).join("")
       const afterFirst = () => {
+        // a terminal's end of input is typed (Ctrl-D); the plan keeps a terminal open for the people who join it
         if (!spec.stdin.keepOpen) closeStdin()
       }
       const begin = (prefix: string) => {
@@ -378,7 +415,10 @@ const launch = (
             if (released) return
             released = true
             startWall()
-            begin("go\n")
+            if (terminal !== undefined) {
+              terminal.go()
+              begin("")
+            } else begin("go\n")
           })
         })
       } else {

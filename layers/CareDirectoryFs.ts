@@ -230,11 +230,72 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
 
     const holder: CareDirectoryShape["holder"] = (run) => Effect.map(fileOf(run, "lock"), readHolder)
 
+    // ROOT/care/~USER.lock and ~USER.waiting: "~" is no run's name, and a login's other odd
+    // characters are written %XX, so every login names its own files
+    const userFile = (user: string, ext: "lock" | "waiting") =>
+      Path.join(dir, `~${user.replace(/[^A-Za-z0-9._@-]/g, (ch) => `%${ch.charCodeAt(0).toString(16).padStart(2, "0")}`)}.${ext}`)
+
+    const lockUser: CareDirectoryShape["lockUser"] = (user) => {
+      const file = userFile(user, "lock")
+      return Effect.acquireRelease(
+        Effect.gen(function*() {
+          const fd = yield* open(file, c.O_RDWR | c.O_CREAT)
+          const status = yield* flockOn(flock, fd, ["--exclusive", "--nonblock"]).pipe(Effect.tapError(() => closeQuietly(fd)))
+          if (status === conflict) {
+            Fs.closeSync(fd)
+            return undefined
+          }
+          return fd
+        }),
+        (fd) => (fd === undefined ? Effect.void : closeQuietly(fd))
+      ).pipe(Effect.map((fd) => (fd === undefined ? Option.none() : Option.some({ user, lockPath: file }))))
+    }
+
+    const userBusy: CareDirectoryShape["userBusy"] = (user) =>
+      Effect.gen(function*() {
+        const file = userFile(user, "lock")
+        if (!Fs.existsSync(file)) return false
+        const fd = yield* open(file, c.O_RDONLY)
+        const status = yield* Effect.ensuring(flockOn(flock, fd, ["--exclusive", "--nonblock"]), closeQuietly(fd))
+        return status === conflict
+      })
+
+    const appendWaiting: CareDirectoryShape["appendWaiting"] = (user, line) => {
+      const file = userFile(user, "waiting")
+      return line.includes("\n")
+        ? Effect.fail(new CareDirError({ op: "append", path: file, reason: "a waiting line may not hold a newline" }))
+        : Effect.try({ try: () => Fs.appendFileSync(file, `${line}\n`, { mode: 0o600 }), catch: failure("append", file) })
+    }
+
+    const takeWaiting: CareDirectoryShape["takeWaiting"] = (user) => {
+      const file = userFile(user, "waiting")
+      const taken = `${file}.${process.pid}.taken`
+      return Effect.try({
+        try: () => {
+          // renamed first, so a line appended meanwhile lands in a new file for the next taker
+          try {
+            Fs.renameSync(file, taken)
+          } catch (e) {
+            if ((e as NodeJS.ErrnoException).code === "ENOENT") return []
+            throw e
+          }
+          const lines = Fs.readFileSync(taken, "utf8").split("\n").filter((l) => l !== "")
+          Fs.rmSync(taken, { force: true })
+          return lines
+        },
+        catch: failure("take", file)
+      })
+    }
+
     return {
       path: dir,
       lockRun,
       probe,
       holder,
+      lockUser,
+      userBusy,
+      appendWaiting,
+      takeWaiting,
       listRuns,
       withRoundLock,
       appendInbox,

@@ -20,6 +20,11 @@ export interface RunLock {
   readonly lockPath: string
 }
 
+export interface UserLock {
+  readonly user: string
+  readonly lockPath: string
+}
+
 export interface InboxRead {
   /** whole lines after the offset (a line being written is left for the next read) */
   readonly lines: ReadonlyArray<string>
@@ -83,6 +88,17 @@ export interface CareDirectoryShape {
     effect: Effect.Effect<A, E, R>,
     options?: { readonly wait?: Duration.DurationInput }
   ) => Effect.Effect<A, E | RoundBusy | CareDirError, R>
+  /**
+   * Takes the process user's lock for the scope's life (one run per process user in care, 2.13);
+   * none when another run of the user's holds it.
+   */
+  readonly lockUser: (user: string) => Effect.Effect<Option.Option<UserLock>, CareDirError, Scope.Scope>
+  /** whether a run of the user's holds its lock now */
+  readonly userBusy: (user: string) => Effect.Effect<boolean, CareDirError>
+  /** a run waiting for the user's lock: one JSON line, read back by takeWaiting */
+  readonly appendWaiting: (user: string, line: string) => Effect.Effect<void, CareDirError>
+  /** every line waiting for the user, removed as it is taken (each is taken once) */
+  readonly takeWaiting: (user: string) => Effect.Effect<ReadonlyArray<string>, CareDirError>
   readonly appendInbox: (run: string, line: string) => Effect.Effect<void, CareError>
   readonly readInbox: (run: string, offset: number) => Effect.Effect<InboxRead, CareError>
   readonly writeWorkspace: (run: string, workspace: string) => Effect.Effect<void, CareError>

@@ -33,6 +33,32 @@ export interface LaunchSpec {
   /** when given (the workspace), each stream that printed a byte is written whole to
    *  DIR/stdout.log and DIR/stderr.log, rewritten for each process */
   readonly logDir?: string | undefined
+  /**
+   * present: the process runs on a pseudo-terminal the launcher holds, this size (2.10 "With a
+   * terminal"): STDIN and STDOUT are the terminal, STDERR a pipe of its own that the launcher keeps
+   * and copies to what the terminal shows; stdin lines are typed in. See `RunningProcess.terminal`.
+   */
+  readonly terminal?: TerminalSize | undefined
+}
+
+export interface TerminalSize {
+  readonly rows: number
+  readonly cols: number
+}
+
+/**
+ * A terminal launch's screen for the people who join it (the watcher's TerminalServer). Plain
+ * callbacks, not Effects: they carry every byte the terminal shows, as it is shown.
+ */
+export interface TerminalAccess {
+  /** the last bytes the terminal showed (its output and the copies of STDERR), for a joiner's context */
+  readonly recent: () => Uint8Array
+  /** each later chunk the terminal shows; returns the function that ends the subscription */
+  readonly subscribe: (listener: (bytes: Uint8Array) => void) => () => void
+  /** what a person joined types, byte for byte (nothing once the process ended) */
+  readonly type: (bytes: Uint8Array) => void
+  readonly resize: (size: TerminalSize) => void
+  readonly size: () => TerminalSize
 }
 
 /** 2.8, every key as the run said it, paths already substituted */
@@ -124,8 +150,12 @@ export interface LaunchResult {
 export interface RunningProcess {
   /** host pid of the launcher's direct child (the wrapper that becomes bwrap) */
   readonly pid: number
-  /** write one more line on stdin (sessions) */
+  /** write one more line on stdin (sessions); waits until the process's pipe took it */
   readonly writeLine: (line: string) => Effect.Effect<void, StdinClosed>
+  /** hands one more line to stdin without waiting for the process to read it (see pendingInput) */
+  readonly queueLine: (line: string) => Effect.Effect<void, StdinClosed>
+  /** bytes handed to stdin that the process's pipe has not taken yet: what it has not read */
+  readonly pendingInput: Effect.Effect<number>
   readonly closeStdin: Effect.Effect<void>
   /** ends the whole process tree; the result is "stopped" unless it had already ended */
   readonly stop: Effect.Effect<void>
@@ -135,6 +165,8 @@ export interface RunningProcess {
   readonly result: Effect.Effect<LaunchResult>
   /** host pids of every process of the launch still present (empty once ended) */
   readonly processIds: Effect.Effect<ReadonlyArray<number>>
+  /** a terminal launch's screen, for the people who join it; absent without a terminal */
+  readonly terminal?: TerminalAccess | undefined
 }
 
 export class SandboxPathRefused extends Schema.TaggedError<SandboxPathRefused>()("SandboxPathRefused", {

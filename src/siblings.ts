@@ -19,3 +19,15 @@ export const siblingBundle = (name: string, program: string | undefined = proces
   const beside = Path.join(Path.dirname(real), real.endsWith(".mjs") ? `${name}.mjs` : name)
   return Fs.existsSync(beside) ? pathToFileURL(beside).href : undefined
 }
+
+/**
+ * Imports the bundle NAME beside the program, or gives undefined where there is none. A bundle run
+ * through V8's code cache (bin/build.mjs) is a small loader whose default export is the bundle's
+ * exports; a plain ES module bundle is its own namespace.
+ */
+export const importSibling = async <T>(name: string, program: string | undefined = process.argv[1]): Promise<T | undefined> => {
+  const url = siblingBundle(name, program)
+  if (url === undefined) return undefined
+  const loaded = (await import(url)) as { readonly default?: T }
+  return loaded.default ?? (loaded as T)
+}

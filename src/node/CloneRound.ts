@@ -11,6 +11,9 @@ import { Repository, serverOrder, type Cursor } from "../../services/Repository.
 import { releasePaths } from "../release/ReleasePaths.js"
 import type { Passwords } from "./ClonePasswords.js"
 import * as ClonePull from "./ClonePull.js"
+import { deliverArrivals, whereSomeSessionListens } from "./Deliveries.js"
+import { readSessionFiles } from "./SessionFiles.js"
+import type { Arrival } from "../protocol/Subscriptions.js"
 import { advanceCursor, cursorFileOf, readCursor } from "./HookFiles.js"
 import type { NodeConfig } from "./NodeConfig.js"
 import { type Act, decideMessage, described, nodeMessagesAfter, type NodeMessage, type RunDecision } from "./Round.js"
@@ -42,7 +45,8 @@ export const cloneRound = (config: NodeConfig, act: Act, options: { readonly wat
       if (from === undefined) return yield* Effect.fail(new Error(`the node has not started on ${config.repository}: run ocx2 node with --check`))
       const { serverCode } = yield* repository.codes()
       // in the clone's order; each message's place in the server's order is its receipt
-      const read = yield* nodeMessagesAfter(config.nodeUser, from)
+      const sessions = readSessionFiles(config.root)
+      const read = yield* nodeMessagesAfter(config.nodeUser, from, { arrivals: sessions.length > 0 })
       const answers = read.messages.length === 0 ? [] : yield* receipts.receipts(read.messages.map((m) => m.hash))
       const known: Array<NodeMessage> = []
       const unknown: Array<NodeMessage> = []
@@ -62,9 +66,24 @@ export const cloneRound = (config: NodeConfig, act: Act, options: { readonly wat
           action: `the server has not said who sent ${message.kind === "run" ? "the run" : `the ${message.kind} ${message.hash}`}: decided again at the next call`
         })
       }
-      // the cursor stays before the first artifact the server has not said the sender of (clone order)
-      const firstUnknown = [...unknown].sort(serverOrder)[0]
+      // only arrivals where a session listens are asked about; the server's answer is their sender and place
+      const listened = read.arrivals.filter((a) => whereSomeSessionListens(sessions, a))
+      const arrivalAnswers = listened.length === 0 ? [] : yield* receipts.receipts(listened.map((a) => a.hash))
+      const unknownArrivals = listened.filter((_, i) => arrivalAnswers[i]?._tag !== "Received")
+      // the cursor stays before the first artifact the server has not said the sender of (clone order):
+      // delivery stops there (2.11), so none after it is given first
+      const firstUnknown = [...unknown, ...unknownArrivals.map((a) => a.order)].sort(serverOrder)[0]
       const to = firstUnknown === undefined ? read.cursor : before(firstUnknown)
+      const given: Array<Arrival> = []
+      listened.forEach((arrival, i) => {
+        const answer = arrivalAnswers[i]
+        if (answer?._tag !== "Received" || serverOrder(arrival.order, to) > 0) return
+        given.push({ ...arrival, sender: answer.sender, order: { rcvid: answer.rcvid, rid: answer.rid } })
+      })
+      given.sort((a, b) => serverOrder(a.order, b.order))
+      const delivered = yield* act("deliver", `${given.length} arrivals to the inboxes of the sessions whose filters they pass`,
+        deliverArrivals(config, given))
+      for (const line of delivered ?? []) decisions.push({ run: line.slice(0, line.indexOf(":")), action: line.slice(line.indexOf(":") + 2) })
       yield* act("cursor", `${cursorFile} = ${JSON.stringify(to)}`, Effect.sync(() => advanceCursor(cursorFile, to)))
       return { from, to, decisions } satisfies CloneRoundResult
     }))

@@ -17,6 +17,12 @@ export const watcherProgramBeside = (program: string): string => {
 /** The watcher beside the running program (its real path: argv[1], as the bundles are run). */
 export const defaultWatcherProgram = (): string => watcherProgramBeside(process.argv[1] ?? "")
 
+/** The served release's watcher (ROOT/current/ocx2-watcher), else the one beside this program. */
+export const watcherOf = (root: string): string => {
+  const served = Path.join(releasePaths(root).current, "ocx2-watcher")
+  return Fs.existsSync(served) ? served : defaultWatcherProgram()
+}
+
 export interface HandOffOptions {
   readonly watcherProgram: string
   readonly personStart?: boolean

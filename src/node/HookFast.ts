@@ -4,7 +4,8 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Zlib from "node:zlib"
 import { rootOfProgram } from "../release/ReleasePaths.js"
-import { siblingBundle } from "../siblings.js"
+import { importSibling } from "../siblings.js"
+import { anySession } from "./SessionFiles.js"
 import {
   advanceCursor, appendHookLog, canonicalRepository, type Cursor, cursorFileOf, type HookLogEntry, nodeOf, readCursor
 } from "./HookFiles.js"
@@ -151,7 +152,8 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
     } finally {
       db.close()
     }
-    if (arrivals.maybe === 0) {
+    // a session in care may be given any post, ticket change or check-in (2.11): the round reads them
+    if (arrivals.maybe === 0 && (arrivals.count === 0 || !anySession(root))) {
       const to = arrivals.newest ?? from
       if (arrivals.newest !== undefined) advanceCursor(cursorFile, arrivals.newest)
       return finish({
@@ -179,8 +181,8 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
  * a call that decides nothing would cost. From source (tests), the module itself.
  */
 const loadRound = async (program: string | undefined): Promise<typeof import("./Round.js")> => {
-  const bundle = siblingBundle("ocx2-hook-round", program)
-  if (bundle !== undefined) return import(bundle) as Promise<typeof import("./Round.js")>
+  const bundled = await importSibling<typeof import("./Round.js")>("ocx2-hook-round", program)
+  if (bundled !== undefined) return bundled
   // a specifier the bundler cannot follow, so the hook's bundle never holds the round
   const fromSource = "./Round.js"
   return import(fromSource) as Promise<typeof import("./Round.js")>

@@ -63,9 +63,9 @@ export const providesOf = (capabilities: HostCapabilities): Provides => ({
   linux_capabilities: capabilities.sandbox,
   isolate_terminal: capabilities.sandbox,
   ends_with_parent: capabilities.sandbox,
-  // sessions and terminals come with the deliveries and attach of a later release
-  session: false,
-  terminal: false,
+  session: true,
+  // a pseudo-terminal the watcher holds, which a person joins with attach (2.10)
+  terminal: true,
   wall: capabilities.wall,
   cpu: capabilities.cpu,
   processes: capabilities.processes,

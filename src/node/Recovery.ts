@@ -6,6 +6,7 @@ import { endingWords } from "../watcher/KeptLogs.js"
 import { endedMessage } from "../protocol/Messages.js"
 import type { NodeConfig } from "./NodeConfig.js"
 import { writeMessageWhereTheRunIs } from "./Reports.js"
+import { removeSessionFile } from "./SessionFiles.js"
 import { readRunRecord } from "./RunRecord.js"
 
 // 2.13: a run no longer in its node's care is answered lost, its process ended first if it still
@@ -28,6 +29,8 @@ export const recoverRun = (config: NodeConfig, run: string) =>
         if (locked.left._tag === "RunBusy") return "alive" as Recovered
         return yield* Effect.fail(locked.left)
       }
+      // no watcher holds it: a session file its watcher left says nothing true any more
+      removeSessionFile(config.root, run)
       const record = yield* readRunRecord(run)
       if (record.ended !== undefined) return "ended" as Recovered
       if (record.started === undefined) return "not-started" as Recovered

@@ -17,10 +17,13 @@ import { decide, type LifeEvent, type Liveness } from "../protocol/Life.js"
 import { checkRun } from "../protocol/Refusals.js"
 import { decodeRunMessage } from "../protocol/Run.js"
 import { startValues } from "../protocol/Steps.js"
+import type { Arrival } from "../protocol/Subscriptions.js"
 import { publicationText, publish } from "../watcher/Publications.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { cloneUsers } from "./CloneUsers.js"
-import { defaultWatcherProgram, handOff } from "./HandOff.js"
+import { arrivalOf, deliverArrivals } from "./Deliveries.js"
+import { anySession } from "./SessionFiles.js"
+import { handOff, watcherOf } from "./HandOff.js"
 import { advanceCursor, cursorFileOf, readCursor, writeCursor } from "./HookFiles.js"
 import { hostSettings, repositoryName, type NodeConfig } from "./NodeConfig.js"
 import { writeWhereTheRunIs } from "./Reports.js"
@@ -53,11 +56,7 @@ export interface RoundResult {
   readonly decisions: ReadonlyArray<RunDecision>
 }
 
-/** The served release's watcher (ROOT/current/ocx2-watcher), else the one beside this program. */
-export const watcherOf = (root: string): string => {
-  const served = Path.join(releasePaths(root).current, "ocx2-watcher")
-  return Fs.existsSync(served) ? served : defaultWatcherProgram()
-}
+export { watcherOf }
 
 const runClone = (record: RunRecord): unknown =>
   (record.message?.block["run"] as { readonly clone?: unknown } | undefined)?.clone
@@ -144,10 +143,19 @@ export const decideRun = (
         if (liveness === "alive") return "a stop came first: told its watcher"
         yield* toWatcher("a stop came first; its watcher writes ended stopped")
         return "a stop came first: handed to a watcher, which writes ended stopped"
-      case "Start":
+      case "Start": {
         if (liveness === "alive") return "its watcher holds it"
+        // one run per process user in care: the watcher takes the user's lock, or writes the run
+        // down as waiting for it (and is woken when the holder's run is over)
+        const processUser = (record.message.block["run"] as { process?: { user?: unknown } } | undefined)?.process?.user
+        const busy = typeof processUser === "string" && (yield* care.userBusy(processUser))
+        if (busy) {
+          yield* toWatcher(`its process user ${String(processUser)} has another run in care: the watcher writes it down as waiting`)
+          return `waits: its process user ${String(processUser)} has another run in this node's care; it starts once that one is over`
+        }
         yield* toWatcher("it can start")
         return "handed to a watcher, which starts it"
+      }
       case "StopProcess":
         yield* toInbox("a stop counts and its watcher is running it")
         return "a stop counts: told its watcher to end its process"
@@ -220,16 +228,22 @@ const publishAgain = (config: NodeConfig, record: RunRecord, act: Act) =>
 
 /**
  * Runs addressed to the node user, and every stop and publish, received after `from`, in the
- * repository's order (the server's on its own host; a clone's node orders them by receipt).
+ * repository's order (the server's on its own host; a clone's node orders them by receipt);
+ * with `arrivals`, also every post, ticket change and check-in a session might be given (2.11).
  */
-export const nodeMessagesAfter = (nodeUser: string, from: Cursor) =>
+export const nodeMessagesAfter = (nodeUser: string, from: Cursor, options?: { readonly arrivals: boolean }) =>
   Effect.gen(function*() {
     const repository = yield* Repository
     const messages: Array<NodeMessage> = []
+    const arrivals: Array<Arrival> = []
     let cursor = from
     for (;;) {
       const batch = yield* repository.readAfter(cursor, 1000)
       for (const item of batch.items) {
+        if (options?.arrivals === true) {
+          const arrival = arrivalOf(item)
+          if (arrival !== undefined) arrivals.push(arrival)
+        }
         if (item._tag !== "Post" && item._tag !== "TicketChange") continue
         const reading = readMessage(item.text)
         if (reading._tag !== "Message") continue
@@ -242,7 +256,7 @@ export const nodeMessagesAfter = (nodeUser: string, from: Cursor) =>
       cursor = batch.cursor
       if (!batch.more) break
     }
-    return { messages, cursor }
+    return { messages, arrivals, cursor }
   })
 
 /** Decides the run a message is about, for the event the message is. */
@@ -265,7 +279,11 @@ export const described = <E, R>(run: string, effect: Effect.Effect<string, E, R>
     Effect.map((action): RunDecision => ({ run, action }))
   )
 
-/** The hook's round: what arrived after the cursor, decided once each; the cursor moved past it. */
+/**
+ * The hook's round: what arrived after the cursor, decided once each; the cursor moved past it.
+ * It reads again until nothing more arrived: a hook that gave up waiting for round.lock meanwhile
+ * (a slow round) leaves its arrivals to this one, and no later receipt may come to take them.
+ */
 export const hookRound = (config: NodeConfig, options: { readonly watcherProgram: string }) =>
   Effect.gen(function*() {
     const care = yield* CareDirectory
@@ -277,19 +295,29 @@ export const hookRound = (config: NodeConfig, options: { readonly watcherProgram
         return { from: startCursor, to: startCursor, did: ["the node has not started: no cursor"], decisions: [] } satisfies RoundResult
       }
       const { serverCode } = yield* repository.codes()
-      const found = yield* nodeMessagesAfter(config.nodeUser, from)
       const decisions: Array<RunDecision> = []
-      // runs first, then what names them, so a stop or publish arriving with its run finds it decided
-      for (const kind of ["run", "stop", "publish"] as const) {
-        for (const message of found.messages.filter((m) => m.kind === kind)) {
-          decisions.push(yield* described(message.run, decideMessage(config, serverCode, message, actNow, options)))
+      const delivered: Array<string> = []
+      let at = from
+      for (let pass = 0; pass < 20; pass++) {
+        const found = yield* nodeMessagesAfter(config.nodeUser, at, { arrivals: anySession(config.root) })
+        if (pass > 0 && found.cursor.rcvid === at.rcvid && found.cursor.rid === at.rid) break
+        // runs first, then what names them, so a stop or publish arriving with its run finds it decided
+        for (const kind of ["run", "stop", "publish"] as const) {
+          for (const message of found.messages.filter((m) => m.kind === kind)) {
+            decisions.push(yield* described(message.run, decideMessage(config, serverCode, message, actNow, options)))
+          }
         }
+        // what a session is given is given as the node acts on its arrival (2.11): here, or never
+        delivered.push(...yield* deliverArrivals(config, found.arrivals).pipe(
+          Effect.catchAll((e) => Effect.succeed([`deliveries failed: ${String((e as { message?: unknown })?.message ?? e).split("\n")[0]}`]))
+        ))
+        advanceCursor(cursorFile, found.cursor)
+        at = found.cursor
       }
-      advanceCursor(cursorFile, found.cursor)
-      const did = decisions.length === 0
+      const did = decisions.length === 0 && delivered.length === 0
         ? ["no run or stop for this node arrived"]
-        : decisions.map((d) => `${d.run}: ${d.action}`)
-      return { from, to: found.cursor, did, decisions } satisfies RoundResult
+        : [...decisions.map((d) => `${d.run}: ${d.action}`), ...delivered]
+      return { from, to: at, did, decisions } satisfies RoundResult
     }))
   })
 

@@ -30,8 +30,12 @@ export const checkSpecForm = (spec: LaunchSpec): InvalidLaunchSpec | undefined =
   if (!isCount(spec.keep.stdout) || !isCount(spec.keep.stderr)) return bad("keep", "sizes are whole numbers of bytes")
   if (spec.logDir !== undefined && !Path.isAbsolute(spec.logDir)) return bad("logDir", "is not an absolute path")
   const l = spec.limits
+  // wall may hold a fraction: a session's later processes get what is left of the run's
+  if (l.wallSeconds !== undefined && !(Number.isFinite(l.wallSeconds) && l.wallSeconds > 0)) {
+    return bad("limits.wall", `${String(l.wallSeconds)} is not a positive number of seconds`)
+  }
   for (const [key, v] of [
-    ["wall", l.wallSeconds], ["cpu", l.cpuSeconds], ["processes", l.processes], ["file_size", l.fileSizeBytes], ["memory", l.memoryBytes]
+    ["cpu", l.cpuSeconds], ["processes", l.processes], ["file_size", l.fileSizeBytes], ["memory", l.memoryBytes]
   ] as const) {
     if (v !== undefined && !isPositive(v)) return bad(`limits.${key}`, `${String(v)} is not a positive whole number`)
   }

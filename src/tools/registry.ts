@@ -1,5 +1,6 @@
 import { makeHelp, makeList } from "./catalog.js"
 import { accept } from "./accept.js"
+import { attach } from "./attach.js"
 import { audit } from "./audit.js"
 import { create } from "./create.js"
 import { echo } from "./echo.js"
@@ -24,6 +25,7 @@ export const tools: ReadonlyArray<Tool> = [
   create,
   run,
   stop,
+  attach,
   post,
   audit,
   receipt,

@@ -66,7 +66,8 @@ export const run = defineTool({
           const { runPersonStart } = yield* Effect.promise(loadRound)
           const acted = yield* Effect.tryPromise(() => runPersonStart(node, hash, context.dryRun))
           // the node's own words decide whether it was started or refused, and why
-          if (!/handed to a watcher, which starts it/.test(acted)) return yield* refuse(`this host's node does not start the run ${hash}: ${acted}`)
+          // a run whose process user has another run in care is handed on too, and starts once that one is over
+          if (!/handed to a watcher, which starts it|has another run in this node's care; it starts once/.test(acted)) return yield* refuse(`this host's node does not start the run ${hash}: ${acted}`)
           log.note("node", `${node.nodeUser} on ${node.root}: ${acted}`)
           yield* log.perform("start", `the watcher of ${hash}, as started by ${context.caller.user ?? "a person"}`, Effect.void)
           return { run: hash, to, acted } satisfies RunOutput

@@ -75,8 +75,15 @@ export const launchSpec = (checked: CheckedRun, values: Values, context: LaunchC
     cwd,
     sandbox,
     limits: limitsOf(checked),
-    stdin: { lines: [firstLine(context.runHash, run.objective)], keepOpen: false },
+    // a session that feeds keeps its input open for each delivery, and a terminal for what a person
+    // joined types (2.10); a process that starts for each delivery reads its lines, then its input closes
+    stdin: {
+      lines: [firstLine(context.runHash, run.objective)],
+      keepOpen: process.session ? process.deliveries === "feed" : process.terminal
+    },
     keep: { stdout: bytes(process.keep.stdout) ?? 65536, stderr: bytes(process.keep.stderr) ?? 65536 },
-    logDir: values.workspace
+    logDir: values.workspace,
+    // 2.10: a terminal the watcher holds, of a common size until a person joined resizes it
+    terminal: process.terminal ? { rows: 24, cols: 80 } : undefined
   })
 }

@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
 import * as Cause from "effect/Cause"
 import type * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
@@ -18,12 +19,18 @@ import { ciVerdict, formatVerdict } from "../protocol/Verdicts.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { endLeftovers } from "../sandbox/cgroups.js"
 import { cloneUsers } from "../node/CloneUsers.js"
+import { handOff, watcherOf } from "../node/HandOff.js"
 import { hostSettings, nodeOwnPaths, type NodeConfig } from "../node/NodeConfig.js"
 import { writeMessageWhereTheRunIs, writeWhereTheRunIs } from "../node/Reports.js"
 import { readRunRecord, type RunRecord } from "../node/RunRecord.js"
+import { removeSessionFile, writeSessionFile, type SessionFile } from "../node/SessionFiles.js"
+import type { Run } from "../protocol/Run.js"
 import { endingWords, keptLogText } from "./KeptLogs.js"
+import { followInbox } from "./Inbox.js"
+import { deliveryBound, makeSessionInbox, sessionFileOf, startEach } from "./Session.js"
 import { launchSpec } from "./LaunchPlan.js"
 import { publicationText, publish } from "./Publications.js"
+import { serveTerminal } from "./TerminalServer.js"
 import { fileSizeLimitOf, performSteps } from "./Workspace.js"
 
 // The watcher: one process per run, holding ROOT/care/RUN.lock for its whole life (2.15,
@@ -69,16 +76,65 @@ const describeCause = (cause: Cause.Cause<unknown>): string => {
 }
 
 export const watchRun = (options: WatcherOptions, recordLayer: RecordLayer) =>
-  Effect.scoped(
-    Effect.gen(function*() {
-      const care = yield* CareDirectory
-      const lock = yield* care.lockRun(options.run)
-      yield* crash(options, "locked")
-      return yield* runInCare(options).pipe(Effect.provide(recordLayer(lock)))
-    })
-  )
+  Effect.gen(function*() {
+    const held: HeldUser = { user: undefined }
+    yield* Effect.scoped(
+      Effect.gen(function*() {
+        const care = yield* CareDirectory
+        const lock = yield* care.lockRun(options.run)
+        yield* crash(options, "locked")
+        return yield* runInCare(options, held).pipe(Effect.provide(recordLayer(lock)))
+      })
+    ).pipe(Effect.ensuring(wakeWaiting(options, held)))
+  })
 
-const runInCare = (options: WatcherOptions) =>
+/** The process user whose lock this watcher held (one run per process user in care, 2.13). */
+interface HeldUser {
+  user: string | undefined
+}
+
+/**
+ * Once the user's lock is let go: every run that waited for it is handed to a watcher of its own,
+ * which decides it again (the first takes the lock; the others wait again). A watcher killed
+ * before this leaves them to the node's next start, which decides every open run.
+ */
+const wakeWaiting = (options: WatcherOptions, held: HeldUser) =>
+  Effect.gen(function*() {
+    if (held.user === undefined) return
+    const care = yield* CareDirectory
+    const lines = yield* care.takeWaiting(held.user)
+    for (const line of lines) {
+      const waiting = JSON.parse(line) as { run?: unknown; personStart?: unknown }
+      if (typeof waiting.run !== "string") continue
+      const pid = handOff(options.config, waiting.run, {
+        watcherProgram: watcherOf(options.config.root),
+        ...(waiting.personStart === true ? { personStart: true } : {})
+      })
+      yield* care.appendLog(options.run, `${new Date().toISOString()} its process user is free: handed ${waiting.run} to watcher ${pid}\n`)
+    }
+  }).pipe(Effect.catchAll(() => Effect.void))
+
+/**
+ * Takes the process user's lock; when another run holds it, this run is written down as waiting
+ * first and the lock tried again, so a holder ending in between still wakes it.
+ */
+const takeProcessUser = (options: WatcherOptions, held: HeldUser, user: unknown) =>
+  Effect.gen(function*() {
+    if (typeof user !== "string") return false
+    const care = yield* CareDirectory
+    if (Option.isSome(yield* care.lockUser(user))) {
+      held.user = user
+      return false
+    }
+    yield* care.appendWaiting(user, JSON.stringify({ run: options.run, ...(options.personStart === true ? { personStart: true } : {}) }))
+    if (Option.isSome(yield* care.lockUser(user))) {
+      held.user = user
+      return false
+    }
+    return true
+  })
+
+const runInCare = (options: WatcherOptions, held: HeldUser) =>
   Effect.gen(function*() {
     const { config, run } = options
     const care = yield* CareDirectory
@@ -107,6 +163,7 @@ const runInCare = (options: WatcherOptions) =>
     if (record.message === undefined) return yield* log("the artifact holds no run; nothing to do")
     if (record.started !== undefined) {
       // 2.13: its started counts, the lock was free: its watcher went down without writing ended
+      removeSessionFile(config.root, run)
       const leftovers = endLeftovers(run)
       yield* log(`started counts and no watcher holds the run: answering lost${leftovers > 0 ? ` (ended ${leftovers} leftover processes)` : ""}`)
       return yield* writeEnded(endedLost("its watcher ended without writing ended"))
@@ -129,12 +186,14 @@ const runInCare = (options: WatcherOptions) =>
       host
     })
     const event: LifeEvent = options.personStart === true ? { _tag: "PersonStart" } : { _tag: "Arrival" }
+    const startable = Either.isRight(check) && record.stops.length === 0 && (!check.right.run.process.manual || options.personStart === true)
+    const processUserBusy = startable ? yield* takeProcessUser(options, held, processUser) : false
     const action = decide({
       senderKnown: record.sender !== undefined,
       check,
       record: { started: false, ended: false, stopped: record.stops.length > 0 },
       care: "none",
-      processUserBusy: false,
+      processUserBusy,
       workspaceKept: false,
       event
     })
@@ -211,16 +270,26 @@ const startChecked = (
       // also say the node user sent it before the program is released (2.13: "only once the server
       // has received the started")
       Effect.tap((hash) => repository.role === "clone" ? confirmReceived(hash, config.nodeUser) : Effect.void),
-      Effect.tap((hash) => log(`wrote started: ${hash}`))
+      Effect.tap((hash) => log(`wrote started: ${hash}`)),
+      Effect.tap((hash) => session === undefined ? Effect.void : placeStarted(config.root, sessionFile!, hash, log))
     )
+
+    // a session is known to the node's rounds before its started is written, so no arrival after
+    // started finds it missing (2.11); the file goes when the run is over
+    const session = checked.run.process.session ? checked.run.process : undefined
+    const sessionFile = session === undefined ? undefined : sessionFileOf(run, checked.run, record)
+    if (sessionFile !== undefined) writeSessionFile(config.root, sessionFile)
+    const afterEach = (result: LaunchResult) =>
+      writeKeptLogs(config, record, checked, result, endedOfEnding(result.ending), log).pipe(Effect.provideService(Repository, repository))
 
     const startedWritten = yield* Ref.make(false)
     const decided = yield* Ref.make<EndedContent | undefined>(undefined)
-    const result = yield* Effect.acquireUseRelease(
+    const launched = yield* Effect.acquireUseRelease(
       Effect.void,
-      () => launchAndWait(options, { ...spec, gated: true }, writeStarted, startedWritten, decided, log),
+      () => launchAndWait(options, { ...spec, gated: true }, session, writeStarted, startedWritten, decided, afterEach, log),
       (_, exit) =>
         Effect.gen(function*() {
+          if (sessionFile !== undefined) removeSessionFile(config.root, run)
           // no started in the record: nothing ran, and the run is decided again later (recovery)
           if (!(yield* Ref.get(startedWritten))) return
           const ended = (yield* Ref.get(decided)) ?? endedLost(Exit.isFailure(exit) ? describeCause(exit.cause) : "the watcher lost its process")
@@ -230,10 +299,37 @@ const startChecked = (
           )
         })
     )
-    const ended = endedOfEnding(result.ending)
+    const { ended, last } = launched
+    if (last === undefined) return
+    // a process that starts for each delivery has its kept logs however the run ended (2.13)
+    if (session?.deliveries === "start") return yield* afterEach(last)
     if (ended.outcome === "stopped") return
-    yield* afterProcess(options, record, checked, values, result, ended, log)
+    yield* afterProcess(options, record, checked, values, last, ended, log)
   })
+
+/** started's place in the server's order, for the node's rounds deciding what the session is given. */
+const placeStarted = (root: string, session: SessionFile, hash: string, log: (line: string) => Effect.Effect<void>) =>
+  Effect.gen(function*() {
+    const [answer] = yield* (yield* Receipts).receipts([hash])
+    if (answer?._tag !== "Received") return
+    writeSessionFile(root, { ...session, started: { hash, rcvid: answer.rcvid, rid: answer.rid } })
+  }).pipe(Effect.catchAll((e) => log(`the session file keeps no started (the rounds read it from the record): ${String(e)}`)))
+
+/** A process's kept logs (2.10): a reply where the run is, when a stream it keeps printed a byte. */
+const writeKeptLogs = (
+  config: NodeConfig,
+  record: RunRecord,
+  checked: CheckedRun,
+  result: LaunchResult,
+  ended: EndedContent,
+  log: (line: string) => Effect.Effect<void>
+) =>
+  Effect.gen(function*() {
+    const kept = keptLogText(result, ended, checked.run.process.keep)
+    if (kept === undefined) return
+    const hash = yield* writeWhereTheRunIs(record, config.nodeUser, kept).pipe(Effect.either)
+    yield* log(Either.isRight(hash) ? `wrote the kept logs: ${hash.right}` : `could not write the kept logs: ${String(hash.left)}`)
+  }).pipe(Effect.catchAll((e) => log(`could not write the kept logs: ${String(e)}`)))
 
 /** The server's receipt of an artifact a clone's node pushed: received, from the node user. */
 const confirmReceived = (hash: string, nodeUser: string) =>
@@ -248,12 +344,20 @@ const confirmReceived = (hash: string, nodeUser: string) =>
     }
   })
 
+/** What launchAndWait ends with: the run's ended, and the last process's result when one ran to its end. */
+interface Launched {
+  readonly ended: EndedContent
+  readonly last: LaunchResult | undefined
+}
+
 const launchAndWait = <E, R>(
   options: WatcherOptions,
   spec: LaunchSpec,
+  session: Run["process"] | undefined,
   writeStarted: Effect.Effect<string, E, R>,
   startedWritten: Ref.Ref<boolean>,
   decided: Ref.Ref<EndedContent | undefined>,
+  afterEach: (result: LaunchResult) => Effect.Effect<void>,
   log: (line: string) => Effect.Effect<void>
 ) =>
   Effect.scoped(
@@ -265,40 +369,26 @@ const launchAndWait = <E, R>(
       yield* Ref.set(startedWritten, true)
       yield* crash(options, "started")
       yield* running.release
+      yield* serveTerminal(options.run, running, care.path, log)
+      const deadline = spec.limits.wallSeconds === undefined ? undefined : Date.now() + spec.limits.wallSeconds * 1000
       yield* log(`launched: ${spec.command.join(" ")} (pid ${running.pid})`)
       yield* crash(options, "running")
-      yield* Effect.forkScoped(watchInboxForStop(options.run, running.stop, log).pipe(Effect.provideService(CareDirectory, care)))
-      const result: LaunchResult = yield* running.result
-      yield* Ref.set(decided, endedOfEnding(result.ending))
-      yield* log(`the process ended: ${endingWords(endedOfEnding(result.ending))}`)
+      // stops, and a session's deliveries, reach the watcher through ROOT/care/RUN.inbox
+      const inbox = yield* makeSessionInbox(running, session?.deliveries, deliveryBound(options.config.root), log)
+      yield* Effect.forkScoped(followInbox(options.run, inbox.handle).pipe(Effect.provideService(CareDirectory, care)))
+      const first: LaunchResult = yield* running.result
+      yield* log(`the process ended: ${endingWords(endedOfEnding(first.ending))}`)
+      let launched: Launched = { ended: endedOfEnding(first.ending), last: first }
+      if (session?.deliveries === "start") {
+        const end = yield* startEach(first, spec, inbox, deadline, afterEach, (p) => serveTerminal(options.run, p, care.path, log), log)
+        // a session that starts a process for each delivery ends only by a stop or its wall (2.13)
+        launched = { ended: end.afterLast === "stopped" ? endedStopped : endedBudget("wall"), last: end.last }
+      }
+      yield* Ref.set(decided, launched.ended)
       yield* crash(options, "before-ended")
-      return result
+      return launched
     })
   )
-
-/** A stop reaches the watcher through ROOT/care/RUN.inbox (the hook appends {"stop": HASH}). */
-const watchInboxForStop = (run: string, stop: Effect.Effect<void>, log: (line: string) => Effect.Effect<void>) =>
-  Effect.gen(function*() {
-    const care = yield* CareDirectory
-    let offset = 0
-    for (;;) {
-      const read = yield* care.readInbox(run, offset).pipe(Effect.orElseSucceed(() => ({ lines: [], nextOffset: offset })))
-      offset = read.nextOffset
-      for (const line of read.lines) {
-        let parsed: unknown
-        try {
-          parsed = JSON.parse(line)
-        } catch {
-          continue
-        }
-        if (typeof parsed === "object" && parsed !== null && "stop" in parsed) {
-          yield* log(`a stop arrived: ${String((parsed as { stop: unknown }).stop)}`)
-          return yield* stop
-        }
-      }
-      yield* Effect.sleep("200 millis")
-    }
-  })
 
 /** After ended (2.10): the kept logs, the unversioned files and their reply, the ci verdict. */
 const afterProcess = (
@@ -313,11 +403,7 @@ const afterProcess = (
   Effect.gen(function*() {
     const { config, run } = options
     const repository = yield* Repository
-    const kept = keptLogText(result, ended, checked.run.process.keep)
-    if (kept !== undefined) {
-      const hash = yield* writeWhereTheRunIs(record, config.nodeUser, kept).pipe(Effect.either)
-      yield* log(Either.isRight(hash) ? `wrote the kept logs: ${hash.right}` : `could not write the kept logs: ${String(hash.left)}`)
-    }
+    yield* writeKeptLogs(config, record, checked, result, ended, log)
     if (checked.run.process.unversioned_files.length > 0) {
       const published = yield* publish(checked.run, values, config.nodeUser)
       for (const p of published) yield* log(p._tag === "Published" ? `published ${p.as}: ${p.hash}` : `did not publish ${p.as}: ${p.why}`)

@@ -185,6 +185,18 @@ const postRun = async (script: string, process: object = {}) => {
   })
 }
 
+/** An artifact put straight into the clone (as lab2), not pushed: the server has not received it. */
+const intoClone = async (artifact: ReturnType<typeof composeForumPost>) => {
+  const bundleDir = makeTempDir("ocx2-bundle-")
+  try {
+    const projectCode = (await fossil(["sql", "-R", world.clone, "SELECT value FROM config WHERE name='project-code'"])).trim().replace(/'/g, "")
+    writeBundle(Path.join(bundleDir, "b.bundle"), projectCode, [artifact])
+    await fossil(["bundle", "import", Path.join(bundleDir, "b.bundle"), "--publish", "-R", world.clone], "lab2")
+  } finally {
+    Fs.rmSync(bundleDir, { recursive: true, force: true })
+  }
+}
+
 const decisionOf = (answer: Answer, run: string) => answer.output?.runs.find((r) => r.run === run)?.action
 
 describe("ocx2 node, a node on another host", () => {
@@ -259,14 +271,7 @@ describe("ocx2 node, a node on another host", () => {
     })
     const artifact = composeForumPost({ user: "alice", date: new Date(), title: "a run from the clone", text })
     // in the clone, not yet pushed: the server has not said who sent it, so it waits for a later call
-    const bundleDir = makeTempDir("ocx2-bundle-")
-    try {
-      const projectCode = (await fossil(["sql", "-R", world.clone, "SELECT value FROM config WHERE name='project-code'"])).trim().replace(/'/g, "")
-      writeBundle(Path.join(bundleDir, "b.bundle"), projectCode, [artifact])
-      await fossil(["bundle", "import", Path.join(bundleDir, "b.bundle"), "--publish", "-R", world.clone], "lab2")
-    } finally {
-      Fs.rmSync(bundleDir, { recursive: true, force: true })
-    }
+    await intoClone(artifact)
     const waiting = await node()
     expect(decisionOf(waiting, artifact.hash)).toBe("the server has not said who sent the run: decided again at the next call")
     await pushArtifacts(world.clone, "lab2", [artifact])
@@ -320,4 +325,44 @@ describe("ocx2 node, a node on another host", () => {
     expect(messages.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
     expect(messages[1]!.content).toMatchObject({ outcome: "lost" })
   }, 45_000)
+
+  it("gives a session what each call's pull brought, in the server's order, stopping at an artifact whose sender the server has not said", async () => {
+    const lines = (run: string): ReadonlyArray<Record<string, unknown>> => {
+      try {
+        return Fs.readFileSync(Path.join(world.root, "work", run, "lines"), "utf8").trim().split("\n").filter((l) => l !== "").map((l) => JSON.parse(l))
+      } catch {
+        return []
+      }
+    }
+    const run = await postRun("while IFS= read -r line; do printf '%s\\n' \"$line\" >> $$workspace$$/lines; done", { session: true, hears: ["*"] })
+    await node()
+    await waitForKind(run, "started")
+    expect(await waitFor(() => (lines(run).length === 1 ? true : undefined), 20_000)).toBe(true)
+    const session = await webLogin(world.url, users.alice.login, users.alice.password)
+    const before = await webReply({ repository: world.served }, session, { to: run, text: "the first post" })
+    await node()
+    expect(await waitFor(() => (lines(run).length === 2 ? true : undefined), 20_000)).toBe(true)
+
+    // a reply in the clone the server has not received: the next pull's arrivals wait behind it
+    await runFossil(["pull", "-R", world.clone], { user: "root" })
+    const local = composeForumPost({ user: "lab2", date: new Date(), root: run, replyTo: run, text: "written in the clone" })
+    await intoClone(local)
+    const after = await webReply({ repository: world.served }, session, { to: run, text: "the second post" })
+    await node()
+    await new Promise((r) => setTimeout(r, 1500))
+    expect(lines(run).length).toBe(2)
+    // once pushed, the server says lab2 sent it (the clone's own user: not given), and what waited behind it is given
+    await pushArtifacts(world.clone, "lab2", [local])
+    await node()
+    expect(await waitFor(() => (lines(run).length === 3 ? true : undefined), 20_000)).toBe(true)
+    await new Promise((r) => setTimeout(r, 1000))
+    expect(lines(run).slice(1)).toEqual([
+      { post: before, from: "alice", text: "the first post" },
+      { post: after, from: "alice", text: "the second post" }
+    ])
+    await webReply({ repository: world.served }, session, { to: run, text: writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it.") })
+    await node()
+    const messages = await waitForKind(run, "ended")
+    expect(messages.filter((m) => m.kind === "ended").map((m) => m.content)).toEqual([{ outcome: "stopped" }])
+  }, 90_000)
 })

@@ -78,7 +78,8 @@ describe("the hook on the server", () => {
 
   it("a stop posted by alice ends a running process stopped; a stop by mallory is ignored", async () => {
     const long = await post(alice, shellRun(world, "echo up > $$workspace$$/up; sleep 60"))
-    const short = await post(alice, shellRun(world, "echo up > $$workspace$$/up; sleep 4"))
+    // of another process user: a node keeps one run per process user in its care
+    const short = await post(alice, shellRun(world, "echo up > $$workspace$$/up; sleep 4", { user: users.runner.login }))
     for (const run of [long, short]) {
       expect(await waitFor(() => (Fs.existsSync(Path.join(world.root, "work", run, "up")) ? true : undefined), 30_000)).toBe(true)
     }

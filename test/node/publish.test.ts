@@ -59,7 +59,11 @@ describe("publish", () => {
     expect(thread.filter((m) => m.kind === "ended")).toHaveLength(1)
     expect(thread.filter((m) => m.kind === "started")).toHaveLength(1)
     expect(Fs.readFileSync(Path.join(workspace, "launches"), "utf8")).toBe("launched\n")
-    const replies = await publicationReplies(run)
+    // the reply naming the files follows the files
+    const replies = (await waitFor(async () => {
+      const found = await publicationReplies(run)
+      return found.length >= 2 ? found : undefined
+    }, 15_000)) ?? await publicationReplies(run)
     expect(replies).toHaveLength(2)
     expect(replies[1]!.text).toMatch(/builds\/out\.txt: 7 bytes, hash/)
   }, 90_000)

@@ -24,7 +24,8 @@ afterAll(async () => {
 })
 
 /** Each run appends a line to its workspace's `launched` file when its process starts. */
-const counting = (script: string) => shellRun(world, `echo x >> $$workspace$$/launched; ${script}`)
+// a node keeps one run per process user: runs meant to run at once have users of their own
+const counting = (script: string, user: string = users.builder.login) => shellRun(world, `echo x >> $$workspace$$/launched; ${script}`, { user })
 const launched = (run: string) => {
   try {
     return Fs.readFileSync(Path.join(world.root, "work", run, "launched"), "utf8").split("\n").filter((l) => l.length > 0).length
@@ -40,8 +41,8 @@ describe("the node restarting (hook --node USER again)", () => {
     expect((await world.call(hook, node)).stopped.reason).toBe("completed")
     const post = (run: object) => webNewThread(world.server, alice, { title: "a run", text: world.runText(run) })
     const killedA = await post(counting("sleep 60"))
-    const killedB = await post(counting("sleep 60"))
-    const missedStop = await post(counting("sleep 60"))
+    const killedB = await post(counting("sleep 60", users.runner.login))
+    const missedStop = await post(counting("sleep 60", users.stranger.login))
     for (const run of [killedA, killedB, missedStop]) {
       expect(await waitFor(() => (launched(run) === 1 ? true : undefined), 30_000)).toBe(true)
     }

@@ -41,13 +41,18 @@ export const createRepository = async (
 ): Promise<string> => {
   const abs = Path.resolve(path)
   await fossil(["init", abs])
-  for (const u of users) {
-    await fossil(["user", "new", u.login, `${u.login}@example.com`, u.password, "-R", abs])
-    await fossil(["user", "capabilities", u.login, u.capabilities, "-R", abs])
-  }
+  await addUsers(abs, users)
   if (options.nobody !== undefined) await fossil(["user", "capabilities", "nobody", options.nobody, "-R", abs])
   if (options.wal === true) await fossil(["rebuild", "--wal", abs])
   return abs
+}
+
+/** More users in an existing repository (served or not: each is one write of its own). */
+export const addUsers = async (repository: string, users: ReadonlyArray<TestUser>): Promise<void> => {
+  for (const u of users) {
+    await fossil(["user", "new", u.login, `${u.login}@example.com`, u.password, "-R", repository])
+    await fossil(["user", "capabilities", u.login, u.capabilities, "-R", repository])
+  }
 }
 
 export const freePort = (): Promise<number> =>
@@ -193,7 +198,16 @@ const csrfOf = async (s: WebSession, page: string): Promise<string | undefined> 
   return /name="csrf" value="([^"]*)"/.exec(html)?.[1]
 }
 
+/** A form posted as a person; a write the server refused because others held the database is posted again. */
 const formPost = async (s: WebSession, page: string, fields: Record<string, string>, formPage = page) => {
+  for (let attempt = 1; ; attempt++) {
+    const r = await formPostOnce(s, page, fields, formPage)
+    if (!(r.status >= 400 && /database is locked/i.test(r.body)) || attempt === 5) return r
+    await new Promise((resolve) => setTimeout(resolve, 200 * attempt))
+  }
+}
+
+const formPostOnce = async (s: WebSession, page: string, fields: Record<string, string>, formPage: string) => {
   const csrf = await csrfOf(s, formPage)
   const res = await fetch(s.url + page, {
     method: "POST",
@@ -219,7 +233,7 @@ export const fullHash = (repository: string, prefix: string): string => {
 
 const postedHash = (server: { repository: string }, r: { status: number; location: string; body: string }, what: string) => {
   const m = /\/forumpost\/([0-9a-f]+)/.exec(r.location)
-  if (r.status !== 302 || m === null) throw new Error(`${what}: HTTP ${r.status}, Location "${r.location}"`)
+  if (r.status !== 302 || m === null) throw new Error(`${what}: HTTP ${r.status}, Location "${r.location}": ${r.body.replace(/<[^>]*>/g, " ").replace(/\s+/g, " ").slice(0, 300)}`)
   return fullHash(server.repository, m[1]!)
 }
 

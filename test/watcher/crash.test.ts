@@ -9,6 +9,7 @@ import * as FossilRepository from "../../layers/FossilRepository.js"
 import { recoverRun, type Recovered } from "../../src/node/Recovery.js"
 import { readMessage } from "../../src/protocol/Envelope.js"
 import { crashPoints, type CrashPoint } from "../../src/watcher/Watcher.js"
+import { addUsers } from "../support/fossilServer.js"
 import { makeNodeWorld, shellRun, users, type NodeWorld } from "../support/nodeWorld.js"
 
 // SIGKILL the watcher at each point of a run's life, ten times each; after recovery every run has
@@ -18,6 +19,8 @@ const repeats = 10
 let world: NodeWorld
 beforeAll(async () => {
   world = await makeNodeWorld()
+  // the points run at once, and a node keeps one run per process user: each point has its own user
+  await addUsers(world.repository, crashPoints.map((point) => ({ login: processUserOf(point), capabilities: "oi", password: `${point}-pw` })))
 }, 60_000)
 afterAll(async () => {
   await world?.close()
@@ -62,8 +65,13 @@ const launches = (run: string) => {
   }
 }
 
+const processUserOf = (point: CrashPoint) => `crash-${point}`
+
 const crashOnce = async (point: CrashPoint) => {
-  const run = await world.post(shellRun(world, "", { command: ["sh", "-c", "echo launched >> $$workspace$$/launches; sleep 0.3"] }))
+  const run = await world.post(shellRun(world, "", {
+    user: processUserOf(point),
+    command: ["sh", "-c", "echo launched >> $$workspace$$/launches; sleep 0.3"]
+  }))
   const crashed = await world.watch(run, { OCX2_CRASH_AT: point })
   const recovered = await recoverFully(run)
   return { run, crashed, recovered, reports: await reports(run), launches: launches(run) }

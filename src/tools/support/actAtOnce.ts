@@ -3,7 +3,7 @@ import * as Path from "node:path"
 import { nodeOf } from "../../node/HookFiles.js"
 import { readHooks, runsOcx2Hook } from "../../node/HookInstall.js"
 import type { NodeConfig } from "../../node/NodeConfig.js"
-import { siblingBundle } from "../../siblings.js"
+import { importSibling } from "../../siblings.js"
 
 // Seed 001: "A write on the repository itself starts no hook, so when the run names the node
 // of this host's hook, create has that node act on it at once, and its answer says what the
@@ -23,9 +23,9 @@ export interface WrittenOnServed {
 }
 
 /** The round: the hook's round bundle beside this program, or the module itself from source. */
-export const loadRound = (): Promise<typeof import("../../node/Round.js")> => {
-  const bundle = siblingBundle("ocx2-hook-round")
-  if (bundle !== undefined) return import(bundle) as Promise<typeof import("../../node/Round.js")>
+export const loadRound = async (): Promise<typeof import("../../node/Round.js")> => {
+  const bundled = await importSibling<typeof import("../../node/Round.js")>("ocx2-hook-round")
+  if (bundled !== undefined) return bundled
   const fromSource = "../../node/Round.js" // not followed by the bundler: the CLI's bundle stays small
   return import(fromSource) as Promise<typeof import("../../node/Round.js")>
 }

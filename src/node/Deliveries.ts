@@ -1,0 +1,103 @@
+import * as Effect from "effect/Effect"
+import { CareDirectory } from "../../services/CareDirectory.js"
+import { Receipts } from "../../services/Receipts.js"
+import type { Item } from "../../services/Repository.js"
+import { deliveryLine, filterArrival, type Arrival, type SessionView } from "../protocol/Subscriptions.js"
+import { releasePaths } from "../release/ReleasePaths.js"
+import { cloneUsers } from "./CloneUsers.js"
+import type { NodeConfig } from "./NodeConfig.js"
+import { readRunRecord } from "./RunRecord.js"
+import { readSessionFiles, type SessionFile } from "./SessionFiles.js"
+
+// 2.11 on the node's side: as the node acts on what arrived (the hook's round on the server, the
+// poll's round on a clone), each arrival that passes a session's seven filters is appended to
+// that session's ROOT/care/RUN.inbox as {"deliver": HASH, "line": LINE}, in the server's order.
+// The run's watcher gives the line to its process. An arrival already in the inbox is not
+// appended again, so a round that died after appending and before moving its cursor repeats
+// nothing when the next round reads the same arrivals.
+
+/** What a session may be given, from what a round read; undefined for anything else. */
+export const arrivalOf = (item: Item): Arrival | undefined => {
+  const at = { hash: item.hash, sender: item.sender, order: { rcvid: item.rcvid, rid: item.rid } }
+  switch (item._tag) {
+    case "Post":
+      return { _tag: "Post", ...at, thread: item.root, text: item.text }
+    case "TicketChange":
+      return { _tag: "Change", ...at, ticket: item.ticket, text: item.text }
+    case "Checkin":
+      return item.branch === undefined ? undefined : { _tag: "Checkin", ...at, branch: item.branch, comment: item.comment }
+    default:
+      return undefined
+  }
+}
+
+/** 2.11's filter 6 alone: whether an arrival is where some session listens (a clone asks the server about those only). */
+export const whereSomeSessionListens = (sessions: ReadonlyArray<SessionFile>, arrival: Arrival): boolean =>
+  sessions.some((s) =>
+    arrival._tag === "Post" ? s.thread === arrival.thread
+    : arrival._tag === "Change" ? s.ticket === arrival.ticket
+    : s.checkins.includes(arrival.branch)
+  )
+
+/** The place of the session's started in the server's order, read from the record when its file has none yet. */
+const startedOf = (session: SessionFile) =>
+  Effect.gen(function*() {
+    if (session.started !== undefined) return { rcvid: session.started.rcvid, rid: session.started.rid }
+    const record = yield* readRunRecord(session.run)
+    if (record.started === undefined) return undefined
+    const [answer] = yield* (yield* Receipts).receipts([record.started.hash])
+    return answer?._tag === "Received" ? { rcvid: answer.rcvid, rid: answer.rid } : undefined
+  })
+
+/** The hashes a session's inbox already holds a delivery of. */
+const alreadyInInbox = (run: string) =>
+  Effect.gen(function*() {
+    const care = yield* CareDirectory
+    const read = yield* care.readInbox(run, 0)
+    const hashes = new Set<string>()
+    for (const line of read.lines) {
+      // written by deliverArrivals below, in this form: the hash is read without parsing the line
+      const hash = /^\{"deliver":"([0-9a-f]+)"/.exec(line)?.[1]
+      if (hash !== undefined) hashes.add(hash)
+    }
+    return hashes
+  })
+
+/**
+ * Appends each arrival (in the server's order) to the inbox of every session in care it passes
+ * the filters of; says what it did, one line per session given anything.
+ */
+export const deliverArrivals = (config: NodeConfig, arrivals: ReadonlyArray<Arrival>) =>
+  Effect.gen(function*() {
+    const did: Array<string> = []
+    if (arrivals.length === 0) return did
+    const sessions = readSessionFiles(config.root)
+    if (sessions.length === 0) return did
+    const care = yield* CareDirectory
+    const clones = yield* cloneUsers(releasePaths(config.root).node)
+    // the lock is not probed: a file whose watcher died (and no recovery removed it yet) only has
+    // lines appended to an inbox nobody reads, and recovery answers that run lost
+    for (const session of sessions) {
+      const view: SessionView = {
+        session: true,
+        started: yield* startedOf(session),
+        processUser: session.processUser,
+        cloneUsers: clones,
+        ...(session.thread !== undefined ? { thread: session.thread } : {}),
+        ...(session.ticket !== undefined ? { ticket: session.ticket } : {}),
+        checkins: session.checkins,
+        hears: session.hears
+      }
+      const passing = arrivals.filter((a) => filterArrival(view, a)._tag === "Pass")
+      if (passing.length === 0) continue
+      const inInbox = yield* alreadyInInbox(session.run)
+      let appended = 0
+      for (const arrival of passing) {
+        if (inInbox.has(arrival.hash)) continue
+        yield* care.appendInbox(session.run, JSON.stringify({ deliver: arrival.hash, line: deliveryLine(arrival) }))
+        appended++
+      }
+      did.push(`${session.run}: ${appended} ${appended === 1 ? "delivery" : "deliveries"} to its inbox`)
+    }
+    return did
+  })

@@ -1,0 +1,147 @@
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Queue from "effect/Queue"
+import * as Ref from "effect/Ref"
+import type * as Scope from "effect/Scope"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { SandboxLauncher, type LaunchResult, type LaunchSpec, type RunningProcess } from "../../services/SandboxLauncher.js"
+import type { Run } from "../protocol/Run.js"
+import { releasePaths } from "../release/ReleasePaths.js"
+import type { RunRecord } from "../node/RunRecord.js"
+import type { SessionFile } from "../node/SessionFiles.js"
+import type { InboxEntry } from "./Inbox.js"
+
+// A session's side of the watcher (2.10, 2.11, 2.13): deliveries read from RUN.inbox given to the
+// running process's stdin (feed), or each starting a process of its own, one at a time (start).
+// What waits for a process that does not read is held up to a bound (ROOT/settings/delivery-bound,
+// bytes; 1 MiB unless set): past it nothing more is given until the process reads, and the log
+// names each delivery not given.
+
+export const defaultDeliveryBound = 1024 * 1024
+
+export const deliveryBound = (root: string): number => {
+  try {
+    const text = Fs.readFileSync(Path.join(releasePaths(root).settings, "delivery-bound"), "utf8").trim()
+    const n = Number(text)
+    return /^\d+$/.test(text) && n > 0 ? n : defaultDeliveryBound
+  } catch {
+    return defaultDeliveryBound
+  }
+}
+
+/** The session file the node's rounds read (written before started: its place comes later). */
+export const sessionFileOf = (run: string, checked: Run, record: RunRecord): SessionFile => ({
+  run,
+  processUser: checked.process.user,
+  ...(record.place._tag === "Thread" ? { thread: record.place.root } : { ticket: record.place.ticket }),
+  checkins: checked.process.checkins,
+  hears: checked.process.hears
+})
+
+type Log = (line: string) => Effect.Effect<void>
+
+/** What arrives in the inbox while the process runs: stops, and deliveries as the mode says. */
+export interface SessionInbox {
+  /** done once a stop arrived */
+  readonly stopAsked: Deferred.Deferred<void>
+  /** the process now running (start mode replaces it with each delivery's) */
+  readonly current: Ref.Ref<RunningProcess>
+  readonly handle: (entry: InboxEntry) => Effect.Effect<void>
+  /** start mode: deliveries waiting for the process before theirs to exit */
+  readonly waiting: Queue.Queue<{ readonly hash: string; readonly line: string }>
+}
+
+export const makeSessionInbox = (
+  running: RunningProcess,
+  mode: "feed" | "start" | undefined,
+  bound: number,
+  log: Log
+) =>
+  Effect.gen(function*() {
+    const stopAsked = yield* Deferred.make<void>()
+    const current = yield* Ref.make(running)
+    const waiting = yield* Queue.unbounded<{ readonly hash: string; readonly line: string }>()
+    let waitingBytes = 0
+    const notGiven = (hash: string, why: string) => log(`could not give ${hash}: ${why}`)
+    const feed = (hash: string, line: string) =>
+      Effect.gen(function*() {
+        const process = yield* Ref.get(current)
+        const unread = yield* process.pendingInput
+        if (unread > bound) return yield* notGiven(hash, `${unread} bytes given before it wait unread, past the bound of ${bound}`)
+        yield* process.queueLine(line).pipe(
+          Effect.zipRight(log(`gave ${hash}`)),
+          Effect.catchAll((e) => notGiven(hash, e.message))
+        )
+      })
+    const hold = (hash: string, line: string) =>
+      waitingBytes + line.length > bound
+        ? notGiven(hash, `${waitingBytes} bytes of deliveries wait for the process before, past the bound of ${bound}`)
+        : Effect.suspend(() => {
+          waitingBytes += line.length
+          return Queue.offer(waiting, { hash, line })
+        }).pipe(Effect.zipRight(log(`holds ${hash} for a process of its own`)))
+    const handle = (entry: InboxEntry): Effect.Effect<void> =>
+      entry._tag === "Stop"
+        ? log(`a stop arrived: ${entry.hash}`).pipe(
+          Effect.zipRight(Deferred.succeed(stopAsked, undefined)),
+          Effect.zipRight(Effect.flatMap(Ref.get(current), (p) => p.stop))
+        )
+        : mode === "feed" ? feed(entry.hash, entry.line)
+        : mode === "start" ? hold(entry.hash, entry.line)
+        : log(`a delivery for a run that is not a session: ${entry.hash} ignored`)
+    const taken = Queue.take(waiting).pipe(Effect.tap((d) => Effect.sync(() => (waitingBytes -= d.line.length))))
+    return { stopAsked, current, handle, waiting, taken }
+  })
+
+export type SessionInboxOf = Effect.Effect.Success<ReturnType<typeof makeSessionInbox>>
+
+/**
+ * deliveries start (2.13): after each process exits, the next delivery starts a process of its
+ * own (the first line, then its delivery's line, then its input closes), until a stop or the
+ * wall, which counts from the first. `afterEach` writes a process's kept logs.
+ */
+export const startEach = (
+  first: LaunchResult,
+  spec: LaunchSpec,
+  inbox: SessionInboxOf,
+  deadline: number | undefined,
+  afterEach: (result: LaunchResult) => Effect.Effect<void>,
+  /** offers a process's terminal to the people who join it (each process has its own, 2.10) */
+  serve: (running: RunningProcess) => Effect.Effect<void, never, Scope.Scope>,
+  log: Log
+) =>
+  Effect.gen(function*() {
+    const launcher = yield* SandboxLauncher
+    let last = first
+    for (;;) {
+      const ending = last.ending
+      if (ending.outcome === "stopped" || (yield* Deferred.isDone(inbox.stopAsked))) return { last, afterLast: "stopped" as const }
+      if (ending.outcome === "budget" && ending.limit === "wall") return { last, afterLast: "wall" as const }
+      yield* afterEach(last)
+      const left = deadline === undefined ? undefined : deadline - Date.now()
+      const next = yield* Effect.raceAll([
+        inbox.taken.pipe(Effect.map((d) => ({ _tag: "Delivery" as const, ...d }))),
+        Deferred.await(inbox.stopAsked).pipe(Effect.as({ _tag: "Stop" as const })),
+        ...(left === undefined ? [] : [Effect.sleep(Math.max(0, left)).pipe(Effect.as({ _tag: "Wall" as const }))])
+      ])
+      if (next._tag === "Stop") return { last: undefined, afterLast: "stopped" as const }
+      if (next._tag === "Wall") return { last: undefined, afterLast: "wall" as const }
+      const remaining = deadline === undefined ? undefined : Math.max(0.001, (deadline - Date.now()) / 1000)
+      last = yield* Effect.scoped(Effect.gen(function*() {
+        const running = yield* launcher.start({
+          ...spec,
+          gated: false,
+          stdin: { lines: [spec.stdin.lines[0]!, next.line], keepOpen: false },
+          limits: { ...spec.limits, wallSeconds: remaining }
+        })
+        yield* Ref.set(inbox.current, running)
+        yield* serve(running)
+        yield* log(`launched for ${next.hash} (pid ${running.pid})`)
+        // a stop that arrived while it was being launched ends it at once
+        if (yield* Deferred.isDone(inbox.stopAsked)) yield* running.stop
+        return yield* running.result
+      }))
+      yield* log(`the process for ${next.hash} ended`)
+    }
+  })

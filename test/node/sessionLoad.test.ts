@@ -1,0 +1,150 @@
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import BetterSqlite3 from "better-sqlite3"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { composeForumPost, type Artifact } from "../../src/fossil/Artifact.js"
+import { writeMessage } from "../../src/protocol/Envelope.js"
+import { hook } from "../../src/tools/hook.js"
+import { addUsers, cloneAs, pushArtifacts, webLogin, webNewThread } from "../support/fossilServer.js"
+import { shellRun, users } from "../support/nodeWorld.js"
+import { endWatchers, makeHookWorld, pidsNaming, sleep, waitFor, type HookWorld } from "./hookWorld.js"
+
+// Issue 6's load test: 20 sessions at once, 50 posts each from two users, pushed from their
+// clones in batches. Every line each session should get arrives exactly once, in the server's
+// order; a session that does not read holds back only its own deliveries (past the bound, the
+// log names what it could not give), and the watchers' memory stays bounded.
+
+const sessions = 20
+const postsEach = 50
+const bound = 65536
+let world: HookWorld
+beforeAll(async () => {
+  world = await makeHookWorld()
+  expect((await world.call(hook, { node: users.node.login, root: world.root })).stopped).toEqual({ reason: "completed" })
+  Fs.mkdirSync(Path.join(world.root, "settings"), { recursive: true })
+  Fs.writeFileSync(Path.join(world.root, "settings", "delivery-bound"), `${bound}\n`)
+  // a node keeps one run per process user: each session has a user of its own
+  await addUsers(world.repository, Array.from({ length: sessions }, (_, i) => ({ login: processUserOf(i), capabilities: "oi", password: `s${i}-pw` })))
+}, 60_000)
+afterAll(async () => {
+  endWatchers(world.root)
+  await world?.close()
+})
+
+const processUserOf = (i: number) => `session-${i}`
+
+// cat reads in large blocks: a shell's read takes one byte per call, too slow a reader for 8 MB under load
+const recordLines = "cat > $$workspace$$/lines"
+const linesOf = (run: string): ReadonlyArray<string> => {
+  try {
+    return Fs.readFileSync(Path.join(world.root, "work", run, "lines"), "utf8").split("\n").filter((l) => l !== "")
+  } catch {
+    return []
+  }
+}
+
+/** The people's posts in a run's thread (not the run, not the node's replies), in the server's order. */
+const serverOrderOf = (run: string): ReadonlyArray<string> => {
+  const db = new BetterSqlite3(world.repository, { readonly: true })
+  try {
+    return db.prepare<[string, string], { uuid: string }>(
+      `SELECT b.uuid FROM forumpost f JOIN blob b ON b.rid = f.fpid JOIN rcvfrom r ON r.rcvid = b.rcvid JOIN user u ON u.uid = r.uid
+       WHERE f.froot = (SELECT rid FROM blob WHERE uuid = ?) AND b.rid <> f.froot AND u.login <> ? ORDER BY b.rcvid, b.rid`
+    ).all(run, users.node.login).map((r) => r.uuid)
+  } finally {
+    db.close()
+  }
+}
+
+const peakRssMb = (pid: number): number => {
+  try {
+    const kb = /VmHWM:\s+(\d+)/.exec(Fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]
+    return kb === undefined ? 0 : Number(kb) / 1024
+  } catch {
+    return 0
+  }
+}
+
+describe("20 sessions under load", () => {
+  it("each reading session gets its 50 posts exactly once and in order; one that does not read holds back only its own", async () => {
+    const alice = await webLogin(world.server.url, users.admin.login, users.admin.password)
+    const runs: Array<string> = []
+    for (let i = 0; i < sessions; i++) {
+      // the last session never reads its input
+      const script = i === sessions - 1 ? "echo up > $$workspace$$/up; sleep 600" : `echo up > $$workspace$$/up; ${recordLines}`
+      const run = shellRun(world, script, { session: true, hears: ["*"], user: processUserOf(i) }, { limits: { wall: "10m" } })
+      runs.push(await webNewThread(world.server, alice, { title: `session ${i}`, text: world.runText(run) }))
+    }
+    const up = (run: string) => Fs.existsSync(Path.join(world.root, "work", run, "up"))
+    expect(await waitFor(() => (runs.every(up) ? true : undefined), 60_000, 200)).toBe(true)
+    // every session known to the rounds with its started in place
+    expect(await waitFor(() => (runs.every((r) => {
+      try {
+        return JSON.parse(Fs.readFileSync(Path.join(world.root, "care", `${r}.session`), "utf8")).started !== undefined
+      } catch {
+        return false
+      }
+    }) ? true : undefined), 30_000, 200)).toBe(true)
+
+    // 50 posts for each session, alternately from alice and rita, each about 8 KB (more than the kernel holds for one that does not read), pushed in batches of 100
+    const clones = {
+      alice: await cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, "alice.fossil")),
+      rita: await cloneAs(world.server.url, users.runner.login, users.runner.password, Path.join(world.dir, "rita.fossil"))
+    }
+    const pending: Record<"alice" | "rita", Array<Artifact>> = { alice: [], rita: [] }
+    const sent = Date.now()
+    let n = 0
+    for (let p = 0; p < postsEach; p++) {
+      for (const run of runs) {
+        const who = p % 2 === 0 ? "alice" : "rita"
+        const user = who === "alice" ? users.admin.login : users.runner.login
+        const text = `post ${p} to ${run.slice(0, 8)} from ${user}\n\n${"x".repeat(8000)}\n`
+        pending[who].push(composeForumPost({ date: new Date(sent + n++), user, root: run, replyTo: run, text }))
+        if (pending[who].length === 100) {
+          await pushArtifacts(clones[who], user, pending[who].splice(0))
+        }
+      }
+    }
+    for (const who of ["alice", "rita"] as const) {
+      if (pending[who].length > 0) await pushArtifacts(clones[who], who === "alice" ? users.admin.login : users.runner.login, pending[who].splice(0))
+    }
+
+    const readers = runs.slice(0, -1)
+    const complete = await waitFor(() => (readers.every((r) => linesOf(r).length >= postsEach + 1) ? true : undefined), 180_000, 250)
+    await sleep(1500) // nothing more arrives
+    expect(complete, `lines per reader: ${readers.map((r) => linesOf(r).length).join(" ")}`).toBe(true)
+    for (const run of readers) {
+      const lines = linesOf(run).map((l) => JSON.parse(l) as { post?: string; from?: string; text?: string })
+      expect(lines.length).toBe(postsEach + 1)
+      expect(lines.slice(1).map((l) => l.post)).toEqual(serverOrderOf(run))
+      // the pushes of the two users interleave, so each user's posts keep their own order
+      for (const [from, first] of [[users.admin.login, 0], [users.runner.login, 1]] as const) {
+        expect(lines.slice(1).filter((l) => l.from === from).map((l) => l.text?.split("\n")[0])).toEqual(
+          Array.from({ length: postsEach / 2 }, (_, i) => `post ${first + 2 * i} to ${run.slice(0, 8)} from ${from}`)
+        )
+      }
+    }
+
+    // the one that does not read: what it was given fills its pipe and the bound; the rest is named in its log
+    const silent = runs.at(-1)!
+    const log = Fs.readFileSync(Path.join(world.root, "care", `${silent}.log`), "utf8")
+    const gave = log.match(/ gave [0-9a-f]{64}/g)?.length ?? 0
+    const notGiven = log.match(/could not give [0-9a-f]{64}: .*past the bound of 65536/g)?.length ?? 0
+    expect(gave + notGiven).toBe(postsEach)
+    expect(notGiven).toBeGreaterThan(0)
+    expect(gave).toBeGreaterThan(0)
+
+    // the node's memory stays bounded: every watcher's peak resident memory
+    const watchers = pidsNaming("ocx2-watcher").filter((pid) => runs.some((r) => Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(r)))
+    expect(watchers.length).toBe(sessions)
+    const peaks = watchers.map(peakRssMb)
+    console.log(`load: ${sessions} sessions x ${postsEach} posts; watchers' peak RSS max ${Math.max(...peaks).toFixed(1)} MB`)
+    expect(Math.max(...peaks)).toBeLessThan(150)
+
+    for (const run of runs) await world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it."))
+    for (const run of runs) {
+      const ended = (await world.waitEnded(run, 30_000)).filter((m) => m.kind === "ended").map((m) => m.content)
+      expect(ended).toEqual([{ outcome: "stopped" }])
+    }
+  }, 420_000)
+})

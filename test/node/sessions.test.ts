@@ -1,0 +1,184 @@
+import * as Effect from "effect/Effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as FossilRepository from "../../layers/FossilRepository.js"
+import { Repository } from "../../services/Repository.js"
+import { writeMessage } from "../../src/protocol/Envelope.js"
+import { hook } from "../../src/tools/hook.js"
+import { run as runTool } from "../../src/tools/run.js"
+import { cloneAs, fossil, webEdit, webEditTicket, webLogin, webNewThread, webNewTicket, webReply, type WebSession } from "../support/fossilServer.js"
+import { shellRun, users } from "../support/nodeWorld.js"
+import { endWatchers, makeHookWorld, sleep, waitFor, type HookWorld } from "./hookWorld.js"
+
+// Sessions end to end (2.10, 2.11, 2.13; the second example of 2.19 made concrete): a real fossil
+// server in fast mode calls the hook on each receipt; the node's rounds append what a session is
+// given to its inbox, and its watcher gives each line to the process, which writes it to a file.
+
+let world: HookWorld
+let alice: WebSession
+let rita: WebSession
+let mallory: WebSession
+beforeAll(async () => {
+  world = await makeHookWorld()
+  const installed = await world.call(hook, { node: users.node.login, root: world.root })
+  expect(installed.stopped).toEqual({ reason: "completed" })
+  alice = await webLogin(world.server.url, users.admin.login, users.admin.password)
+  rita = await webLogin(world.server.url, users.runner.login, users.runner.password)
+  mallory = await webLogin(world.server.url, users.stranger.login, users.stranger.password)
+}, 60_000)
+afterAll(async () => {
+  endWatchers(world.root)
+  await world?.close()
+})
+
+/** Each line the process reads, appended to $$workspace$$/lines. */
+const recordLines = "while IFS= read -r line; do printf '%s\\n' \"$line\" >> $$workspace$$/lines; done"
+
+const sessionRun = (script: string, process: object) =>
+  shellRun(world, script, { session: true, hears: [users.admin.login, users.runner.login], ...process })
+
+const linesOf = (run: string): ReadonlyArray<Record<string, unknown>> => {
+  try {
+    return Fs.readFileSync(Path.join(world.root, "work", run, "lines"), "utf8").trim().split("\n").filter((l) => l !== "").map((l) => JSON.parse(l))
+  } catch {
+    return []
+  }
+}
+
+const waitLines = async (run: string, count: number, ms = 20_000) =>
+  (await waitFor(() => (linesOf(run).length >= count ? linesOf(run) : undefined), ms)) ?? linesOf(run)
+
+const reply = (as: WebSession, to: string, text: string) => webReply(world.server, as, { to, text })
+
+const endedOf = async (run: string) => (await world.waitEnded(run, 20_000)).filter((m) => m.kind === "ended").map((m) => m.content)
+
+describe("a session fed what its thread is told", () => {
+  it("gives heard posts in order once each, an edit, and a check-in on trunk; not others', its own, messages, or another branch's", async () => {
+    const run = await webNewThread(world.server, alice, { title: "a session", text: world.runText(sessionRun(recordLines, { checkins: ["trunk"] })) })
+    const [first] = await waitLines(run, 1)
+    expect(first).toEqual({ run, objective: "a test run" })
+
+    const one = await reply(alice, run, "the first question")
+    await reply(mallory, run, "mallory is not heard")
+    const two = await reply(rita, run, "rita asks too")
+    await reply(alice, run, `a message is never given\n\n\`\`\`json\n{"ocx": 3, "re": "${run}"}\n\`\`\`\n`)
+    await world.reply(users.builder.login, run, "the session's own user writes this")
+    const edit = await webEdit(world.server, alice, { of: one, text: "the first question, edited" })
+    // a post in another thread is not where the session is
+    await webNewThread(world.server, alice, { title: "elsewhere", text: "another thread" })
+    // a check-in on trunk, and one on another branch, pushed from alice's clone
+    const clone = await cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, "session-clone.fossil"))
+    const checkout = Path.join(world.dir, "session-checkout")
+    Fs.mkdirSync(checkout)
+    await fossilIn(checkout, ["open", clone])
+    Fs.writeFileSync(Path.join(checkout, "more.txt"), "more\n")
+    await fossilIn(checkout, ["add", "more.txt"])
+    await fossilIn(checkout, ["commit", "-m", "more on trunk", "--no-warnings"])
+    Fs.writeFileSync(Path.join(checkout, "more.txt"), "elsewhere\n")
+    await fossilIn(checkout, ["commit", "-m", "on a branch", "--branch", "side", "--no-warnings"])
+    await fossilIn(checkout, ["push"])
+    const last = await reply(alice, run, "the last question")
+
+    const lines = await waitLines(run, 6)
+    await sleep(1000) // nothing more comes
+    const given = linesOf(run)
+    expect(given.length).toBe(6)
+    expect(given[1]).toEqual({ post: one, from: users.admin.login, text: "the first question" })
+    expect(given[2]).toEqual({ post: two, from: users.runner.login, text: "rita asks too" })
+    expect(given[3]).toEqual({ post: edit, from: users.admin.login, text: "the first question, edited" })
+    expect(given[4]).toMatchObject({ branch: "trunk", from: users.admin.login, comment: "more on trunk" })
+    expect(given[4]!["checkin"]).toMatch(/^[0-9a-f]{40,64}$/)
+    expect(given[5]).toEqual({ post: last, from: users.admin.login, text: "the last question" })
+    expect(lines.length).toBe(6)
+    const log = Fs.readFileSync(Path.join(world.root, "care", `${run}.log`), "utf8")
+    expect(log.match(/gave /g)?.length).toBe(5)
+
+    await world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it."))
+    expect(await endedOf(run)).toEqual([{ outcome: "stopped" }])
+    expect(Fs.existsSync(Path.join(world.root, "care", `${run}.session`))).toBe(false)
+  }, 120_000)
+
+  it("a session in a ticket is given the changes to its ticket by heard users", async () => {
+    const ticket = await webNewTicket(alice, { title: "a session in a ticket", icomment: world.runText(sessionRun(recordLines, {})) })
+    const run = await waitFor(async () => {
+      const out = await fossil(["sql", "-R", world.repository, `SELECT b.uuid FROM ticketchng c JOIN blob b ON b.rid = c.tkt_rid JOIN ticket t ON t.tkt_id = c.tkt_id WHERE t.tkt_uuid = '${ticket}' ORDER BY c.tkt_rid LIMIT 1`])
+      return out.trim().replace(/'/g, "") || undefined
+    }, 10_000)
+    expect(run).toMatch(/^[0-9a-f]{40,64}$/)
+    await waitLines(run!, 1)
+    await webEditTicket(mallory, { ticket, icomment: "mallory is not heard" })
+    await webEditTicket(rita, { ticket, icomment: "rita comments" })
+    const lines = await waitLines(run!, 2)
+    await sleep(1000)
+    expect(linesOf(run!).length).toBe(2)
+    expect(lines[1]).toMatchObject({ ticket, from: users.runner.login, text: "rita comments" })
+    expect(lines[1]!["change"]).toMatch(/^[0-9a-f]{40,64}$/)
+    await webEditTicket(alice, { ticket, icomment: writeMessage({ ocx: 2, re: run!, stop: {} }, "Stop it.") })
+    const careLog = Path.join(world.root, "care", `${run}.log`)
+    expect(await waitFor(() => (/wrote ended stopped/.test(Fs.readFileSync(careLog, "utf8")) ? true : undefined), 20_000)).toBe(true)
+  }, 60_000)
+
+  it("a manual session is given only what arrives after its started", async () => {
+    const run = await webNewThread(world.server, alice, { title: "a manual session", text: world.runText(sessionRun(recordLines, { manual: true })) })
+    await sleep(500)
+    await reply(alice, run, "before it started")
+    await sleep(1000)
+    const started = await world.call(runTool, { run })
+    expect(started.stopped).toEqual({ reason: "completed" })
+    await waitLines(run, 1)
+    const after = await reply(alice, run, "after it started")
+    const lines = await waitLines(run, 2)
+    await sleep(1000)
+    expect(linesOf(run)).toEqual([lines[0], { post: after, from: users.admin.login, text: "after it started" }])
+    await world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it."))
+    expect(await endedOf(run)).toEqual([{ outcome: "stopped" }])
+  }, 60_000)
+})
+
+describe("deliveries: start", () => {
+  it("runs one process per delivery, one at a time, each reading the first line and its own; a stop ends it stopped", async () => {
+    // each process records what it read and whether another was running at the same time
+    const script = [
+      "w=$$workspace$$; mkdir -p $w/got",
+      "if ! mkdir $w/busy 2>/dev/null; then echo overlap >> $w/overlaps; fi",
+      "n=$(ls $w/got | wc -l); cat > $w/got/$n.part; mv $w/got/$n.part $w/got/$n",
+      "sleep 0.3; rmdir $w/busy; echo \"done $n\" >&2"
+    ].join("; ")
+    const run = await webNewThread(world.server, alice, { title: "a session per post", text: world.runText(sessionRun(script, { deliveries: "start" })) })
+    const got = Path.join(world.root, "work", run, "got")
+    const files = () => (Fs.existsSync(got) ? Fs.readdirSync(got).filter((f) => !f.endsWith(".part")).length : 0)
+    await waitFor(() => (files() >= 1 ? true : undefined), 20_000)
+    const posts: Array<string> = []
+    for (const text of ["one", "two", "three"]) posts.push(await reply(alice, run, text))
+    await waitFor(() => (files() >= 4 ? true : undefined), 30_000)
+    await sleep(800)
+    const read = [0, 1, 2, 3].map((n) => Fs.readFileSync(Path.join(got, String(n)), "utf8").trim().split("\n").map((l) => JSON.parse(l)))
+    expect(read[0]).toEqual([{ run, objective: "a test run" }])
+    for (const [i, text] of ["one", "two", "three"].entries()) {
+      expect(read[i + 1]).toEqual([{ run, objective: "a test run" }, { post: posts[i], from: users.admin.login, text }])
+    }
+    expect(Fs.existsSync(Path.join(world.root, "work", run, "overlaps"))).toBe(false)
+    expect(files()).toBe(4)
+    expect((await world.replies(run)).filter((m) => m.kind === "ended")).toEqual([])
+    // each process's kept logs: a reply of its own, and the log files rewritten for each
+    const kept = await waitFor(async () => {
+      const posts = await Effect.runPromise(
+        Effect.flatMap(Repository, (r) => r.thread(run)).pipe(Effect.provide(FossilRepository.layer({ path: world.repository })))
+      )
+      const found = posts.filter((p) => p.sender === users.node.login && /```stderr\ndone \d\n```/.test(p.text))
+      return found.length >= 4 ? found : undefined
+    }, 10_000)
+    expect(kept?.map((p) => /done (\d)/.exec(p.text)![1])).toEqual(["0", "1", "2", "3"])
+    expect(Fs.readFileSync(Path.join(world.root, "work", run, "stderr.log"), "utf8")).toBe("done 3\n")
+    await world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it."))
+    expect(await endedOf(run)).toEqual([{ outcome: "stopped" }])
+  }, 90_000)
+})
+
+const fossilIn = async (cwd: string, args: ReadonlyArray<string>) => {
+  const { runFossil } = await import("../../src/fossil/Command.js")
+  const r = await runFossil(args, { user: users.admin.login, cwd })
+  if (r.code !== 0) throw new Error(`fossil ${args.join(" ")}: ${r.stderr}${r.stdout}`)
+  return r.stdout
+}

@@ -1,0 +1,165 @@
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import { make } from "../../layers/BwrapSandbox.js"
+import { utf8Pieces } from "../../src/sandbox/terminalChild.js"
+import { decode, makeRoot, present, shellSpec } from "./support.js"
+
+// 2.10 "With a terminal": STDIN and STDOUT are a pseudo-terminal the launcher holds, STDERR a
+// pipe of its own whose bytes are kept as STDERR and also shown on the terminal; lines are typed.
+
+const { root, ws, care } = makeRoot("terminal")
+afterAll(() => Fs.rmSync(root, { recursive: true, force: true }))
+const launcher = make()
+const terminal = { rows: 24, cols: 80 }
+
+const waitFor = (what: () => boolean, ms = 3000) =>
+  Effect.gen(function*() {
+    const until = Date.now() + ms
+    while (!what()) {
+      if (Date.now() > until) return yield* Effect.die(new Error("waited too long"))
+      yield* Effect.sleep("20 millis")
+    }
+  })
+
+describe("a launch on a terminal", () => {
+  it.live("is a terminal inside; STDERR is a pipe kept apart and shown on the terminal; typed lines reach it", () =>
+    Effect.gen(function*() {
+      const dir = Path.join(ws, "one")
+      Fs.mkdirSync(dir)
+      Fs.chownSync(dir, 64123, 64124)
+      const script = [
+        "tty -s && echo in:tty",
+        "[ -t 1 ] && echo out:tty",
+        "[ -t 2 ] || echo 'err:pipe' >&2",
+        "read -r first; echo \"first=$first\"",
+        "read -r typed; echo \"typed=$typed\"",
+        "echo to-stderr >&2"
+      ].join("; ")
+      const shown: Array<Uint8Array> = []
+      const result = yield* Effect.scoped(
+        Effect.gen(function*() {
+          const h = yield* launcher.start({
+            ...shellSpec(ws, care, script),
+            terminal,
+            gated: true,
+            stdin: { lines: ['{"run":"r","objective":"o"}'], keepOpen: true },
+            logDir: dir
+          })
+          expect(h.terminal).toBeDefined()
+          h.terminal!.subscribe((b) => shown.push(b))
+          yield* h.release
+          yield* waitFor(() => decode(Buffer.concat(shown)).includes("first="))
+          // what a person joined types: raw keys, Return included
+          h.terminal!.type(new TextEncoder().encode("hello there\r"))
+          return yield* h.result
+        })
+      )
+      expect(result.ending).toEqual({ outcome: "exited", exit: 0 })
+      const out = decode(result.stdout.tail)
+      expect(out).toContain("in:tty\r\n")
+      expect(out).toContain("out:tty\r\n")
+      expect(out).toContain('first={"run":"r","objective":"o"}\r\n')
+      expect(out).toContain("typed=hello there\r\n")
+      // STDERR is its own: kept whole, never in the terminal's output
+      expect(decode(result.stderr.tail)).toBe("err:pipe\nto-stderr\n")
+      expect(out).not.toContain("to-stderr")
+      // what a person sees holds both, STDERR's newlines returning the carriage
+      const screen = decode(Buffer.concat(shown))
+      expect(screen).toContain("err:pipe\r\n")
+      expect(screen).toContain("to-stderr\r\n")
+      expect(screen).toContain("typed=hello there")
+      expect(Fs.readFileSync(Path.join(dir, "stdout.log"), "utf8")).toBe(out)
+      expect(Fs.readFileSync(Path.join(dir, "stderr.log"), "utf8")).toBe("err:pipe\nto-stderr\n")
+    }))
+
+  it.live("types a line longer than a canonical tty holds whole, and a delivery line after it", () =>
+    Effect.gen(function*() {
+      const long = "x".repeat(9000) + "é".repeat(1000) + "end"
+      const result = yield* Effect.scoped(
+        Effect.gen(function*() {
+          const h = yield* launcher.start({
+            ...shellSpec(ws, care, "stty -echo; IFS= read -r a; IFS= read -r b; printf '%s %s\\n' \"${#a}\" \"$b\"", {
+              env: { PATH: "/usr/bin:/bin", LANG: "C.UTF-8", LC_ALL: "C.UTF-8" }
+            }),
+            terminal,
+            stdin: { lines: [], keepOpen: true }
+          })
+          yield* Effect.sleep("200 millis")
+          yield* h.writeLine(long)
+          yield* h.writeLine("second")
+          return yield* h.result
+        })
+      )
+      expect(result.ending).toEqual({ outcome: "exited", exit: 0 })
+      expect(decode(result.stdout.tail)).toContain(`${Buffer.byteLength(long)} second\r\n`)
+    }))
+
+  it.live("with its input not kept open (a process of a session that starts one per delivery), it reads its lines, then the end of input", () =>
+    Effect.gen(function*() {
+      const result = yield* launcher.run({
+        ...shellSpec(ws, care, "stty -echo; n=0; while IFS= read -r l; do n=$((n+1)); echo \"got=$l\"; done; echo \"lines=$n end\""),
+        terminal,
+        stdin: { lines: ['{"run":"r","objective":"o"}', '{"post":"p","from":"alice","text":"hi"}'], keepOpen: false },
+        limits: { wallSeconds: 20 }
+      })
+      expect(result.ending).toEqual({ outcome: "exited", exit: 0 })
+      const out = decode(result.stdout.tail)
+      expect(out).toContain('got={"post":"p","from":"alice","text":"hi"}\r\n')
+      expect(out).toContain("lines=2 end")
+    }), 30_000)
+
+  it.live("a terminal launch is held to its limits: wall ends it budget, and nothing is left", () =>
+    Effect.gen(function*() {
+      let pids: ReadonlyArray<number> = []
+      const result = yield* Effect.scoped(
+        Effect.gen(function*() {
+          const h = yield* launcher.start({ ...shellSpec(ws, care, "sleep 30 & sleep 30; echo never"), terminal, limits: { wallSeconds: 1 } })
+          yield* Effect.sleep("300 millis")
+          pids = yield* h.processIds
+          return yield* h.result
+        })
+      )
+      expect(result.ending).toEqual({ outcome: "budget", limit: "wall", exit: expect.any(Number) })
+      expect(decode(result.stdout.tail)).not.toContain("never")
+      expect(present(pids)).toEqual([])
+    }))
+
+  it.live("its cgroups hold it as without a terminal: memory and processes end it budget", () =>
+    Effect.gen(function*() {
+      const [memory, processes] = yield* Effect.all([
+        launcher.run({
+          ...shellSpec(ws, care, "python3 -c 'b = b\"x\" * (256 << 20); print(len(b))'", { limits: { memoryBytes: 48 << 20, wallSeconds: 20 } }),
+          terminal
+        }),
+        launcher.run({
+          ...shellSpec(ws, care, "for i in $(seq 40); do sleep 30 & done; wait", { limits: { processes: 8, wallSeconds: 20 } }),
+          terminal
+        })
+      ], { concurrency: "unbounded" })
+      expect(memory.ending).toEqual({ outcome: "budget", limit: "memory", exit: 128 + 9 })
+      expect(processes.ending).toMatchObject({ outcome: "budget", limit: "processes" })
+    }), 30_000)
+
+  it.live("a stop ends it stopped", () =>
+    Effect.gen(function*() {
+      const result = yield* Effect.scoped(
+        Effect.gen(function*() {
+          const h = yield* launcher.start({ ...shellSpec(ws, care, "echo up; sleep 30"), terminal })
+          yield* Effect.sleep("300 millis")
+          yield* h.stop
+          return yield* h.result
+        })
+      )
+      expect(result.ending.outcome).toBe("stopped")
+      expect(decode(result.stdout.tail)).toBe("up\r\n")
+    }))
+
+  it("cuts long text into pieces on character boundaries", () => {
+    const pieces = utf8Pieces("aé".repeat(5), 4)
+    expect(pieces.map((p) => p.length).every((n) => n <= 4)).toBe(true)
+    expect(Buffer.concat(pieces).toString("utf8")).toBe("aé".repeat(5))
+    expect(pieces.every((p) => (p[0]! & 0xc0) !== 0x80)).toBe(true)
+  })
+})

@@ -1,0 +1,51 @@
+import { describe, expect, it } from "vitest"
+import { arrivalOf, whereSomeSessionListens } from "../../src/node/Deliveries.js"
+import type { SessionFile } from "../../src/node/SessionFiles.js"
+import { deliveryLine } from "../../src/protocol/Subscriptions.js"
+import { parseInboxLine } from "../../src/watcher/Inbox.js"
+
+// The pure parts of the path from a round to a watcher: what an inbox line means, and what a
+// round's item becomes for the filters.
+
+const hash = "a".repeat(64)
+
+describe("an inbox line", () => {
+  it("is a stop, a delivery, or nothing", () => {
+    expect(parseInboxLine(JSON.stringify({ stop: hash }))).toEqual({ _tag: "Stop", hash })
+    const line = deliveryLine({ _tag: "Post", hash, thread: hash, text: "hi\nthere", sender: "alice", order: { rcvid: 1, rid: 2 } })
+    expect(parseInboxLine(JSON.stringify({ deliver: hash, line }))).toEqual({ _tag: "Deliver", hash, line })
+    expect(JSON.parse(line)).toEqual({ post: hash, from: "alice", text: "hi\nthere" })
+    expect(parseInboxLine("not json")).toBeUndefined()
+    expect(parseInboxLine("[1]")).toBeUndefined()
+    expect(parseInboxLine(JSON.stringify({ deliver: hash }))).toBeUndefined()
+    // a line holding a newline would be two lines on the process's STDIN
+    expect(parseInboxLine(JSON.stringify({ deliver: hash, line: "a\nb" }))).toBeUndefined()
+  })
+})
+
+describe("a round's item", () => {
+  const at = { hash, rid: 5, rcvid: 3, sender: "alice" }
+  it("becomes an arrival: a post in its thread, a change to its ticket, a check-in on its branch", () => {
+    expect(arrivalOf({ _tag: "Post", ...at, root: "r", inReplyTo: "r", editOf: undefined, title: undefined, text: "t", mimetype: "text/plain", user: "alice" }))
+      .toEqual({ _tag: "Post", hash, sender: "alice", order: { rcvid: 3, rid: 5 }, thread: "r", text: "t" })
+    expect(arrivalOf({ _tag: "TicketChange", ...at, ticket: "k", text: "c", mimetype: undefined, user: "alice" }))
+      .toEqual({ _tag: "Change", hash, sender: "alice", order: { rcvid: 3, rid: 5 }, ticket: "k", text: "c" })
+    expect(arrivalOf({ _tag: "Checkin", ...at, branch: "trunk", comment: "m", user: "alice" }))
+      .toEqual({ _tag: "Checkin", hash, sender: "alice", order: { rcvid: 3, rid: 5 }, branch: "trunk", comment: "m" })
+    // a check-in on no branch is on none a session names
+    expect(arrivalOf({ _tag: "Checkin", ...at, branch: undefined, comment: "m", user: "alice" })).toBeUndefined()
+  })
+
+  it("is asked about (on a clone) only where some session listens", () => {
+    const sessions: ReadonlyArray<SessionFile> = [
+      { run: "x", processUser: "b", thread: "t1", checkins: ["trunk"], hears: ["*"] },
+      { run: "y", processUser: "b", ticket: "k1", checkins: [], hears: [] }
+    ]
+    const order = { rcvid: 1, rid: 1 }
+    expect(whereSomeSessionListens(sessions, { _tag: "Post", hash, thread: "t1", text: "", sender: undefined, order })).toBe(true)
+    expect(whereSomeSessionListens(sessions, { _tag: "Post", hash, thread: "t2", text: "", sender: undefined, order })).toBe(false)
+    expect(whereSomeSessionListens(sessions, { _tag: "Change", hash, ticket: "k1", text: "", sender: undefined, order })).toBe(true)
+    expect(whereSomeSessionListens(sessions, { _tag: "Checkin", hash, branch: "trunk", comment: "", sender: undefined, order })).toBe(true)
+    expect(whereSomeSessionListens(sessions, { _tag: "Checkin", hash, branch: "side", comment: "", sender: undefined, order })).toBe(false)
+  })
+})
