@@ -1,9 +1,11 @@
 import * as Effect from "effect/Effect"
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as FossilRepository from "../../layers/FossilRepository.js"
 import { Repository } from "../../services/Repository.js"
+import { cursorFileOf, writeCursor } from "../../src/node/HookFiles.js"
 import { writeMessage } from "../../src/protocol/Envelope.js"
 import { hook } from "../../src/tools/hook.js"
 import { run as runTool } from "../../src/tools/run.js"
@@ -93,6 +95,19 @@ describe("a session fed what its thread is told", () => {
     expect(lines.length).toBe(6)
     const log = Fs.readFileSync(Path.join(world.root, "care", `${run}.log`), "utf8")
     expect(log.match(/gave /g)?.length).toBe(5)
+
+    // a round that died after appending and before moving its cursor: the next reads the same
+    // arrivals again, and gives none of them twice
+    const hookLog = Path.join(world.root, "node", "hook.log")
+    const rounds = Fs.readFileSync(hookLog, "utf8").trim().split("\n").map((l) => JSON.parse(l) as { from?: { rcvid: number; rid: number }; did?: Array<string> })
+    const firstDelivery = rounds.find((r) => r.did?.some((d) => d.startsWith(`${run}: `) && / to its inbox$/.test(d)))
+    expect(firstDelivery?.from).toBeDefined()
+    writeCursor(cursorFileOf(world.root, world.repository, users.node.login), firstDelivery!.from!)
+    await new Promise((resolve) => ChildProcess.spawn(Path.join(world.root, "ocx2-hook"), ["--log", hookLog, world.repository], { stdio: "ignore" }).once("exit", resolve))
+    const reread = JSON.parse(Fs.readFileSync(hookLog, "utf8").trim().split("\n").at(-1)!) as { did: Array<string> }
+    expect(reread.did).toContain(`${run}: 0 deliveries to its inbox`)
+    await sleep(1000)
+    expect(linesOf(run).length).toBe(6)
 
     await world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it."))
     expect(await endedOf(run)).toEqual([{ outcome: "stopped" }])
