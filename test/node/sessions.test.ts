@@ -151,6 +151,25 @@ describe("a session fed what its thread is told", () => {
   }, 60_000)
 })
 
+describe("a session on a terminal", () => {
+  it("has its deliveries typed in, one line each", async () => {
+    const script = `stty -echo; ${recordLines}`
+    const run = await webNewThread(world.server, alice, { title: "a session on a terminal", text: world.runText(sessionRun(script, { terminal: true })) })
+    const [first] = await waitLines(run, 1)
+    expect(first).toEqual({ run, objective: "a test run" })
+    const long = "a long line ".repeat(500).trim() // past what a terminal's line holds at once
+    const one = await reply(alice, run, long)
+    const two = await reply(rita, run, "and a short one")
+    const lines = await waitLines(run, 3)
+    expect(lines.slice(1)).toEqual([
+      { post: one, from: users.admin.login, text: long },
+      { post: two, from: users.runner.login, text: "and a short one" }
+    ])
+    await world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it."))
+    expect(await endedOf(run)).toEqual([{ outcome: "stopped" }])
+  }, 60_000)
+})
+
 describe("deliveries: start", () => {
   it("runs one process per delivery, one at a time, each reading the first line and its own; a stop ends it stopped", async () => {
     // each process records what it read and whether another was running at the same time
