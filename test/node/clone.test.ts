@@ -326,6 +326,31 @@ describe("ocx2 node, a node on another host", () => {
     expect(messages[1]!.content).toMatchObject({ outcome: "lost" })
   }, 45_000)
 
+  it("publishes a run's files from the clone's host once lab2 holds y, and again from the kept workspace when alice asks", async () => {
+    const uv = (name: string) => fossil(["uv", "cat", name, "-R", world.served]).catch(() => undefined)
+    await fossil(["user", "capabilities", "lab2", "oiy", "-R", world.served])
+    try {
+      const run = await postRun("echo first > $$workspace$$/out.txt; echo launched >> $$workspace$$/launches", {
+        unversioned_files: [{ at: "$$workspace$$/out.txt", as: "builds/clone.txt" }]
+      })
+      await node()
+      await waitForKind(run, "ended")
+      expect(await waitFor(async () => ((await uv("builds/clone.txt")) === "first\n" ? true : undefined), 15_000)).toBe(true)
+      const workspace = Path.join(world.root, "work", run)
+      Fs.writeFileSync(Path.join(workspace, "out.txt"), "second\n")
+      const session = await webLogin(world.url, users.alice.login, users.alice.password)
+      await webReply({ repository: world.served }, session, { to: run, text: writeMessage({ ocx: 2, re: run, publish: {} }, "Publish it again.") })
+      const answer = await node()
+      expect(decisionOf(answer, run)).toMatch(/^published again: builds\/clone\.txt \([0-9a-f]+\)/)
+      expect(await uv("builds/clone.txt")).toBe("second\n")
+      expect(Fs.readFileSync(Path.join(workspace, "launches"), "utf8")).toBe("launched\n")
+      const messages = await replies(run)
+      expect(messages.filter((m) => m.kind === "started" || m.kind === "ended").map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
+    } finally {
+      await fossil(["user", "capabilities", "lab2", "oi", "-R", world.served])
+    }
+  }, 60_000)
+
   it("gives a session what each call's pull brought, in the server's order, stopping at an artifact whose sender the server has not said", async () => {
     const lines = (run: string): ReadonlyArray<Record<string, unknown>> => {
       try {
