@@ -19,6 +19,7 @@ import {
   type CareDirectoryShape,
   type RunCare
 } from "../services/CareDirectory.js"
+import { processUserFileName } from "../src/node/ProcessUserFiles.js"
 
 export interface CareDirectoryFsOptions {
   /** OCX's ROOT: the care directory is ROOT/care */
@@ -230,10 +231,7 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
 
     const holder: CareDirectoryShape["holder"] = (run) => Effect.map(fileOf(run, "lock"), readHolder)
 
-    // ROOT/care/~USER.lock and ~USER.waiting: "~" is no run's name, and a login's other odd
-    // characters are written %XX, so every login names its own files
-    const userFile = (user: string, ext: "lock" | "waiting") =>
-      Path.join(dir, `~${user.replace(/[^A-Za-z0-9._@-]/g, (ch) => `%${ch.charCodeAt(0).toString(16).padStart(2, "0")}`)}.${ext}`)
+    const userFile = (user: string, ext: "lock" | "waiting") => Path.join(dir, processUserFileName(user, ext))
 
     const lockUser: CareDirectoryShape["lockUser"] = (user) => {
       const file = userFile(user, "lock")

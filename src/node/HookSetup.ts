@@ -12,6 +12,8 @@ import {
   runsOcx2Hook, setBackofficeDisable, startPoller
 } from "./HookInstall.js"
 import type { NodeConfig } from "./NodeConfig.js"
+import { waitingRuns } from "./ProcessUserFiles.js"
+import { readSessionFiles } from "./SessionFiles.js"
 import { type Act, servedNodeLayer, startNode, watcherOf } from "./Round.js"
 
 // hook, unhook and status (seed 001, "Install or remove the hook"): what each does, once; the
@@ -77,6 +79,15 @@ export const StatusOutput = Schema.Struct({
     repository: Schema.String,
     given: Schema.Array(Schema.String),
     did: Schema.Array(Schema.String)
+  }), { exact: true }),
+  /** the sessions in this root's care, and the runs waiting for their process user */
+  care: Schema.optionalWith(Schema.Struct({
+    sessions: Schema.Array(Schema.Struct({
+      run: Schema.String,
+      processUser: Schema.String,
+      started: Schema.optionalWith(Schema.String, { exact: true })
+    })),
+    waiting: Schema.Array(Schema.Struct({ user: Schema.String, runs: Schema.Array(Schema.String) }))
   }), { exact: true })
 })
 export type StatusOutput = typeof StatusOutput.Type
@@ -216,6 +227,15 @@ const rootForStatus = (given: string | undefined, programPath: string | undefine
 }
 
 /** status: anyone may ask who they are and where the hook stands. */
+const careOf = (root: string) => ({
+  sessions: readSessionFiles(root).map((s) => ({
+    run: s.run,
+    processUser: s.processUser,
+    ...(s.started !== undefined ? { started: s.started.hash } : {})
+  })),
+  waiting: waitingRuns(releasePaths(root).care)
+})
+
 export const hookStatus = (input: RootOnlyInput, context: ToolContext, programPath: string | undefined) => {
   const log = new OperationsLog(context.dryRun)
   return finishHook(log, Effect.gen(function*() {
@@ -246,7 +266,8 @@ export const hookStatus = (input: RootOnlyInput, context: ToolContext, programPa
       otherHooks: others(hooks).filter((h) => h.type === "after-receive").map((h) => h.command),
       backoffice: { mode: backoffice.mode, disabled: backoffice.disabled, pollers: backoffice.pollers, words: backoffice.words },
       ...(node !== undefined ? { node: node.user } : {}),
-      ...(last !== undefined ? { lastRun: { at: last.at, repository: last.repository, given: last.given, did: last.did } } : {})
+      ...(last !== undefined ? { lastRun: { at: last.at, repository: last.repository, given: last.given, did: last.did } } : {}),
+      ...(root !== undefined ? { care: careOf(root) } : {})
     }
     return output
   }))

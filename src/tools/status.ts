@@ -8,8 +8,8 @@ export const status = defineTool({
     "Says who is calling (user and capabilities) and, on the served repository (the global --repository), where the hook " +
     "stands: installed as this root installs it, ocx2-hook run otherwise, or absent; the programs the other after-receive " +
     "hooks run; when Fossil's backoffice runs hooks (fast: backoffice-disable on and a fossil backoffice --poll running; " +
-    "default: at most once a minute); the node it is; and the hook's last run from ROOT/node/hook.log with the artifacts " +
-    "it was given. Anyone may call it.",
+    "default: at most once a minute); the node it is; the hook's last run from ROOT/node/hook.log with the artifacts " +
+    "it was given; and the sessions in ROOT/care, with the runs waiting for their process user. Anyone may call it.",
   input: RootOnlyInput,
   positional: [],
   output: StatusOutput,

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { create } from "../../src/tools/create.js"
 import { hook } from "../../src/tools/hook.js"
 import { run as runTool } from "../../src/tools/run.js"
+import { status } from "../../src/tools/status.js"
 import { shellRun, users } from "../support/nodeWorld.js"
 import { endWatchers, makeHookWorld, sleep, waitFor, type HookWorld } from "./hookWorld.js"
 
@@ -39,6 +40,12 @@ describe("one run per process user in the node's care", () => {
 
     const second = await createRun("echo second")
     expect(second.output?.acted).toMatch(/waits: its process user builder has another run in this node's care/)
+    // status names it among the runs waiting for their process user
+    const waiting = await waitFor(async () => {
+      const shown = (await world.call(status, { root: world.root })).output?.care?.waiting
+      return shown !== undefined && shown.length > 0 ? shown : undefined
+    }, 10_000)
+    expect(waiting).toEqual([{ user: users.builder.login, runs: [second.output!.run!] }])
     const other = (await createRun("echo other", { user: users.runner.login })).output!.run!
     expect((await world.waitEnded(other, 20_000)).map((m) => m.kind)).toEqual(["started", "ended"])
     await sleep(1000)

@@ -9,6 +9,7 @@ import { cursorFileOf, writeCursor } from "../../src/node/HookFiles.js"
 import { writeMessage } from "../../src/protocol/Envelope.js"
 import { hook } from "../../src/tools/hook.js"
 import { run as runTool } from "../../src/tools/run.js"
+import { status } from "../../src/tools/status.js"
 import { cloneAs, fossil, webEdit, webEditTicket, webLogin, webNewThread, webNewTicket, webReply, type WebSession } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
 import { endWatchers, makeHookWorld, sleep, waitFor, type HookWorld } from "./hookWorld.js"
@@ -60,6 +61,10 @@ describe("a session fed what its thread is told", () => {
     const run = await webNewThread(world.server, alice, { title: "a session", text: world.runText(sessionRun(recordLines, { checkins: ["trunk"] })) })
     const [first] = await waitLines(run, 1)
     expect(first).toEqual({ run, objective: "a test run" })
+    // status shows the session in care, with its started
+    const shown = await world.call(status, { root: world.root })
+    const started = (await world.replies(run)).find((m) => m.kind === "started")!.hash
+    expect(shown.output?.care?.sessions).toContainEqual({ run, processUser: users.builder.login, started })
 
     const one = await reply(alice, run, "the first question")
     await reply(mallory, run, "mallory is not heard")
