@@ -41,32 +41,26 @@ export const sessionFileOf = (run: string, checked: Run, record: RunRecord): Ses
 
 type Log = (line: string) => Effect.Effect<void>
 
-/** What arrives in the inbox while the process runs: stops, and deliveries as the mode says. */
-export interface SessionInbox {
-  /** done once a stop arrived */
-  readonly stopAsked: Deferred.Deferred<void>
-  /** the process now running (start mode replaces it with each delivery's) */
-  readonly current: Ref.Ref<RunningProcess>
-  readonly handle: (entry: InboxEntry) => Effect.Effect<void>
-  /** start mode: deliveries waiting for the process before theirs to exit */
-  readonly waiting: Queue.Queue<{ readonly hash: string; readonly line: string }>
-}
-
+/** What arrives in the inbox while the run is in care: stops, and deliveries as the mode says. */
 export const makeSessionInbox = (
-  running: RunningProcess,
+  running: RunningProcess | undefined,
   mode: "feed" | "start" | undefined,
   bound: number,
   log: Log
 ) =>
   Effect.gen(function*() {
+    /** done once a stop arrived */
     const stopAsked = yield* Deferred.make<void>()
+    /** the process now running: start mode has one for each delivery, and none between them */
     const current = yield* Ref.make(running)
+    /** start mode: deliveries waiting for the process before theirs to exit */
     const waiting = yield* Queue.unbounded<{ readonly hash: string; readonly line: string }>()
     let waitingBytes = 0
     const notGiven = (hash: string, why: string) => log(`could not give ${hash}: ${why}`)
     const feed = (hash: string, line: string) =>
       Effect.gen(function*() {
         const process = yield* Ref.get(current)
+        if (process === undefined) return yield* notGiven(hash, "no process runs")
         const unread = yield* process.pendingInput
         if (unread > bound) return yield* notGiven(hash, `${unread} bytes given before it wait unread, past the bound of ${bound}`)
         yield* process.queueLine(line).pipe(
@@ -85,27 +79,26 @@ export const makeSessionInbox = (
       entry._tag === "Stop"
         ? log(`a stop arrived: ${entry.hash}`).pipe(
           Effect.zipRight(Deferred.succeed(stopAsked, undefined)),
-          Effect.zipRight(Effect.flatMap(Ref.get(current), (p) => p.stop))
+          Effect.zipRight(Effect.flatMap(Ref.get(current), (p) => (p === undefined ? Effect.void : p.stop)))
         )
         : mode === "feed" ? feed(entry.hash, entry.line)
         : mode === "start" ? hold(entry.hash, entry.line)
         : log(`a delivery for a run that is not a session: ${entry.hash} ignored`)
     const taken = Queue.take(waiting).pipe(Effect.tap((d) => Effect.sync(() => (waitingBytes -= d.line.length))))
-    return { stopAsked, current, handle, waiting, taken }
+    return { stopAsked, current, handle, taken }
   })
 
 export type SessionInboxOf = Effect.Effect.Success<ReturnType<typeof makeSessionInbox>>
 
 /**
- * deliveries start (2.13): after each process exits, the next delivery starts a process of its
- * own (the first line, then its delivery's line, then its input closes), until a stop or the
- * wall, which counts from the first. `afterEach` writes a process's kept logs.
+ * deliveries start (2.10, 2.13): nothing runs until a delivery; each starts a process of its own
+ * (the first line, then its delivery's line, then its input closes), one at a time, until a stop
+ * or the wall, which counts from the first launch. `afterEach` writes a process's kept logs.
+ * Ends with the last process's result, unless the run ended while none ran.
  */
 export const startEach = (
-  first: LaunchResult,
   spec: LaunchSpec,
   inbox: SessionInboxOf,
-  deadline: number | undefined,
   afterEach: (result: LaunchResult) => Effect.Effect<void>,
   /** offers a process's terminal to the people who join it (each process has its own, 2.10) */
   serve: (running: RunningProcess) => Effect.Effect<void, never, Scope.Scope>,
@@ -113,12 +106,17 @@ export const startEach = (
 ) =>
   Effect.gen(function*() {
     const launcher = yield* SandboxLauncher
-    let last = first
+    const wall = spec.limits.wallSeconds
+    let deadline: number | undefined
+    let last: LaunchResult | undefined
     for (;;) {
-      const ending = last.ending
-      if (ending.outcome === "stopped" || (yield* Deferred.isDone(inbox.stopAsked))) return { last, afterLast: "stopped" as const }
-      if (ending.outcome === "budget" && ending.limit === "wall") return { last, afterLast: "wall" as const }
-      yield* afterEach(last)
+      if (last !== undefined) {
+        const ending = last.ending
+        if (ending.outcome === "stopped" || (yield* Deferred.isDone(inbox.stopAsked))) return { last, afterLast: "stopped" as const }
+        if (ending.outcome === "budget" && ending.limit === "wall") return { last, afterLast: "wall" as const }
+        yield* afterEach(last)
+      }
+      // before the first launch no wall time is used (docs/protocol.md, 2.9)
       const left = deadline === undefined ? undefined : deadline - Date.now()
       const next = yield* Effect.raceAll([
         inbox.taken.pipe(Effect.map((d) => ({ _tag: "Delivery" as const, ...d }))),
@@ -127,6 +125,7 @@ export const startEach = (
       ])
       if (next._tag === "Stop") return { last: undefined, afterLast: "stopped" as const }
       if (next._tag === "Wall") return { last: undefined, afterLast: "wall" as const }
+      if (deadline === undefined && wall !== undefined) deadline = Date.now() + wall * 1000
       const remaining = deadline === undefined ? undefined : Math.max(0.001, (deadline - Date.now()) / 1000)
       last = yield* Effect.scoped(Effect.gen(function*() {
         const running = yield* launcher.start({
@@ -140,7 +139,9 @@ export const startEach = (
         yield* log(`launched for ${next.hash} (pid ${running.pid})`)
         // a stop that arrived while it was being launched ends it at once
         if (yield* Deferred.isDone(inbox.stopAsked)) yield* running.stop
-        return yield* running.result
+        const result = yield* running.result
+        yield* Ref.set(inbox.current, undefined)
+        return result
       }))
       yield* log(`the process for ${next.hash} ended`)
     }

@@ -9,7 +9,7 @@ import * as Schedule from "effect/Schedule"
 import { CareDirectory, type RunLock } from "../../services/CareDirectory.js"
 import { Receipts } from "../../services/Receipts.js"
 import { Repository, WriteNotConfirmed } from "../../services/Repository.js"
-import { SandboxLauncher, type Ending, type LaunchResult, type LaunchSpec } from "../../services/SandboxLauncher.js"
+import { SandboxLauncher, type Ending, type LaunchResult, type LaunchSpec, type RunningProcess } from "../../services/SandboxLauncher.js"
 import { decide, type LifeEvent } from "../protocol/Life.js"
 import { endedMessage, startedMessage, startedValues } from "../protocol/Messages.js"
 import { endedBudget, endedLost, endedStopped, type EndedContent } from "../protocol/Outcomes.js"
@@ -364,25 +364,38 @@ const launchAndWait = <E, R>(
     Effect.gen(function*() {
       const care = yield* CareDirectory
       const launcher = yield* SandboxLauncher
-      const running = yield* launcher.start(spec)
-      yield* writeStarted
-      yield* Ref.set(startedWritten, true)
-      yield* crash(options, "started")
-      yield* running.release
-      yield* serveTerminal(options.run, running, care.path, log)
-      const deadline = spec.limits.wallSeconds === undefined ? undefined : Date.now() + spec.limits.wallSeconds * 1000
-      yield* log(`launched: ${spec.command.join(" ")} (pid ${running.pid})`)
-      yield* crash(options, "running")
       // stops, and a session's deliveries, reach the watcher through ROOT/care/RUN.inbox
-      const inbox = yield* makeSessionInbox(running, session?.deliveries, deliveryBound(options.config.root), log)
-      yield* Effect.forkScoped(followInbox(options.run, inbox.handle).pipe(Effect.provideService(CareDirectory, care)))
-      const first: LaunchResult = yield* running.result
-      yield* log(`the process ended: ${endingWords(endedOfEnding(first.ending))}`)
-      let launched: Launched = { ended: endedOfEnding(first.ending), last: first }
+      const followed = (running: RunningProcess | undefined) =>
+        Effect.gen(function*() {
+          const inbox = yield* makeSessionInbox(running, session?.deliveries, deliveryBound(options.config.root), log)
+          yield* Effect.forkScoped(followInbox(options.run, inbox.handle).pipe(Effect.provideService(CareDirectory, care)))
+          return inbox
+        })
+      let launched: Launched
       if (session?.deliveries === "start") {
-        const end = yield* startEach(first, spec, inbox, deadline, afterEach, (p) => serveTerminal(options.run, p, care.path, log), log)
-        // a session that starts a process for each delivery ends only by a stop or its wall (2.13)
+        // nothing runs until a delivery: each starts a process of its own (2.10)
+        yield* writeStarted
+        yield* Ref.set(startedWritten, true)
+        yield* crash(options, "started")
+        yield* log("started: each delivery starts a process of its own")
+        const inbox = yield* followed(undefined)
+        yield* crash(options, "running")
+        const end = yield* startEach(spec, inbox, afterEach, (p) => serveTerminal(options.run, p, care.path, log), log)
+        // it ends only by a stop or its wall (2.13)
         launched = { ended: end.afterLast === "stopped" ? endedStopped : endedBudget("wall"), last: end.last }
+      } else {
+        const running = yield* launcher.start(spec)
+        yield* writeStarted
+        yield* Ref.set(startedWritten, true)
+        yield* crash(options, "started")
+        yield* running.release
+        yield* serveTerminal(options.run, running, care.path, log)
+        yield* log(`launched: ${spec.command.join(" ")} (pid ${running.pid})`)
+        yield* crash(options, "running")
+        yield* followed(running)
+        const result: LaunchResult = yield* running.result
+        yield* log(`the process ended: ${endingWords(endedOfEnding(result.ending))}`)
+        launched = { ended: endedOfEnding(result.ending), last: result }
       }
       yield* Ref.set(decided, launched.ended)
       yield* crash(options, "before-ended")

@@ -176,7 +176,7 @@ describe("a session on a terminal", () => {
 })
 
 describe("deliveries: start", () => {
-  it("runs one process per delivery, one at a time, each reading the first line and its own; a stop ends it stopped", async () => {
+  it("runs nothing until a delivery, then one process per delivery, one at a time, each reading the first line and its own; a stop ends it stopped", async () => {
     // each process records what it read and whether another was running at the same time
     const script = [
       "w=$$workspace$$; mkdir -p $w/got",
@@ -187,29 +187,30 @@ describe("deliveries: start", () => {
     const run = await webNewThread(world.server, alice, { title: "a session per post", text: world.runText(sessionRun(script, { deliveries: "start" })) })
     const got = Path.join(world.root, "work", run, "got")
     const files = () => (Fs.existsSync(got) ? Fs.readdirSync(got).filter((f) => !f.endsWith(".part")).length : 0)
-    await waitFor(() => (files() >= 1 ? true : undefined), 20_000)
+    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 20_000)).toBe(true)
+    await sleep(1000)
+    expect(files()).toBe(0) // started, and nothing launched before a delivery
     const posts: Array<string> = []
     for (const text of ["one", "two", "three"]) posts.push(await reply(alice, run, text))
-    await waitFor(() => (files() >= 4 ? true : undefined), 30_000)
+    await waitFor(() => (files() >= 3 ? true : undefined), 30_000)
     await sleep(800)
-    const read = [0, 1, 2, 3].map((n) => Fs.readFileSync(Path.join(got, String(n)), "utf8").trim().split("\n").map((l) => JSON.parse(l)))
-    expect(read[0]).toEqual([{ run, objective: "a test run" }])
+    const read = [0, 1, 2].map((n) => Fs.readFileSync(Path.join(got, String(n)), "utf8").trim().split("\n").map((l) => JSON.parse(l)))
     for (const [i, text] of ["one", "two", "three"].entries()) {
-      expect(read[i + 1]).toEqual([{ run, objective: "a test run" }, { post: posts[i], from: users.admin.login, text }])
+      expect(read[i]).toEqual([{ run, objective: "a test run" }, { post: posts[i], from: users.admin.login, text }])
     }
     expect(Fs.existsSync(Path.join(world.root, "work", run, "overlaps"))).toBe(false)
-    expect(files()).toBe(4)
+    expect(files()).toBe(3)
     expect((await world.replies(run)).filter((m) => m.kind === "ended")).toEqual([])
     // each process's kept logs: a reply of its own, and the log files rewritten for each
     const kept = await waitFor(async () => {
-      const posts = await Effect.runPromise(
+      const thread = await Effect.runPromise(
         Effect.flatMap(Repository, (r) => r.thread(run)).pipe(Effect.provide(FossilRepository.layer({ path: world.repository })))
       )
-      const found = posts.filter((p) => p.sender === users.node.login && /```stderr\ndone \d\n```/.test(p.text))
-      return found.length >= 4 ? found : undefined
+      const found = thread.filter((p) => p.sender === users.node.login && /```stderr\ndone \d\n```/.test(p.text))
+      return found.length >= 3 ? found : undefined
     }, 10_000)
-    expect(kept?.map((p) => /done (\d)/.exec(p.text)![1])).toEqual(["0", "1", "2", "3"])
-    expect(Fs.readFileSync(Path.join(world.root, "work", run, "stderr.log"), "utf8")).toBe("done 3\n")
+    expect(kept?.map((p) => /done (\d)/.exec(p.text)![1])).toEqual(["0", "1", "2"])
+    expect(Fs.readFileSync(Path.join(world.root, "work", run, "stderr.log"), "utf8")).toBe("done 2\n")
     await world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it."))
     expect(await endedOf(run)).toEqual([{ outcome: "stopped" }])
   }, 90_000)
