@@ -20,14 +20,19 @@ import type { InboxEntry } from "./Inbox.js"
 
 export const defaultDeliveryBound = 1024 * 1024
 
-export const deliveryBound = (root: string): number => {
+/** The bound, and what was wrong with ROOT/settings/delivery-bound when it could not be used. */
+export const deliveryBound = (root: string): { readonly bytes: number; readonly problem?: string } => {
+  const file = Path.join(releasePaths(root).settings, "delivery-bound")
+  let text: string
   try {
-    const text = Fs.readFileSync(Path.join(releasePaths(root).settings, "delivery-bound"), "utf8").trim()
-    const n = Number(text)
-    return /^\d+$/.test(text) && n > 0 ? n : defaultDeliveryBound
+    text = Fs.readFileSync(file, "utf8").trim()
   } catch {
-    return defaultDeliveryBound
+    return { bytes: defaultDeliveryBound } // not set
   }
+  const n = Number(text)
+  return /^\d+$/.test(text) && n > 0 && Number.isSafeInteger(n)
+    ? { bytes: n }
+    : { bytes: defaultDeliveryBound, problem: `${file} holds ${JSON.stringify(text.slice(0, 40))}, not a number of bytes above 0: the bound is ${defaultDeliveryBound}` }
 }
 
 /** The session file the node's rounds read (written before started: its place comes later). */

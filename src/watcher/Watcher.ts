@@ -104,8 +104,15 @@ const wakeWaiting = (options: WatcherOptions, held: HeldUser) =>
     const care = yield* CareDirectory
     const lines = yield* care.takeWaiting(held.user)
     for (const line of lines) {
-      const waiting = JSON.parse(line) as { run?: unknown; personStart?: unknown }
-      if (typeof waiting.run !== "string") continue
+      // a damaged line must not keep the runs after it waiting
+      let waiting: { run?: unknown; personStart?: unknown }
+      try {
+        waiting = JSON.parse(line) as typeof waiting
+      } catch {
+        yield* care.appendLog(options.run, `${new Date().toISOString()} a waiting line that is not JSON was dropped: ${line.slice(0, 200)}\n`)
+        continue
+      }
+      if (typeof waiting?.run !== "string") continue
       const pid = handOff(options.config, waiting.run, {
         watcherProgram: watcherOf(options.config.root),
         ...(waiting.personStart === true ? { personStart: true } : {})
@@ -367,7 +374,9 @@ const launchAndWait = <E, R>(
       // stops, and a session's deliveries, reach the watcher through ROOT/care/RUN.inbox
       const followed = (running: RunningProcess | undefined) =>
         Effect.gen(function*() {
-          const inbox = yield* makeSessionInbox(running, session?.deliveries, deliveryBound(options.config.root), log)
+          const bound = deliveryBound(options.config.root)
+          if (session !== undefined && bound.problem !== undefined) yield* log(bound.problem)
+          const inbox = yield* makeSessionInbox(running, session?.deliveries, bound.bytes, log)
           yield* Effect.forkScoped(followInbox(options.run, inbox.handle).pipe(Effect.provideService(CareDirectory, care)))
           return inbox
         })

@@ -3,6 +3,10 @@ import { arrivalOf, whereSomeSessionListens } from "../../src/node/Deliveries.js
 import type { SessionFile } from "../../src/node/SessionFiles.js"
 import { deliveryLine } from "../../src/protocol/Subscriptions.js"
 import { parseInboxLine } from "../../src/watcher/Inbox.js"
+import { defaultDeliveryBound, deliveryBound } from "../../src/watcher/Session.js"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
 
 // The pure parts of the path from a round to a watcher: what an inbox line means, and what a
 // round's item becomes for the filters.
@@ -47,5 +51,26 @@ describe("a round's item", () => {
     expect(whereSomeSessionListens(sessions, { _tag: "Change", hash, ticket: "k1", text: "", sender: undefined, order })).toBe(true)
     expect(whereSomeSessionListens(sessions, { _tag: "Checkin", hash, branch: "trunk", comment: "", sender: undefined, order })).toBe(true)
     expect(whereSomeSessionListens(sessions, { _tag: "Checkin", hash, branch: "side", comment: "", sender: undefined, order })).toBe(false)
+  })
+})
+
+describe("ROOT/settings/delivery-bound", () => {
+  it("sets the bound in bytes; absent it is 1 MiB; anything else is named and the default used", () => {
+    const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-bound-"))
+    try {
+      expect(deliveryBound(root)).toEqual({ bytes: defaultDeliveryBound })
+      Fs.mkdirSync(Path.join(root, "settings"))
+      const file = Path.join(root, "settings", "delivery-bound")
+      Fs.writeFileSync(file, "65536\n")
+      expect(deliveryBound(root)).toEqual({ bytes: 65536 })
+      for (const bad of ["64K", "0", "-1", "1.5", ""]) {
+        Fs.writeFileSync(file, bad)
+        const read = deliveryBound(root)
+        expect(read.bytes).toBe(defaultDeliveryBound)
+        expect(read.problem).toContain("not a number of bytes above 0")
+      }
+    } finally {
+      Fs.rmSync(root, { recursive: true, force: true })
+    }
   })
 })
