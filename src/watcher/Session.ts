@@ -36,7 +36,7 @@ export const deliveryBound = (root: string): { readonly bytes: number; readonly 
 }
 
 /** The session file the node's rounds read (written before started: its place comes later). */
-export const sessionFileOf = (run: string, checked: Run, record: RunRecord): SessionFile => ({
+export const sessionOf = (run: string, checked: Run, record: RunRecord): SessionFile => ({
   run,
   processUser: checked.process.user,
   ...(record.place._tag === "Thread" ? { thread: record.place.root } : { ticket: record.place.ticket }),

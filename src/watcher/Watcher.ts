@@ -27,7 +27,7 @@ import { removeSessionFile, writeSessionFile, type SessionFile } from "../node/S
 import type { Run } from "../protocol/Run.js"
 import { endingWords, keptLogText } from "./KeptLogs.js"
 import { followInbox } from "./Inbox.js"
-import { deliveryBound, makeSessionInbox, sessionFileOf, startEach } from "./Session.js"
+import { deliveryBound, makeSessionInbox, sessionOf, startEach } from "./Session.js"
 import { launchSpec } from "./LaunchPlan.js"
 import { publicationText, publish } from "./Publications.js"
 import { serveTerminal } from "./TerminalServer.js"
@@ -284,7 +284,7 @@ const startChecked = (
     // a session is known to the node's rounds before its started is written, so no arrival after
     // started finds it missing (2.11); the file goes when the run is over
     const session = checked.run.process.session ? checked.run.process : undefined
-    const sessionFile = session === undefined ? undefined : sessionFileOf(run, checked.run, record)
+    const sessionFile = session === undefined ? undefined : sessionOf(run, checked.run, record)
     if (sessionFile !== undefined) writeSessionFile(config.root, sessionFile)
     const afterEach = (result: LaunchResult) =>
       writeKeptLogs(config, record, checked, result, endedOfEnding(result.ending), log).pipe(Effect.provideService(Repository, repository))
