@@ -31,4 +31,7 @@ const load = (): typeof BetterSqlite3 => {
   }
 }
 
+/** Loads the addon now (a spare watcher, so the run it takes does not wait for it). */
+export const preloadSqlite = (): void => void load()
+
 export const openDatabase = (path: string, options?: BetterSqlite3.Options): BetterSqlite3.Database => new (load())(path, options)

@@ -30,12 +30,17 @@ export interface HandOffOptions {
   readonly env?: Readonly<Record<string, string>>
 }
 
-export const watcherArgs = (config: NodeConfig, run: string, options: { readonly personStart?: boolean }): ReadonlyArray<string> => [
+/** The watcher's arguments that name the node (every one but --run and --person-start). */
+export const nodeArgs = (config: NodeConfig): ReadonlyArray<string> => [
   "--root", config.root,
   "--repository", config.repository,
   "--node", config.nodeUser,
+  ...(config.serverUrl !== undefined ? ["--server-url", config.serverUrl] : [])
+]
+
+export const watcherArgs = (config: NodeConfig, run: string, options: { readonly personStart?: boolean }): ReadonlyArray<string> => [
+  ...nodeArgs(config),
   "--run", run,
-  ...(config.serverUrl !== undefined ? ["--server-url", config.serverUrl] : []),
   ...(options.personStart === true ? ["--person-start"] : [])
 ]
 

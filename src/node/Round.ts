@@ -23,7 +23,8 @@ import { releasePaths } from "../release/ReleasePaths.js"
 import { cloneUsers } from "./CloneUsers.js"
 import { arrivalOf, deliverArrivals } from "./Deliveries.js"
 import { anySession } from "./SessionFiles.js"
-import { handOff, watcherOf } from "./HandOff.js"
+import { watcherOf } from "./HandOff.js"
+import { handOffRun } from "./SpareClient.js"
 import { advanceCursor, cursorFileOf, readCursor, writeCursor } from "./HookFiles.js"
 import { hostSettings, repositoryName, type NodeConfig } from "./NodeConfig.js"
 import { writeWhereTheRunIs } from "./Reports.js"
@@ -125,8 +126,8 @@ export const decideRun = (
       act("stop", `append {"stop": "${stopHash}"} to ${care.path}/${run}.inbox: ${why}`,
         care.appendInbox(run, JSON.stringify({ stop: stopHash })))
     const toWatcher = (why: string) =>
-      act("hand off", `start ${options.watcherProgram} for ${run}: ${why}`,
-        Effect.sync(() => handOff(config, run, {
+      act("hand off", `hand ${run} to the node's spare watcher, or start ${options.watcherProgram} for it: ${why}`,
+        Effect.promise(() => handOffRun(config, run, {
           watcherProgram: options.watcherProgram,
           ...(options.personStart === true ? { personStart: true } : {})
         })))

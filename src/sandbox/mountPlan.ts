@@ -19,7 +19,7 @@ export const resolveLoose = (p: string): string => {
   const rest: Array<string> = []
   for (;;) {
     try {
-      return Path.join(Fs.realpathSync(head), ...rest.reverse())
+      return Path.join(Fs.realpathSync.native(head), ...rest.reverse())
     } catch {
       if (head === "/") return abs
       rest.push(Path.basename(head))
@@ -38,7 +38,7 @@ const refuse = (path: string, resolved: string, reason: string) => new SandboxPa
 const resolveGiven = (key: string, given: string): string | InvalidLaunchSpec | SandboxPathRefused => {
   if (!Path.isAbsolute(given)) return new InvalidLaunchSpec({ key, reason: `${JSON.stringify(given)} is not an absolute path` })
   try {
-    return Fs.realpathSync(given)
+    return Fs.realpathSync.native(given)
   } catch (e) {
     return refuse(given, given, `it does not exist on this host (${(e as NodeJS.ErrnoException).code ?? String(e)})`)
   }

@@ -19,7 +19,8 @@ import { ciVerdict, formatVerdict } from "../protocol/Verdicts.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { endLeftovers } from "../sandbox/cgroups.js"
 import { cloneUsers } from "../node/CloneUsers.js"
-import { handOff, watcherOf } from "../node/HandOff.js"
+import { watcherOf } from "../node/HandOff.js"
+import { handOffRun } from "../node/SpareClient.js"
 import { hostSettings, nodeOwnPaths, type NodeConfig } from "../node/NodeConfig.js"
 import { writeMessageWhereTheRunIs, writeWhereTheRunIs } from "../node/Reports.js"
 import { readRunRecord, type RunRecord } from "../node/RunRecord.js"
@@ -50,8 +51,10 @@ export interface WatcherOptions {
   /** a user holding admin or setup started this manual run (seed 001, `run`) */
   readonly personStart?: boolean
   readonly crashAt?: CrashPoint | undefined
-  /** when the watcher's own code began (epoch ms), for the log and bench/launch */
+  /** when the watcher's own code began, or the spare took the run (epoch ms), for the log and bench/launch */
   readonly mainAt?: number | undefined
+  /** when a spare that took the run began (epoch ms) */
+  readonly spareSince?: number | undefined
 }
 
 /** The repository and receipts of the node, built once the lock is held so writes can hold it too. */
@@ -112,12 +115,13 @@ const wakeWaiting = (options: WatcherOptions, held: HeldUser) =>
         yield* care.appendLog(options.run, `${new Date().toISOString()} a waiting line that is not JSON was dropped: ${line.slice(0, 200)}\n`)
         continue
       }
-      if (typeof waiting?.run !== "string") continue
-      const pid = handOff(options.config, waiting.run, {
+      const run = waiting?.run
+      if (typeof run !== "string") continue
+      const { pid, warm } = yield* Effect.promise(() => handOffRun(options.config, run, {
         watcherProgram: watcherOf(options.config.root),
         ...(waiting.personStart === true ? { personStart: true } : {})
-      })
-      yield* care.appendLog(options.run, `${new Date().toISOString()} its process user is free: handed ${waiting.run} to watcher ${pid}\n`)
+      }))
+      yield* care.appendLog(options.run, `${new Date().toISOString()} its process user is free: handed ${run} to ${warm ? "the spare" : "watcher"} ${pid}\n`)
     }
   }).pipe(Effect.catchAll(() => Effect.void))
 
@@ -164,7 +168,9 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
         yield* log(`wrote ended ${ended.outcome}${ended.note !== undefined ? ` (${ended.note})` : ""}: ${hash}`)
       })
 
-    yield* log(`in care: watcher ${process.pid} holds the run (process began ${Math.round(performance.timeOrigin)}, main ${options.mainAt ?? "?"})`)
+    yield* log(options.spareSince === undefined
+      ? `in care: watcher ${process.pid} holds the run (process began ${Math.round(performance.timeOrigin)}, main ${options.mainAt ?? "?"})`
+      : `in care: spare ${process.pid} took the run and holds it (spare since ${options.spareSince}, main ${options.mainAt ?? "?"})`)
     const record = yield* readRunRecord(run)
     if (record.ended !== undefined) return yield* log("the run has ended; nothing to do")
     if (record.message === undefined) return yield* log("the artifact holds no run; nothing to do")
@@ -393,9 +399,12 @@ const launchAndWait = <E, R>(
         // it ends only by a stop or its wall (2.13)
         launched = { ended: end.afterLast === "stopped" ? endedStopped : endedBudget("wall"), last: end.last }
       } else {
-        const running = yield* launcher.start(spec)
-        yield* writeStarted
-        yield* Ref.set(startedWritten, true)
+        // the write's fossil child runs while the sandbox is set up: a gated launch runs nothing
+        // until released, and the release waits for both
+        const [, running] = yield* Effect.all([
+          Effect.zipLeft(writeStarted, Ref.set(startedWritten, true)),
+          launcher.start(spec)
+        ], { concurrency: 2 })
         yield* crash(options, "started")
         yield* running.release
         yield* serveTerminal(options.run, running, care.path, log)

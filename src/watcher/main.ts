@@ -13,16 +13,23 @@ import { releasePaths } from "../release/ReleasePaths.js"
 import { cloneEntryOf } from "../node/CloneFiles.js"
 import { readPasswordsFile } from "../node/ClonePasswords.js"
 import { cloneRecordLayer } from "../node/CloneRound.js"
+import { watcherOf } from "../node/HandOff.js"
+import { ensureSpare } from "../node/SpareClient.js"
+import { warmUp } from "./Rehearsal.js"
+import { serveAsSpare } from "./Spare.js"
 import type { NodeConfig } from "../node/NodeConfig.js"
 import { crashPoints, watchRun, type CrashPoint, type WatcherOptions } from "./Watcher.js"
 
 // ocx2-watcher --root ROOT --repository FILE --node USER --run HASH [--server-url URL] [--person-start]
 // Started detached by whoever hands it the run; it writes only to ROOT/care/RUN.log.
+// ocx2-watcher --spare --root ROOT --repository FILE --node USER [--server-url URL]
+// Started ahead of any run, it waits to be handed one (src/watcher/Spare.ts), then is its watcher.
 
 export const usage =
   "usage: ocx2-watcher --root ROOT --repository FILE --node USER --run HASH [--server-url URL] [--person-start]"
+export const spareUsage = "usage: ocx2-watcher --spare --root ROOT --repository FILE --node USER [--server-url URL]"
 
-export const parseWatcherArgs = (argv: ReadonlyArray<string>): WatcherOptions | string => {
+const parseArgs = (argv: ReadonlyArray<string>) => {
   const named = new Map<string, string>()
   let personStart = false
   for (let i = 0; i < argv.length; i++) {
@@ -31,12 +38,9 @@ export const parseWatcherArgs = (argv: ReadonlyArray<string>): WatcherOptions | 
     else if (["--root", "--repository", "--node", "--run", "--server-url"].includes(arg) && i + 1 < argv.length) named.set(arg, argv[++i]!)
     else return `unknown argument ${JSON.stringify(arg)}; ${usage}`
   }
-  for (const required of ["--root", "--repository", "--node", "--run"]) {
+  for (const required of ["--root", "--repository", "--node"]) {
     if (!named.has(required)) return `${required} is missing; ${usage}`
   }
-  const run = named.get("--run")!
-  if (!/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(run)) return `--run ${JSON.stringify(run)} is not a full artifact hash`
-  const crashAt = process.env.OCX2_CRASH_AT
   const config: NodeConfig = {
     root: Path.resolve(named.get("--root")!),
     repository: Path.resolve(named.get("--repository")!),
@@ -44,6 +48,24 @@ export const parseWatcherArgs = (argv: ReadonlyArray<string>): WatcherOptions | 
     serverUrl: named.get("--server-url"),
     passwordsFile: undefined
   }
+  return { config, run: named.get("--run"), personStart }
+}
+
+/** The node a spare serves (or a request to it names): every argument but --run and --person-start. */
+export const parseNodeArgs = (argv: ReadonlyArray<string>): NodeConfig | string => {
+  const parsed = parseArgs(argv)
+  if (typeof parsed === "string") return parsed
+  if (parsed.run !== undefined || parsed.personStart) return `a spare is started for a node, not a run; ${spareUsage}`
+  return parsed.config
+}
+
+export const parseWatcherArgs = (argv: ReadonlyArray<string>): WatcherOptions | string => {
+  const parsed = parseArgs(argv)
+  if (typeof parsed === "string") return parsed
+  const { config, run, personStart } = parsed
+  if (run === undefined) return `--run is missing; ${usage}`
+  if (!/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(run)) return `--run ${JSON.stringify(run)} is not a full artifact hash`
+  const crashAt = process.env.OCX2_CRASH_AT
   return {
     config,
     run,
@@ -54,12 +76,28 @@ export const parseWatcherArgs = (argv: ReadonlyArray<string>): WatcherOptions | 
 
 export const main = (argv: ReadonlyArray<string>) => {
   const mainAt = Date.now()
+  if (argv[0] === "--spare") {
+    const config = parseNodeArgs(argv.slice(1))
+    if (typeof config === "string") {
+      process.stderr.write(`${config}\n`)
+      process.exit(2)
+    }
+    return void warmUp(config).then(() => serveAsSpare(config, parseNodeArgs, (taken) => {
+      // named as a started watcher is (ps, and whoever looks for the run's watcher by its hash)
+      process.title = `ocx2-watcher --run ${taken.run} --root ${config.root}`
+      watch({ config, run: taken.run, personStart: taken.personStart, crashAt: undefined, mainAt: taken.at, spareSince: mainAt })
+    }))
+  }
   const parsed = parseWatcherArgs(argv)
-  const options = typeof parsed === "string" ? parsed : { ...parsed, mainAt }
-  if (typeof options === "string") {
-    process.stderr.write(`${options}\n`)
+  if (typeof parsed === "string") {
+    process.stderr.write(`${parsed}\n`)
     process.exit(2)
   }
+  watch({ ...parsed, mainAt })
+}
+
+/** Watches the run: in a watcher started for it, or in the spare that took it. */
+const watch = (options: WatcherOptions) => {
   const care = releasePaths(options.config.root).care
   const logLine = (line: string) => {
     try {
@@ -81,6 +119,9 @@ export const main = (argv: ReadonlyArray<string>) => {
     ? { config: { ...options.config, serverUrl: clone.serverUrl, passwordsFile: passwords.passwords.file }, passwords: passwords.passwords }
     : undefined
   const watched = onClone === undefined ? options : { ...options, config: onClone.config }
+  // asked once: the run's end waits for an ask begun while it ran
+  let spareAsked: Promise<unknown> | undefined
+  const spareOnce = Effect.tryPromise(() => (spareAsked ??= ensureSpare(options.config, watcherOf(options.config.root)))).pipe(Effect.ignore)
   const program = watchRun(watched, (lock) =>
     onClone !== undefined
       ? cloneRecordLayer(onClone.config, onClone.passwords, [lock.fd])
@@ -93,6 +134,11 @@ export const main = (argv: ReadonlyArray<string>) => {
         () => Effect.sync(() => logLine("another watcher holds the run"))
       ),
       Effect.tapErrorCause((cause) => Effect.sync(() => logLine(`watcher failed: ${Cause.pretty(cause)}`))),
+      // the next run's watcher waits ready: started once this run's process has had its start to
+      // itself (a run that ends sooner starts it at its end), from the served release
+      (watching) => Effect.scoped(Effect.zipRight(Effect.forkScoped(Effect.delay(spareOnce, "2 seconds")), watching)),
+      Effect.ensuring(spareOnce),
+      Effect.ensuring(Effect.sync(() => logLine(`the watcher's peak memory: ${(process.resourceUsage().maxRSS / 1024).toFixed(1)} MB`))),
       Effect.provide(Layer.mergeAll(
         CareDirectoryFs.layer({ root: options.config.root }),
         BwrapSandbox.layer({ capabilitiesCache: Path.join(releasePaths(options.config.root).node, "capabilities.json") })

@@ -16,6 +16,7 @@ import { runTool } from "../../src/tools/runTool.js"
 import type { Answer, Tool } from "../../src/tools/Tool.js"
 import { createRepository, fossil, makeTempDir, startServer, type RunningServer } from "../support/fossilServer.js"
 import { users } from "../support/nodeWorld.js"
+import { stopSpare } from "../../src/node/SpareClient.js"
 
 /** the checkout: found upwards, so a bundled bench (bench/*.out.mjs) finds it too */
 const project = (() => {
@@ -129,6 +130,7 @@ export const makeHookWorld = async (options: { readonly fastHooks?: boolean; rea
       ),
     runText: (run, to = users.node.login) => writeMessage({ ocx: 2, to, run }, "A run for the tests."),
     close: async () => {
+      stopSpare(root)
       await server.stop()
       Fs.rmSync(dir, { recursive: true, force: true })
     }

@@ -14,6 +14,7 @@ import { readRunRecord } from "../../src/node/RunRecord.js"
 import { writeMessage } from "../../src/protocol/Envelope.js"
 import { createRepository, fossil, makeTempDir, startServer, type RunningServer, type TestUser } from "./fossilServer.js"
 import * as Layer from "effect/Layer"
+import { stopSpare } from "../../src/node/SpareClient.js"
 
 export const users = {
   admin: { login: "alice", capabilities: "s", password: "alice-pw" },
@@ -98,6 +99,7 @@ export const makeNodeWorld = async (options: { readonly fastHooks?: boolean } = 
     dir, root, repository, server, serverCode, trunk, config, watcherProgram, post, thread, watch,
     record: (run) => readRecord(repository, run),
     close: async () => {
+      stopSpare(root)
       await server.stop()
       Fs.rmSync(dir, { recursive: true, force: true })
     }

@@ -1,0 +1,111 @@
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Net from "node:net"
+import { handOff, nodeArgs, type HandOffOptions } from "./HandOff.js"
+import type { NodeConfig } from "./NodeConfig.js"
+import { socketPathFits, spareFiles, sparePid, spareSetting, type SpareAnswer, type SpareRequest } from "./SpareFiles.js"
+
+// The askers' side of the spare watcher: hand a run to the spare when one waits, else start a
+// watcher as before; and start a spare when none waits. Anything but a clear "taken" means the
+// spare did not take the run, and a watcher is started for it: were the spare to have taken it
+// after all, the run's lock lets only one of the two watch it.
+
+/** One request, one answer; undefined when no spare answers within the time. */
+export const askSpare = (root: string, request: SpareRequest, timeoutMillis = 1000): Promise<SpareAnswer | undefined> =>
+  new Promise((resolve) => {
+    const { socket } = spareFiles(root)
+    if (!socketPathFits(socket) || !Fs.existsSync(socket)) return resolve(undefined)
+    let answered = ""
+    let done = false
+    const finish = (answer: SpareAnswer | undefined) => {
+      if (done) return
+      done = true
+      clearTimeout(timer)
+      connection.destroy()
+      resolve(answer)
+    }
+    const connection = Net.createConnection(socket)
+    const timer = setTimeout(() => finish(undefined), timeoutMillis)
+    connection.on("connect", () => connection.write(`${JSON.stringify(request)}\n`))
+    connection.on("data", (chunk) => {
+      answered += chunk.toString("utf8")
+      const end = answered.indexOf("\n")
+      if (end === -1) return
+      try {
+        finish(JSON.parse(answered.slice(0, end)) as SpareAnswer)
+      } catch {
+        finish(undefined)
+      }
+    })
+    connection.on("error", () => finish(undefined))
+    connection.on("close", () => finish(undefined))
+  })
+
+export interface HandedOff {
+  readonly pid: number
+  /** the spare took it (its program already loaded) */
+  readonly warm: boolean
+}
+
+/**
+ * Hands the run to the node's spare watcher, or starts a watcher for it. A hand-off with an
+ * environment of its own (the crash tests') always starts one: a spare's environment is its own.
+ */
+export const handOffRun = async (config: NodeConfig, run: string, options: HandOffOptions): Promise<HandedOff> => {
+  if (options.env === undefined || Object.keys(options.env).length === 0) {
+    const answer = await askSpare(config.root, {
+      run,
+      personStart: options.personStart === true,
+      program: options.watcherProgram,
+      node: nodeArgs(config)
+    })
+    if (answer !== undefined && "taken" in answer) return { pid: answer.taken, warm: true }
+  }
+  return { pid: handOff(config, run, options), warm: false }
+}
+
+/**
+ * Starts a spare for the node unless one answers, or ROOT/settings/spare-watcher says off. It is
+ * started detached, from the given watcher program (the served release's), with the asker's
+ * environment less anything a test set for one watcher.
+ */
+export const ensureSpare = async (config: NodeConfig, watcherProgram: string): Promise<number | undefined> => {
+  if (spareSetting(config.root).idleSeconds === "off") return undefined
+  const files = spareFiles(config.root)
+  if (!socketPathFits(files.socket)) return undefined
+  if ((await askSpare(config.root, { ping: true }, 500)) !== undefined) return undefined
+  try {
+    Fs.mkdirSync(files.dir, { mode: 0o700 })
+  } catch (e) {
+    // the care directory gone (the node removed) is no place for a spare
+    if ((e as NodeJS.ErrnoException).code !== "EEXIST") return undefined
+  }
+  const out = Fs.openSync(files.log, "a", 0o600)
+  try {
+    const env = { ...process.env }
+    delete env["OCX2_CRASH_AT"]
+    const child = ChildProcess.spawn(process.execPath, [watcherProgram, "--spare", ...nodeArgs(config)], {
+      detached: true,
+      stdio: ["ignore", out, out],
+      env
+    })
+    child.unref()
+    return child.pid
+  } finally {
+    Fs.closeSync(out)
+  }
+}
+
+/** Ends the node's spare, if one waits (a node being removed, a test world closing). */
+export const stopSpare = (root: string): void => {
+  const pid = sparePid(root)
+  if (pid === undefined) return
+  try {
+    // the pid file may outlive its spare: only a spare of this root is ended
+    const cmdline = Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
+    if (!cmdline.includes("--spare") || !cmdline.includes(root)) return
+    process.kill(pid, "SIGTERM")
+  } catch {
+    // gone already
+  }
+}

@@ -1,0 +1,150 @@
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Net from "node:net"
+import type { NodeConfig } from "../node/NodeConfig.js"
+import { programIdentity, socketPathFits, spareFiles, spareSetting, type SpareAnswer, type SpareRequest } from "../node/SpareFiles.js"
+
+// The spare's side (docs/architecture.md, "The spare watcher"). It takes at most one run: on the
+// first request it accepts, it stops listening, lets its lock go (so the next spare can start)
+// and becomes that run's watcher, exactly as if it had been started for it. Until then it does
+// nothing but wait, and it ends when it is not wanted any more: its socket or lock removed or
+// replaced (the node or its care directory gone), its program rebuilt or switched, its idle
+// time over, or SIGTERM.
+
+export interface Taken {
+  readonly run: string
+  readonly personStart: boolean
+  /** when the request was read (epoch ms): the watcher's "main" for the log and bench/launch */
+  readonly at: number
+}
+
+const conflict = 75
+const pollMillis = 2000
+const requestLimit = 64 * 1024
+
+const sameNode = (a: NodeConfig, b: NodeConfig) =>
+  a.root === b.root && a.repository === b.repository && a.nodeUser === b.nodeUser && a.serverUrl === b.serverUrl
+
+/**
+ * Serves as the node's spare; calls `take` once, with the run it took. `parseNode` reads a
+ * request's node arguments as the watcher reads its own.
+ */
+export const serveAsSpare = (
+  config: NodeConfig,
+  parseNode: (args: ReadonlyArray<string>) => NodeConfig | string,
+  take: (taken: Taken) => void
+): void => {
+  const files = spareFiles(config.root)
+  const say = (line: string) => process.stdout.write(`${new Date().toISOString()} spare ${process.pid}: ${line}\n`)
+  const setting = spareSetting(config.root)
+  if (setting.problem !== undefined) say(setting.problem)
+  if (setting.idleSeconds === "off") return process.exit(0)
+  if (!socketPathFits(files.socket)) {
+    say(`${files.socket} is too long for a Unix socket: no spare for this node`)
+    return process.exit(0)
+  }
+  const program = process.argv[1] ?? ""
+  const identity = programIdentity(program)
+
+  let lockFd: number
+  try {
+    lockFd = Fs.openSync(files.lock, Fs.constants.O_RDWR | Fs.constants.O_CREAT, 0o600)
+  } catch (e) {
+    say(`cannot open ${files.lock}: ${(e as Error).message}`)
+    return process.exit(0)
+  }
+  const locked = ChildProcess.spawnSync("/usr/bin/flock", ["--exclusive", "--nonblock", "--conflict-exit-code", String(conflict), "3"], {
+    stdio: ["ignore", "ignore", "ignore", lockFd]
+  })
+  if (locked.status !== 0) return process.exit(0) // another spare serves the node (or flock failed: no spare)
+  Fs.ftruncateSync(lockFd, 0)
+  Fs.writeSync(lockFd, `${process.pid}\n`, 0)
+
+  Fs.rmSync(files.socket, { force: true }) // a dead spare's: the lock says none lives
+  let taken = false
+  let listening: { dev: number; ino: number } | undefined
+  const timers: Array<NodeJS.Timeout> = []
+  const server = Net.createServer()
+  const stopWaiting = () => {
+    for (const t of timers) clearInterval(t)
+    server.close() // the socket file goes with it
+    try {
+      Fs.ftruncateSync(lockFd, 0)
+      Fs.closeSync(lockFd) // the lock goes with its last descriptor: the next spare may start
+    } catch {
+      // closed already
+    }
+  }
+  const end = (why: string, socket: "ours" | "not ours" = "ours") => {
+    say(`ends: ${why}`)
+    // closing the server unlinks its path, which may by now name another spare's socket
+    if (socket === "ours") stopWaiting()
+    process.exit(0)
+  }
+  const onTerm = () => end("SIGTERM")
+  process.once("SIGTERM", onTerm)
+
+  const answer = (connection: Net.Socket, a: SpareAnswer) => connection.end(`${JSON.stringify(a)}\n`)
+  const handle = (connection: Net.Socket, line: string) => {
+    let request: SpareRequest
+    try {
+      request = JSON.parse(line) as SpareRequest
+    } catch {
+      return answer(connection, { declined: "the request is not JSON" })
+    }
+    if ("ping" in request) return answer(connection, { spare: process.pid })
+    if (taken) return answer(connection, { declined: "this spare has taken a run" })
+    if (typeof request.run !== "string" || !/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(request.run)) {
+      return answer(connection, { declined: "run is not a full artifact hash" })
+    }
+    const asked = Array.isArray(request.node) ? parseNode(request.node) : "node is not a list of arguments"
+    if (typeof asked === "string") return answer(connection, { declined: asked })
+    if (!sameNode(asked, config)) return answer(connection, { declined: "this spare serves another node" })
+    if (typeof request.program !== "string" || programIdentity(request.program) !== identity) {
+      taken = true // no other request is taken meanwhile
+      const answered = `${JSON.stringify({ declined: "this spare runs another watcher program" } satisfies SpareAnswer)}\n`
+      return void connection.end(answered, () => end("its program is not the one watchers are started from now"))
+    }
+    taken = true
+    const at = Date.now()
+    process.removeListener("SIGTERM", onTerm) // from now on the watcher's own runtime answers it
+    stopWaiting()
+    answer(connection, { taken: process.pid })
+    take({ run: request.run, personStart: request.personStart === true, at })
+  }
+
+  server.on("connection", (connection) => {
+    let buffered = ""
+    connection.on("error", () => connection.destroy())
+    connection.on("data", (chunk) => {
+      buffered += chunk.toString("utf8")
+      const newline = buffered.indexOf("\n")
+      if (newline !== -1) handle(connection, buffered.slice(0, newline))
+      else if (buffered.length > requestLimit) connection.destroy()
+    })
+  })
+  server.on("error", (e) => end(`cannot serve ${files.socket}: ${e.message}`))
+  server.listen(files.socket, () => {
+    try {
+      const stat = Fs.statSync(files.socket)
+      listening = { dev: stat.dev, ino: stat.ino }
+    } catch (e) {
+      return end(`its socket is gone: ${(e as Error).message}`)
+    }
+    say(`waits on ${files.socket} for ${config.nodeUser}'s next run`)
+  })
+
+  timers.push(setInterval(() => {
+    if (taken || listening === undefined) return
+    try {
+      const stat = Fs.statSync(files.socket)
+      if (stat.dev !== listening.dev || stat.ino !== listening.ino) return end("another file took its socket's place", "not ours")
+      Fs.statSync(files.lock)
+    } catch {
+      return end("its socket or lock is gone (the node's care directory removed?)", "not ours")
+    }
+    if (programIdentity(program) !== identity) end("its program was rebuilt or switched")
+  }, pollMillis))
+  // setTimeout holds at most 2^31-1 ms (about 24 days): a longer idle time waits that long
+  timers.push(setTimeout(() => end(`unused for ${setting.idleSeconds} s`), Math.min(setting.idleSeconds * 1000, 2 ** 31 - 1)))
+}

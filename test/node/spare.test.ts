@@ -1,0 +1,205 @@
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { NodeConfig } from "../../src/node/NodeConfig.js"
+import { askSpare, handOffRun, stopSpare } from "../../src/node/SpareClient.js"
+import { spareFiles, sparePid, spareSetting } from "../../src/node/SpareFiles.js"
+import { hook } from "../../src/tools/hook.js"
+import { parseNodeArgs } from "../../src/watcher/main.js"
+import { webLogin, webNewThread, type WebSession } from "../support/fossilServer.js"
+import { shellRun, users } from "../support/nodeWorld.js"
+import { endWatchers, makeHookWorld, pidsNaming, sleep, waitFor, type HookWorld } from "./hookWorld.js"
+
+// The spare watcher (docs/architecture.md): a watcher started ahead of the next run, handed it
+// by the hook (or anyone handing a run off) over ROOT/care/spare/socket. End to end on a served
+// repository whose hook is installed from a release root, as a node runs.
+
+let world: HookWorld
+let alice: WebSession
+beforeAll(async () => {
+  world = await makeHookWorld()
+  const installed = await world.call(hook, { node: users.node.login, root: world.root })
+  expect(installed.stopped).toEqual({ reason: "completed" })
+  alice = await webLogin(world.server.url, users.admin.login, users.admin.password)
+}, 60_000)
+afterAll(async () => {
+  endWatchers(world.root)
+  await world?.close()
+})
+
+const post = (run: object) => webNewThread(world.server, alice, { title: "a run", text: world.runText(run) })
+const logOf = (run: string) => {
+  try {
+    return Fs.readFileSync(Path.join(world.root, "care", `${run}.log`), "utf8")
+  } catch {
+    return ""
+  }
+}
+const alive = (pid: number) => Fs.existsSync(`/proc/${pid}`)
+const counted = (replies: ReadonlyArray<{ kind: string }>) => replies.map((m) => m.kind)
+
+/** the pid of the spare that answers, once one does */
+const spareAnswering = async (ms = 20_000): Promise<number | undefined> =>
+  waitFor(async () => {
+    const answer = await askSpare(world.root, { ping: true })
+    return answer !== undefined && "spare" in answer ? answer.spare : undefined
+  }, ms, 100)
+
+/** the node the spare serves, as its own arguments say (what the hook hands off with) */
+const spareNode = (pid: number): NodeConfig => {
+  const argv = Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter((a) => a !== "")
+  const node = parseNodeArgs(argv.slice(argv.indexOf("--spare") + 1))
+  if (typeof node === "string") throw new Error(node)
+  return node
+}
+const currentWatcher = () => Path.join(world.root, "current", "ocx2-watcher")
+
+/** a run the hook leaves alone (manual) and a person's hand-off starts */
+const manualRun = (script: string, user: string) =>
+  post(shellRun({ serverCode: world.serverCode }, script, { manual: true, user }))
+
+describe("the spare watcher", () => {
+  it("the first run's watcher leaves a spare; the hook hands it the next run, which it watches once, named by the run", async () => {
+    const first = await post(shellRun({ serverCode: world.serverCode }, "true"))
+    expect(counted(await world.waitEnded(first))).toEqual(["started", "ended"])
+    const spare = await spareAnswering()
+    expect(spare).toBeDefined()
+
+    const second = await post(shellRun({ serverCode: world.serverCode }, "sleep 2"))
+    const took = await waitFor(() => (logOf(second).includes(`spare ${spare} took the run`) ? true : undefined), 20_000, 50)
+    expect(took, logOf(second)).toBe(true)
+    // while it watches, it is found by its run's hash as a started watcher is
+    expect(pidsNaming(second)).toContain(spare)
+    const replies = await world.waitEnded(second)
+    expect(counted(replies)).toEqual(["started", "ended"])
+    expect(replies[1]!.content).toEqual({ outcome: "exited", exit: 0 })
+    expect(logOf(second)).toMatch(/the watcher's peak memory: [\d.]+ MB/)
+
+    // and a new spare waits for the run after
+    const next = await spareAnswering()
+    expect(next).toBeDefined()
+    expect(next).not.toBe(spare)
+  }, 90_000)
+
+  it("declines another node's run and goes on waiting; the same run handed off twice at once is watched once", async () => {
+    const spare = (await spareAnswering())!
+    const node = spareNode(spare)
+    const declined = await askSpare(world.root, {
+      run: "0".repeat(64),
+      personStart: false,
+      program: currentWatcher(),
+      node: ["--root", node.root, "--repository", node.repository, "--node", "someone-else"]
+    })
+    expect(declined).toEqual({ declined: "this spare serves another node" })
+    expect(await askSpare(world.root, { ping: true })).toEqual({ spare })
+
+    const run = await manualRun("echo once >> $$workspace$$/count; sleep 2", users.builder.login)
+    const both = await Promise.all([
+      handOffRun(node, run, { watcherProgram: currentWatcher(), personStart: true }),
+      handOffRun(node, run, { watcherProgram: currentWatcher(), personStart: true })
+    ])
+    expect(both.filter((h) => h.warm)).toEqual([{ pid: spare, warm: true }])
+    const replies = await world.waitEnded(run)
+    expect(counted(replies)).toEqual(["started", "ended"])
+    await waitFor(() => (both.every((h) => !alive(h.pid)) ? true : undefined), 20_000)
+    expect(logOf(run)).toContain("another watcher holds the run")
+    expect(Fs.readFileSync(Path.join(world.root, "work", run, "count"), "utf8")).toBe("once\n")
+  }, 90_000)
+
+  it("a killed spare's stale socket is no obstacle: the run goes to a started watcher, and a new spare takes the place", async () => {
+    const spare = (await spareAnswering())!
+    const node = spareNode(spare)
+    process.kill(spare, "SIGKILL")
+    await waitFor(() => (alive(spare) ? undefined : true), 5_000, 20)
+    expect(Fs.existsSync(spareFiles(world.root).socket)).toBe(true) // left behind
+
+    const run = await manualRun("true", users.runner.login)
+    const handed = await handOffRun(node, run, { watcherProgram: currentWatcher(), personStart: true })
+    expect(handed.warm).toBe(false)
+    expect(counted(await world.waitEnded(run))).toEqual(["started", "ended"])
+    expect(logOf(run)).toContain(`in care: watcher ${handed.pid} holds the run`)
+    const next = await spareAnswering()
+    expect(next).toBeDefined()
+    expect(next).not.toBe(spare)
+  }, 90_000)
+
+  it("a switched release ends the spare of the old one; the run is watched by the new release's watcher", async () => {
+    const spare = (await spareAnswering())!
+    const next = Path.join(world.root, "staged", "ba9876543210")
+    Fs.cpSync(Fs.realpathSync(Path.join(world.root, "current")), next, { recursive: true, verbatimSymlinks: true })
+    const link = Path.join(world.root, "current.new")
+    Fs.symlinkSync("staged/ba9876543210", link)
+    Fs.renameSync(link, Path.join(world.root, "current"))
+
+    const run = await post(shellRun({ serverCode: world.serverCode }, "true"))
+    expect(counted(await world.waitEnded(run))).toEqual(["started", "ended"])
+    expect(logOf(run)).toMatch(/in care: watcher \d+ holds the run/)
+    await waitFor(() => (alive(spare) ? undefined : true), 10_000, 50)
+    expect(alive(spare)).toBe(false)
+    expect(Fs.readFileSync(spareFiles(world.root).log, "utf8")).toMatch(new RegExp(`spare ${spare}: ends: its program (is not the one|was rebuilt or switched)`))
+    // the spare after it is the new release's
+    const newer = (await spareAnswering())!
+    const argv = Fs.readFileSync(`/proc/${newer}/cmdline`, "utf8").split("\0")
+    expect(Fs.realpathSync(argv[1]!)).toBe(Path.join(next, "ocx2-watcher"))
+  }, 90_000)
+
+  it("ROOT/settings/spare-watcher: a number of seconds ends an unused spare after it; off starts none", async () => {
+    const settings = Path.join(world.root, "settings")
+    Fs.mkdirSync(settings, { recursive: true })
+    const setting = Path.join(settings, "spare-watcher")
+    try {
+      Fs.writeFileSync(setting, "1\n")
+      const stopped = sparePid(world.root)!
+      stopSpare(world.root)
+      await waitFor(async () => ((await askSpare(world.root, { ping: true })) === undefined ? true : undefined), 10_000, 50)
+      // asked to end, it says so and takes its socket with it
+      expect(Fs.readFileSync(spareFiles(world.root).log, "utf8")).toContain(`spare ${stopped}: ends: SIGTERM`)
+      expect(Fs.existsSync(spareFiles(world.root).socket)).toBe(false)
+      const run = await post(shellRun({ serverCode: world.serverCode }, "true"))
+      expect(counted(await world.waitEnded(run))).toEqual(["started", "ended"])
+      const ended = await waitFor(() => (Fs.readFileSync(spareFiles(world.root).log, "utf8").includes("ends: unused for 1 s") ? true : undefined), 20_000, 100)
+      expect(ended).toBe(true)
+      expect(Fs.existsSync(spareFiles(world.root).socket)).toBe(false)
+
+      Fs.writeFileSync(setting, "off\n")
+      const before = Fs.readFileSync(spareFiles(world.root).log, "utf8")
+      const other = await post(shellRun({ serverCode: world.serverCode }, "true"))
+      expect(counted(await world.waitEnded(other))).toEqual(["started", "ended"])
+      await sleep(3000)
+      expect(await askSpare(world.root, { ping: true })).toBeUndefined()
+      expect(Fs.readFileSync(spareFiles(world.root).log, "utf8")).toBe(before)
+    } finally {
+      Fs.rmSync(setting, { force: true })
+    }
+  }, 90_000)
+
+  it("a spare ends when its directory is removed, and stopSpare ends only a spare of that root", async () => {
+    const run = await post(shellRun({ serverCode: world.serverCode }, "true"))
+    expect(counted(await world.waitEnded(run))).toEqual(["started", "ended"])
+    const spare = (await spareAnswering())!
+    expect(sparePid(world.root)).toBe(spare)
+    stopSpare(Path.join(world.dir, "another-root"))
+    expect(alive(spare)).toBe(true)
+    Fs.rmSync(spareFiles(world.root).dir, { recursive: true, force: true })
+    await waitFor(() => (alive(spare) ? undefined : true), 10_000, 50)
+    expect(alive(spare)).toBe(false)
+  }, 60_000)
+})
+
+describe("its setting and arguments", () => {
+  it("a setting that is neither off nor seconds is named, and the default used", () => {
+    const root = Fs.mkdtempSync(Path.join(world.dir, "setting-"))
+    Fs.mkdirSync(Path.join(root, "settings"))
+    Fs.writeFileSync(Path.join(root, "settings", "spare-watcher"), "soon")
+    const read = spareSetting(root)
+    expect(read.idleSeconds).toBe(3600)
+    expect(read.problem).toContain('holds "soon", neither "off" nor a number of seconds above 0')
+    expect(spareSetting(Path.join(root, "absent")).idleSeconds).toBe(3600)
+  })
+
+  it("a spare is started for a node, never for a run", () => {
+    expect(parseNodeArgs(["--root", "/r", "--repository", "/r.fossil", "--node", "lab", "--run", "0".repeat(64)])).toMatch(/^a spare is started for a node, not a run/)
+    expect(parseNodeArgs(["--root", "/r", "--repository", "/r.fossil"])).toMatch(/^--node is missing/)
+    expect(parseNodeArgs(["--root", "/r", "--repository", "/r.fossil", "--node", "lab"])).toMatchObject({ root: "/r", nodeUser: "lab" })
+  })
+})
