@@ -2,6 +2,8 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import * as CareDirectoryFs from "../../layers/CareDirectoryFs.js"
 import * as FossilReceipts from "../../layers/FossilReceipts.js"
@@ -12,7 +14,6 @@ import { openDatabase, preloadSqlite } from "../fossil/Sqlite.js"
 import { cloneEntryOf } from "../node/CloneFiles.js"
 import { cloneUsers } from "../node/CloneUsers.js"
 import { readRunRecord } from "../node/RunRecord.js"
-import { spareFiles } from "../node/SpareFiles.js"
 import { hostSettings, nodeOwnPaths, type NodeConfig } from "../node/NodeConfig.js"
 import { readMessage, writeMessage } from "../protocol/Envelope.js"
 import { endedMessage, startedMessage, startedValues } from "../protocol/Messages.js"
@@ -22,7 +23,7 @@ import { launchSpec } from "./LaunchPlan.js"
 
 // What a spare does before it waits: it goes through a watcher's steps on a run of its own making,
 // touching nothing of the node's (no run's file, nothing launched, nothing sent): a lock in a care
-// directory of its own, the newest post's record read from the repository, the run decided,
+// directory of its own (a temporary one), the newest post's record read from the repository, the run decided,
 // planned and described. A run's path runs through a native addon loaded on first use, schema
 // decoders built on their first use and code V8 has not yet compiled; rehearsed, the run the
 // spare takes finds them ready (docs/architecture.md has bench/launch's figures).
@@ -83,7 +84,16 @@ const rehearseRecord = (config: NodeConfig) =>
     yield* Effect.either(Effect.flatMap(Receipts, (r) => r.capabilitiesOf("nobody")).pipe(
       Effect.provide(FossilReceipts.layer({ path: config.repository }))
     ))
-  })).pipe(Effect.provide(CareDirectoryFs.layer({ root: Path.join(spareFiles(config.root).dir, "rehearsal") })))
+  })).pipe(
+    // a care directory of its own, outside ROOT: a spare must never make again a ROOT being removed
+    Effect.provide(Layer.unwrapScoped(Effect.map(
+      Effect.acquireRelease(
+        Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-rehearsal-"))),
+        (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+      ),
+      (dir) => CareDirectoryFs.layer({ root: dir })
+    )))
+  )
 
 /** The whole rehearsal; whatever fails in it only warms less. */
 export const warmUp = (config: NodeConfig): Promise<void> => {

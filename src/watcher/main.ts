@@ -15,6 +15,7 @@ import { readPasswordsFile } from "../node/ClonePasswords.js"
 import { cloneRecordLayer } from "../node/CloneRound.js"
 import { watcherOf } from "../node/HandOff.js"
 import { ensureSpare } from "../node/SpareClient.js"
+import { spareFiles } from "../node/SpareFiles.js"
 import { warmUp } from "./Rehearsal.js"
 import { serveAsSpare } from "./Spare.js"
 import type { NodeConfig } from "../node/NodeConfig.js"
@@ -82,6 +83,8 @@ export const main = (argv: ReadonlyArray<string>) => {
       process.stderr.write(`${config}\n`)
       process.exit(2)
     }
+    // the node's care directory gone (the node removed meanwhile): no spare, and nothing made again
+    if (!Fs.existsSync(spareFiles(config.root).dir)) return process.exit(0)
     return void warmUp(config).then(() => serveAsSpare(config, parseNodeArgs, (taken) => {
       // named as a started watcher is (ps, and whoever looks for the run's watcher by its hash)
       process.title = `ocx2-watcher --run ${taken.run} --root ${config.root}`
