@@ -12,8 +12,10 @@
  *    first thing its shell does is write the clock);
  *  - to a watcher started for it (no spare waits: the first run, a burst, spare-watcher off):
  *    from spawning the watcher to the process's first instruction;
- * each against the floor: `bwrap ... /bin/true` launched directly, plus one bare write to the
- * repository (a reply as the node user). Also:
+ * each against the same run's floor: its own sandbox (`setpriv ... bwrap ...` with the run's
+ * arguments, as the watcher builds them) launched directly with /bin/true as its command, plus
+ * one bare write to the repository (a reply as the node user); and, for comparison, against the
+ * floor of a minimal `bwrap ... /bin/true` (the run's mounts and identity left out). Also:
  *  - end: from the process's exit to its ended being recorded (the receipt's time in the
  *    served repository), against the floor: one bare write;
  *  - the watcher's peak resident memory (getrusage's, as its log records it).
@@ -27,7 +29,15 @@ import * as Path from "node:path"
 import BetterSqlite3 from "better-sqlite3"
 import * as FossilRepository from "../layers/FossilRepository.js"
 import { Repository } from "../services/Repository.js"
+import * as Either from "effect/Either"
+import { defaultTools, sandboxCommand } from "../layers/BwrapSandbox.js"
+import { hostSettings, nodeOwnPaths } from "../src/node/NodeConfig.js"
 import { askSpare, handOffRun } from "../src/node/SpareClient.js"
+import { readMessage, writeMessage } from "../src/protocol/Envelope.js"
+import { checkRun } from "../src/protocol/Refusals.js"
+import { releasePaths } from "../src/release/ReleasePaths.js"
+import { planMounts } from "../src/sandbox/mountPlan.js"
+import { launchSpec } from "../src/watcher/LaunchPlan.js"
 import { makeNodeWorld, sandbox, users } from "../test/support/nodeWorld.js"
 
 const runs = Number(process.env.BENCH_RUNS ?? 10)
@@ -57,6 +67,32 @@ const write = (text: string, to: string) =>
     )
   )
 
+/** the run's own sandbox, as the watcher launches it, with /bin/true for its command */
+const runsOwnSandbox = (runHash: string, run: object): ReadonlyArray<string> => {
+  const reading = readMessage(writeMessage({ ocx: 2, to: users.node.login, run }))
+  if (reading._tag !== "Message") throw new Error("the run is no message")
+  const capabilities = { sandbox: true, wall: true, cpu: true, file_size: true, processes: true, memory: true, notes: [] }
+  const checked = checkRun({
+    message: reading, runHash, sender: { login: users.admin.login, capabilities: "s" }, processUserCapabilities: "oi",
+    cloneUsers: new Set(), host: hostSettings(world.config, capabilities)
+  })
+  if (Either.isLeft(checked)) throw new Error(checked.left.note)
+  const values = { ...checked.right.start, workspace: Path.join(world.root, "work", runHash) }
+  const spec = launchSpec(checked.right, values, { runHash, releaseDir: releasePaths(world.root).current, ownPaths: nodeOwnPaths(world.config) })
+  if (Either.isLeft(spec)) throw new Error(spec.left.note)
+  const mounts = planMounts(spec.right.sandbox!)
+  if ("_tag" in mounts) throw new Error(String(mounts))
+  return sandboxCommand(defaultTools(), { ...spec.right, command: ["/bin/true"] }, mounts)
+}
+
+const timed = (argv: ReadonlyArray<string>) =>
+  new Promise<number>((resolve, reject) => {
+    const t0 = performance.now()
+    const child = ChildProcess.spawn(argv[0]!, argv.slice(1), { stdio: "ignore" })
+    child.once("error", reject)
+    child.once("exit", (code) => (code === 0 ? resolve(performance.now() - t0) : reject(new Error(`${argv.join(" ")}: exit ${code}`))))
+  })
+
 const bwrapTrue = () =>
   new Promise<number>((resolve, reject) => {
     const t0 = performance.now()
@@ -69,19 +105,19 @@ const bwrapTrue = () =>
     child.once("exit", () => resolve(performance.now() - t0))
   })
 
-const postRun = () =>
-  world.post({
-    clone: world.serverCode,
-    objective: "measure the watcher",
-    workspace: [{ step: "directory", at: "$$root$$/work/$$run$$" }],
-    sandbox: sandbox(),
-    limits: { wall: "1m" },
-    process: {
-      user: users.builder.login,
-      command: ["sh", "-c", "date +%s%N > $$workspace$$/first; date +%s%N > $$workspace$$/last"],
-      env: { PATH: "/usr/bin:/bin" }
-    }
-  })
+const measuredRun = () => ({
+  clone: world.serverCode,
+  objective: "measure the watcher",
+  workspace: [{ step: "directory", at: "$$root$$/work/$$run$$" }],
+  sandbox: sandbox(),
+  limits: { wall: "1m" },
+  process: {
+    user: users.builder.login,
+    command: ["sh", "-c", "date +%s%N > $$workspace$$/first; date +%s%N > $$workspace$$/last"],
+    env: { PATH: "/usr/bin:/bin" }
+  }
+})
+const postRun = () => world.post(measuredRun())
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 const alive = (pid: number) => Fs.existsSync(`/proc/${pid}`)
@@ -106,7 +142,7 @@ const measured = async (run: string, t0: number) => {
   const log = Fs.readFileSync(Path.join(world.root, "care", `${run}.log`), "utf8")
   const mainAt = Number(/main (\d+)\)/.exec(log)?.[1] ?? NaN)
   const rss = Number(/peak memory: ([\d.]+) MB/.exec(log)?.[1] ?? NaN)
-  return { start: first - t0, fromMain: first - mainAt, end: ended - last, rss }
+  return { run, start: first - t0, fromMain: first - mainAt, end: ended - last, rss }
 }
 
 /** a watcher started for the run, as when no spare waits */
@@ -138,6 +174,7 @@ type Measured = Awaited<ReturnType<typeof measured>>
 const spares: Array<Measured> = []
 const starteds: Array<Measured> = []
 const floorsStart: Array<number> = []
+const floorsMinimal: Array<number> = []
 const floorsWrite: Array<number> = []
 const target = await world.post({ clone: world.serverCode, objective: "a thread for the floor's writes", process: { user: "x", command: ["true"] } })
 for (let i = 0; i < runs + 1; i++) {
@@ -145,22 +182,26 @@ for (let i = 0; i < runs + 1; i++) {
   const spare = await watchSpare()
   await spareReady()
   const bwrap = await bwrapTrue()
+  const own = await timed(runsOwnSandbox(spare.run, measuredRun()))
   const t = performance.now()
   await write(`a bare write ${i}`, target)
   const bare = performance.now() - t
   if (i === 0) continue // warm-up: page cache, first SQLite open, the code caches
   starteds.push(started)
   spares.push(spare)
-  floorsStart.push(bwrap + bare)
+  floorsStart.push(own + bare)
+  floorsMinimal.push(bwrap + bare)
   floorsWrite.push(bare)
 }
 
 const floorStart = median(floorsStart)
+const floorMinimal = median(floorsMinimal)
 const floorWrite = median(floorsWrite)
 const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}x`
 const start = (of: Array<Measured>) => median(of.map((m) => m.start))
-console.log(`runs: ${runs} of each kind (after one warm-up); floor (bwrap /bin/true + one write) ${ms(floorStart)}`)
-console.log(`start, handed to the spare: hand-off to the process's first instruction ${ms(start(spares))}; ratio ${ratio(start(spares), floorStart)} (target <= 2x)`)
+console.log(`runs: ${runs} of each kind (after one warm-up)`)
+console.log(`floor: the run's own sandbox launched with /bin/true + one write ${ms(floorStart)}; a minimal bwrap /bin/true + one write ${ms(floorMinimal)}`)
+console.log(`start, handed to the spare: hand-off to the process's first instruction ${ms(start(spares))}; ratio ${ratio(start(spares), floorStart)} (target <= 2x); against the minimal floor ${ratio(start(spares), floorMinimal)}`)
 const startedFromMain = median(starteds.map((m) => m.fromMain))
 console.log(`start, a watcher started for it: spawn to the process's first instruction ${ms(start(starteds))}; ratio ${ratio(start(starteds), floorStart)}`)
 console.log(`       of which node's own start and loading the program ${ms(start(starteds) - startedFromMain)}; from the watcher's main() ${ms(startedFromMain)}, ratio ${ratio(startedFromMain, floorStart)}`)

@@ -179,35 +179,24 @@ interface LaunchedChild {
   once(event: "spawn", listener: () => void): unknown
 }
 
-const launch = (
-  o: Required<Omit<BwrapSandboxOptions, "capabilitiesCache">>,
-  spec: LaunchSpec,
-  mounts: PlannedMounts | undefined,
-  cgroups: LaunchCgroups | undefined
-): Promise<RunningProcess> => {
-  // created files: their text reaches bwrap on inherited descriptors
-  const createdFds: Array<number> = []
-  let createdDir: string | undefined
-  const closeCreated = () => {
-    for (const fd of createdFds.splice(0)) Fs.closeSync(fd)
-    if (createdDir !== undefined) Fs.rmSync(createdDir, { recursive: true, force: true })
-    createdDir = undefined
-  }
-  const sb = spec.sandbox
-  try {
-    if (sb !== undefined && sb.createdFiles.length > 0) {
-      createdDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-created-"))
-      sb.createdFiles.forEach((f, i) => {
-        const file = Path.join(createdDir!, String(i))
-        Fs.writeFileSync(file, f.text, { mode: 0o600 })
-        createdFds.push(Fs.openSync(file, "r"))
-      })
-    }
-  } catch (e) {
-    closeCreated()
-    return Promise.reject(new LaunchFailed({ step: "created_files", reason: (e as Error).message }))
-  }
+/** The tools a launch runs, as the layer's options name them (defaults filled in). */
+export type SandboxTools = Required<Omit<BwrapSandboxOptions, "capabilitiesCache">>
 
+export const defaultTools = (options: BwrapSandboxOptions = {}): SandboxTools => ({
+  bash: options.bash ?? "/bin/bash",
+  bwrap: options.bwrap ?? "/usr/bin/bwrap",
+  setpriv: options.setpriv ?? "/usr/bin/setpriv",
+  prlimit: options.prlimit ?? "/usr/bin/prlimit",
+  hostname: options.hostname ?? "sandbox"
+})
+
+/**
+ * What the wrapper becomes once released: prlimit (cpu, file_size), setpriv (the uid and gid),
+ * bwrap with the run's sandbox, and its command. bench/launch runs it with /bin/true as the run's
+ * own floor.
+ */
+export const sandboxCommand = (o: SandboxTools, spec: LaunchSpec, mounts: PlannedMounts | undefined): Array<string> => {
+  const sb = spec.sandbox
   const inner: Array<string> = []
   const prlimits: Array<string> = []
   if (spec.limits.cpuSeconds !== undefined) {
@@ -238,6 +227,39 @@ const launch = (
   } else {
     inner.push(o.bwrap, ...unconfinedArgs({ env: spec.env, cwd: spec.cwd, command: spec.command }))
   }
+  return inner
+}
+
+const launch = (
+  o: Required<Omit<BwrapSandboxOptions, "capabilitiesCache">>,
+  spec: LaunchSpec,
+  mounts: PlannedMounts | undefined,
+  cgroups: LaunchCgroups | undefined
+): Promise<RunningProcess> => {
+  // created files: their text reaches bwrap on inherited descriptors
+  const createdFds: Array<number> = []
+  let createdDir: string | undefined
+  const closeCreated = () => {
+    for (const fd of createdFds.splice(0)) Fs.closeSync(fd)
+    if (createdDir !== undefined) Fs.rmSync(createdDir, { recursive: true, force: true })
+    createdDir = undefined
+  }
+  const sb = spec.sandbox
+  try {
+    if (sb !== undefined && sb.createdFiles.length > 0) {
+      createdDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-created-"))
+      sb.createdFiles.forEach((f, i) => {
+        const file = Path.join(createdDir!, String(i))
+        Fs.writeFileSync(file, f.text, { mode: 0o600 })
+        createdFds.push(Fs.openSync(file, "r"))
+      })
+    }
+  } catch (e) {
+    closeCreated()
+    return Promise.reject(new LaunchFailed({ step: "created_files", reason: (e as Error).message }))
+  }
+
+  const inner = sandboxCommand(o, spec, mounts)
   const gated = spec.gated === true
   const argv = [
     "--norc", "--noprofile", "-c", wrapperScript, "ocx2-launch", String(createdFds.length), gated ? "1" : "0",
@@ -453,13 +475,7 @@ const cachedCapabilities = (file: string | undefined, measure: () => HostCapabil
 }
 
 export const make = (options: BwrapSandboxOptions = {}): SandboxLauncherShape => {
-  const o: Required<Omit<BwrapSandboxOptions, "capabilitiesCache">> = {
-    bash: options.bash ?? "/bin/bash",
-    bwrap: options.bwrap ?? "/usr/bin/bwrap",
-    setpriv: options.setpriv ?? "/usr/bin/setpriv",
-    prlimit: options.prlimit ?? "/usr/bin/prlimit",
-    hostname: options.hostname ?? "sandbox"
-  }
+  const o = defaultTools(options)
   let measured: HostCapabilities | undefined
   const caps = () => (measured ??= cachedCapabilities(options.capabilitiesCache, () => measureCapabilities(o)))
 

@@ -36,15 +36,15 @@ const failure = (op: string, path: string) => (e: unknown) =>
 /** flock on `fd` (as the child's fd 3); resolves its exit status */
 const flockOn = (flock: string, fd: number, args: ReadonlyArray<string>) =>
   Effect.async<number, CareDirError>((resume) => {
+    // no pipes: a watcher's run waits for each lock it takes, and a pipe costs a stream's set-up;
+    // flock's status says all there is (75 busy, 1 a bad descriptor or a failed lock)
     const child = ChildProcess.spawn(flock, [...args, "--conflict-exit-code", String(conflict), "3"], {
-      stdio: ["ignore", "ignore", "pipe", fd]
+      stdio: ["ignore", "ignore", "ignore", fd]
     })
-    let stderr = ""
-    child.stderr!.on("data", (b: Buffer) => (stderr += b.toString()))
     child.once("error", (e) => resume(Effect.fail(failure("flock", flock)(e))))
-    child.once("close", (code, signal) => {
+    child.once("exit", (code, signal) => {
       if (code === 0 || code === conflict) resume(Effect.succeed(code))
-      else resume(Effect.fail(new CareDirError({ op: "flock", path: flock, reason: `exit ${code ?? signal}: ${stderr.trim()}` })))
+      else resume(Effect.fail(new CareDirError({ op: "flock", path: flock, reason: `flock ${args.join(" ")} on descriptor ${fd} ended with ${code ?? signal}` })))
     })
     // interrupted while waiting: the waiting flock must not take the lock after we left
     return Effect.sync(() => child.kill("SIGKILL"))

@@ -39,7 +39,12 @@ const writeCache = (file: string, cache: Cache) => {
   }
 }
 
-export const cloneUsers = (nodeDir: string) =>
+/**
+ * The clone users the record names up to now. `keep: false` leaves the cache as it is: a watcher
+ * reads what arrived since the round that handed it the run, and its run should not wait for a
+ * file to be written that the next round writes anyway.
+ */
+export const cloneUsers = (nodeDir: string, options: { readonly keep?: boolean } = {}) =>
   Effect.gen(function*() {
     const repository = yield* Repository
     const receipts = yield* Receipts
@@ -66,6 +71,7 @@ export const cloneUsers = (nodeDir: string) =>
       if (!batch.more) break
     }
     const result = [...users].sort()
-    writeCache(file, { cursor, users: result })
+    const moved = cursor.rcvid !== cache.cursor.rcvid || cursor.rid !== cache.cursor.rid
+    if (options.keep !== false && moved) writeCache(file, { cursor, users: result })
     return new Set(result) as ReadonlySet<string>
   })

@@ -5,6 +5,8 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import * as V8 from "node:v8"
+import * as Vm from "node:vm"
 import * as CareDirectoryFs from "../../layers/CareDirectoryFs.js"
 import * as FossilReceipts from "../../layers/FossilReceipts.js"
 import * as FossilRepository from "../../layers/FossilRepository.js"
@@ -104,6 +106,17 @@ export const warmUp = (config: NodeConfig): Promise<void> => {
     // a rehearsal only warms
   }
   return Effect.runPromise(Effect.zipRight(rehearseSpawn, rehearseRecord(config)).pipe(Effect.catchAllCause(() => Effect.void)))
+    .then(collectGarbage)
+}
+
+/** A full collection now, while nothing waits: the rehearsal's garbage is not the run's to collect. */
+const collectGarbage = (): void => {
+  try {
+    V8.setFlagsFromString("--expose-gc")
+    ;(Vm.runInNewContext("gc") as () => void)()
+  } catch {
+    // V8 collects when it must
+  }
 }
 
 const rehearseDecision = (config: NodeConfig): void => {

@@ -189,7 +189,7 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
     const processUserCapabilities = typeof processUser === "string"
       ? yield* receipts.capabilitiesOf(processUser)
       : undefined
-    const clones = yield* cloneUsers(releasePaths(config.root).node)
+    const clones = yield* cloneUsers(releasePaths(config.root).node, { keep: false })
     const check = checkRun({
       message: record.message,
       runHash: run,
