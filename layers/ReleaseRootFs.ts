@@ -16,6 +16,7 @@ import {
   type ServedRelease,
   StepFailed
 } from "../services/ReleaseRoot.js"
+import { flockNow } from "../src/node/FlockNow.js"
 import { releaseOfLinkTarget, releasePaths, rootOfProgram, type ServedLink } from "../src/release/ReleasePaths.js"
 import {
   externalsOfBuild,
@@ -244,13 +245,10 @@ const make: ReleaseRootService = {
           Fs.mkdirSync(Path.dirname(file), { recursive: true })
           return Fs.openSync(file, Fs.constants.O_RDWR | Fs.constants.O_CREAT, 0o644)
         })
-        // flock(1) locks the inherited open file description, which this process keeps open
-        const status = ChildProcess.spawnSync("flock", ["--exclusive", "--nonblock", "--conflict-exit-code", "75", "3"], {
-          stdio: ["ignore", "ignore", "pipe", fd]
-        }).status
-        if (status === 0) return fd
+        const status = flockNow(fd)
+        if (status === "held") return fd
         Fs.closeSync(fd)
-        return yield* status === 75 ? new RootBusy({ lock: file }) : new ReleaseRootError({ path: file, reason: `flock ended ${status}` })
+        return yield* status === "busy" ? new RootBusy({ lock: file }) : new ReleaseRootError({ path: file, reason: status })
       }),
       (fd) => Effect.sync(() => Fs.closeSync(fd))
     ).pipe(Effect.asVoid),

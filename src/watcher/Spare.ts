@@ -1,6 +1,6 @@
-import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
+import { flockNow } from "../node/FlockNow.js"
 import type { NodeConfig } from "../node/NodeConfig.js"
 import { programIdentity, socketPathFits, spareFiles, spareSetting, type SpareAnswer, type SpareRequest } from "../node/SpareFiles.js"
 
@@ -18,7 +18,6 @@ export interface Taken {
   readonly at: number
 }
 
-const conflict = 75
 const pollMillis = 2000
 const requestLimit = 64 * 1024
 
@@ -53,10 +52,12 @@ export const serveAsSpare = (
     say(`cannot open ${files.lock}: ${(e as Error).message}`)
     return process.exit(0)
   }
-  const locked = ChildProcess.spawnSync("/usr/bin/flock", ["--exclusive", "--nonblock", "--conflict-exit-code", String(conflict), "3"], {
-    stdio: ["ignore", "ignore", "ignore", lockFd]
-  })
-  if (locked.status !== 0) return process.exit(0) // another spare serves the node (or flock failed: no spare)
+  const locked = flockNow(lockFd)
+  if (locked === "busy") return process.exit(0) // another spare serves the node
+  if (locked !== "held") {
+    say(`cannot lock ${files.lock}: ${locked}`)
+    return process.exit(0)
+  }
   Fs.ftruncateSync(lockFd, 0)
   Fs.writeSync(lockFd, `${process.pid}\n`, 0)
 
