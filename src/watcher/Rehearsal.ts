@@ -75,10 +75,11 @@ const rehearseRecord = (config: NodeConfig) =>
     const lock = yield* care.lockRun("rehearsal")
     yield* Effect.either(care.lockUser("rehearsal"))
     // on a served repository, what arrived since the node last looked is read as a run's check
-    // reads it (into the node's cache of clone users); a clone's senders are the server's to say
+    // reads it, its cache left as it is (nothing written under ROOT); a clone's senders are the
+    // server's to say
     const served = cloneEntryOf(config.root, config.repository) === undefined
     yield* Effect.either(readRunRecord(newestPost(config.repository)).pipe(
-      Effect.zipRight(served ? cloneUsers(releasePaths(config.root).node) : Effect.void),
+      Effect.zipRight(served ? cloneUsers(releasePaths(config.root).node, { keep: false }) : Effect.void),
       Effect.provide(Layer.mergeAll(
         FossilRepository.layer({ path: config.repository, holdFds: [lock.fd] }),
         FossilReceipts.layer({ path: config.repository })

@@ -87,13 +87,17 @@ export const serveAsSpare = (
 
   const answer = (connection: Net.Socket, a: SpareAnswer) => connection.end(`${JSON.stringify(a)}\n`)
   const handle = (connection: Net.Socket, line: string) => {
-    let request: SpareRequest
+    let parsed: unknown
     try {
-      request = JSON.parse(line) as SpareRequest
+      parsed = JSON.parse(line)
     } catch {
       return answer(connection, { declined: "the request is not JSON" })
     }
-    if ("ping" in request) return answer(connection, { spare: process.pid })
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+      return answer(connection, { declined: "the request is not a JSON object" })
+    }
+    const request = parsed as Partial<Extract<SpareRequest, { run: string }>> & { ping?: unknown }
+    if (request.ping === true) return answer(connection, { spare: process.pid })
     if (taken) return answer(connection, { declined: "this spare has taken a run" })
     if (typeof request.run !== "string" || !/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(request.run)) {
       return answer(connection, { declined: "run is not a full artifact hash" })
@@ -101,7 +105,8 @@ export const serveAsSpare = (
     const asked = Array.isArray(request.node) ? parseNode(request.node) : "node is not a list of arguments"
     if (typeof asked === "string") return answer(connection, { declined: asked })
     if (!sameNode(asked, config)) return answer(connection, { declined: "this spare serves another node" })
-    if (typeof request.program !== "string" || programIdentity(request.program) !== identity) {
+    if (typeof request.program !== "string") return answer(connection, { declined: "program is not a path" })
+    if (programIdentity(request.program) !== identity) {
       taken = true // no other request is taken meanwhile
       const answered = `${JSON.stringify({ declined: "this spare runs another watcher program" } satisfies SpareAnswer)}\n`
       return void connection.end(answered, () => end("its program is not the one watchers are started from now"))
@@ -115,13 +120,21 @@ export const serveAsSpare = (
   }
 
   server.on("connection", (connection) => {
+    // one request a connection: its first line; what follows it is not read
     let buffered = ""
+    let handled = false
     connection.on("error", () => connection.destroy())
     connection.on("data", (chunk) => {
+      if (handled) return
       buffered += chunk.toString("utf8")
       const newline = buffered.indexOf("\n")
-      if (newline !== -1) handle(connection, buffered.slice(0, newline))
-      else if (buffered.length > requestLimit) connection.destroy()
+      if (newline !== -1) {
+        handled = true
+        handle(connection, buffered.slice(0, newline))
+      } else if (buffered.length > requestLimit) {
+        handled = true
+        answer(connection, { declined: `the request is longer than ${requestLimit} bytes` })
+      }
     })
   })
   server.on("error", (e) => end(`cannot serve ${files.socket}: ${e.message}`))

@@ -4,11 +4,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { composeForumPost } from "../../src/fossil/Artifact.js"
 import { lastHookLogEntry } from "../../src/node/HookFiles.js"
 import { writeMessage } from "../../src/protocol/Envelope.js"
-import { hook } from "../../src/tools/hook.js"
 import { status } from "../../src/tools/status.js"
 import { cloneAs, pushArtifacts, webLogin, webNewThread, type WebSession } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
-import { endWatchers, makeHookWorld, waitFor, type HookWorld } from "./hookWorld.js"
+import { closeHookWorld, makeHookedWorld, waitFor, type HookWorld } from "./hookWorld.js"
 
 // The hook end to end: a real fossil server in fast mode runs ROOT/ocx2-hook on each receipt;
 // runs are posted as people post them (the web form, a push from a clone) and the node answers.
@@ -17,16 +16,13 @@ let world: HookWorld
 let alice: WebSession
 let mallory: WebSession
 beforeAll(async () => {
-  world = await makeHookWorld()
-  const installed = await world.call(hook, { node: users.node.login, root: world.root })
-  expect(installed.stopped).toEqual({ reason: "completed" })
+  const made = await makeHookedWorld()
+  world = made.world
+  expect(made.installed.stopped).toEqual({ reason: "completed" })
   alice = await webLogin(world.server.url, users.admin.login, users.admin.password)
   mallory = await webLogin(world.server.url, users.stranger.login, users.stranger.password)
 }, 60_000)
-afterAll(async () => {
-  endWatchers(world.root)
-  await world?.close()
-})
+afterAll(() => closeHookWorld(world))
 
 const post = (session: WebSession, run: object, title = "a run") =>
   webNewThread(world.server, session, { title, text: world.runText(run) })

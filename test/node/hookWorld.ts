@@ -17,6 +17,7 @@ import type { Answer, Tool } from "../../src/tools/Tool.js"
 import { createRepository, fossil, makeTempDir, startServer, type RunningServer } from "../support/fossilServer.js"
 import { users } from "../support/nodeWorld.js"
 import { stopSpare } from "../../src/node/SpareClient.js"
+import { hook } from "../../src/tools/hook.js"
 
 /** the checkout: found upwards, so a bundled bench (bench/*.out.mjs) finds it too */
 const project = (() => {
@@ -157,4 +158,18 @@ export const endWatchers = (root: string): void => {
       // already gone
     }
   }
+}
+
+/** A hook world whose node's hook is installed (the tools' answer, for the test to check), as a node runs on a served repository. */
+export const makeHookedWorld = async (): Promise<{ readonly world: HookWorld; readonly installed: Answer<unknown> }> => {
+  const world = await makeHookWorld()
+  const installed = await world.call(hook, { node: users.node.login, root: world.root })
+  return { world, installed }
+}
+
+/** Ends what a test left running under the world's root, then the world. */
+export const closeHookWorld = async (world: HookWorld | undefined): Promise<void> => {
+  if (world === undefined) return
+  endWatchers(world.root)
+  await world.close()
 }

@@ -7,12 +7,11 @@ import * as FossilRepository from "../../layers/FossilRepository.js"
 import { Repository } from "../../services/Repository.js"
 import { cursorFileOf, writeCursor } from "../../src/node/HookFiles.js"
 import { writeMessage } from "../../src/protocol/Envelope.js"
-import { hook } from "../../src/tools/hook.js"
 import { run as runTool } from "../../src/tools/run.js"
 import { status } from "../../src/tools/status.js"
 import { cloneAs, fossil, webEdit, webEditTicket, webLogin, webNewThread, webNewTicket, webReply, type WebSession } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
-import { endWatchers, makeHookWorld, sleep, waitFor, type HookWorld } from "./hookWorld.js"
+import { closeHookWorld, makeHookedWorld, sleep, waitFor, type HookWorld } from "./hookWorld.js"
 
 // Sessions end to end (2.10, 2.11, 2.13; the second example of 2.19 made concrete): a real fossil
 // server in fast mode calls the hook on each receipt; the node's rounds append what a session is
@@ -23,17 +22,14 @@ let alice: WebSession
 let rita: WebSession
 let mallory: WebSession
 beforeAll(async () => {
-  world = await makeHookWorld()
-  const installed = await world.call(hook, { node: users.node.login, root: world.root })
-  expect(installed.stopped).toEqual({ reason: "completed" })
+  const made = await makeHookedWorld()
+  world = made.world
+  expect(made.installed.stopped).toEqual({ reason: "completed" })
   alice = await webLogin(world.server.url, users.admin.login, users.admin.password)
   rita = await webLogin(world.server.url, users.runner.login, users.runner.password)
   mallory = await webLogin(world.server.url, users.stranger.login, users.stranger.password)
 }, 60_000)
-afterAll(async () => {
-  endWatchers(world.root)
-  await world?.close()
-})
+afterAll(() => closeHookWorld(world))
 
 /** Each line the process reads, appended to $$workspace$$/lines. */
 const recordLines = "while IFS= read -r line; do printf '%s\\n' \"$line\" >> $$workspace$$/lines; done"

@@ -1,14 +1,14 @@
 import * as Fs from "node:fs"
+import * as Net from "node:net"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { NodeConfig } from "../../src/node/NodeConfig.js"
 import { askSpare, handOffRun, stopSpare } from "../../src/node/SpareClient.js"
 import { spareFiles, sparePid, spareSetting } from "../../src/node/SpareFiles.js"
-import { hook } from "../../src/tools/hook.js"
 import { parseNodeArgs } from "../../src/watcher/main.js"
 import { webLogin, webNewThread, type WebSession } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
-import { endWatchers, makeHookWorld, pidsNaming, sleep, waitFor, type HookWorld } from "./hookWorld.js"
+import { closeHookWorld, makeHookedWorld, pidsNaming, sleep, waitFor, type HookWorld } from "./hookWorld.js"
 
 // The spare watcher (docs/architecture.md): a watcher started ahead of the next run, handed it
 // by the hook (or anyone handing a run off) over ROOT/care/spare/socket. End to end on a served
@@ -17,15 +17,12 @@ import { endWatchers, makeHookWorld, pidsNaming, sleep, waitFor, type HookWorld 
 let world: HookWorld
 let alice: WebSession
 beforeAll(async () => {
-  world = await makeHookWorld()
-  const installed = await world.call(hook, { node: users.node.login, root: world.root })
-  expect(installed.stopped).toEqual({ reason: "completed" })
+  const made = await makeHookedWorld()
+  world = made.world
+  expect(made.installed.stopped).toEqual({ reason: "completed" })
   alice = await webLogin(world.server.url, users.admin.login, users.admin.password)
 }, 60_000)
-afterAll(async () => {
-  endWatchers(world.root)
-  await world?.close()
-})
+afterAll(() => closeHookWorld(world))
 
 const post = (run: object) => webNewThread(world.server, alice, { title: "a run", text: world.runText(run) })
 const logOf = (run: string) => {
@@ -44,6 +41,28 @@ const spareAnswering = async (ms = 20_000): Promise<number | undefined> =>
     const answer = await askSpare(world.root, { ping: true })
     return answer !== undefined && "spare" in answer ? answer.spare : undefined
   }, ms, 100)
+
+/** a spare other than `old` answers: the one started after `old` took a run or ended */
+const expectNewSpare = async (old: number) => {
+  const next = await spareAnswering()
+  expect(next).toBeDefined()
+  expect(next).not.toBe(old)
+  return next!
+}
+
+/** one line sent as it is to the spare's socket; its answer line, parsed */
+const sendRaw = (text: string) =>
+  new Promise<unknown>((resolve, reject) => {
+    const connection = Net.createConnection(spareFiles(world.root).socket)
+    let answered = ""
+    connection.on("connect", () => connection.write(text))
+    connection.on("data", (chunk) => {
+      answered += chunk.toString("utf8")
+      if (answered.includes("\n")) resolve(JSON.parse(answered.slice(0, answered.indexOf("\n"))))
+    })
+    connection.on("error", reject)
+    connection.on("close", () => resolve(undefined))
+  })
 
 /** the node the spare serves, as its own arguments say (what the hook hands off with) */
 const spareNode = (pid: number): NodeConfig => {
@@ -78,9 +97,7 @@ describe("the spare watcher", () => {
     expect(peak, logOf(second)).toBeDefined()
 
     // and a new spare waits for the run after
-    const next = await spareAnswering()
-    expect(next).toBeDefined()
-    expect(next).not.toBe(spare)
+    await expectNewSpare(spare!)
   }, 90_000)
 
   it("declines another node's run and goes on waiting; the same run handed off twice at once is watched once", async () => {
@@ -120,10 +137,30 @@ describe("the spare watcher", () => {
     expect(handed.warm).toBe(false)
     expect(counted(await world.waitEnded(run))).toEqual(["started", "ended"])
     expect(logOf(run)).toContain(`in care: watcher ${handed.pid} holds the run`)
-    const next = await spareAnswering()
-    expect(next).toBeDefined()
-    expect(next).not.toBe(spare)
+    await expectNewSpare(spare)
   }, 90_000)
+
+  it("answers a malformed request with a decline naming what is wrong, and goes on waiting", async () => {
+    const spare = (await spareAnswering())!
+    const node = spareNode(spare)
+    const nodeArgs = ["--root", node.root, "--repository", node.repository, "--node", node.nodeUser]
+    expect(await sendRaw("{not json\n")).toEqual({ declined: "the request is not JSON" })
+    for (const notObject of ["5", "null", "[1]", "\"run\""]) {
+      expect(await sendRaw(`${notObject}\n`)).toEqual({ declined: "the request is not a JSON object" })
+    }
+    expect(await sendRaw("{}\n")).toEqual({ declined: "run is not a full artifact hash" })
+    expect(await sendRaw(`${JSON.stringify({ run: "abc", node: nodeArgs, program: currentWatcher() })}\n`))
+      .toEqual({ declined: "run is not a full artifact hash" })
+    expect(await sendRaw(`${JSON.stringify({ run: "0".repeat(64), node: "--root /", program: currentWatcher() })}\n`))
+      .toEqual({ declined: "node is not a list of arguments" })
+    expect(await sendRaw(`${JSON.stringify({ run: "0".repeat(64), node: [...nodeArgs, "--bogus"], program: currentWatcher() })}\n`))
+      .toMatchObject({ declined: expect.stringMatching(/^unknown argument "--bogus"/) })
+    expect(await sendRaw(`${JSON.stringify({ run: "0".repeat(64), node: nodeArgs, program: 7 })}\n`)).toEqual({ declined: "program is not a path" })
+    expect(await sendRaw("x".repeat(70 * 1024))).toEqual({ declined: "the request is longer than 65536 bytes" })
+    // none of it took a run or ended the spare
+    expect(await askSpare(world.root, { ping: true })).toEqual({ spare })
+    expect(alive(spare)).toBe(true)
+  }, 60_000)
 
   it("a switched release ends the spare of the old one; the run is watched by the new release's watcher", async () => {
     const spare = (await spareAnswering())!
