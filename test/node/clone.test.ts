@@ -14,6 +14,7 @@ import {
   cloneAs, createRepository, fossil, freePort, makeTempDir, pushArtifacts, webLogin, webNewThread, webReply, type TestUser
 } from "../support/fossilServer.js"
 import { sandbox } from "../support/nodeWorld.js"
+import { askSpare } from "../../src/node/SpareClient.js"
 import { pidsNaming, waitFor } from "./hookWorld.js"
 
 // A node on another host, simulated on this machine: the server (a real fossil server whose
@@ -283,9 +284,16 @@ describe("ocx2 node, a node on another host", () => {
   }, 30_000)
 
   it("ends a running process stopped when a stop is posted on the server; the next call delivers it", async () => {
+    // the runs before left a spare watcher on the clone's host: it takes this one
+    const spare = await waitFor(async () => {
+      const answer = await askSpare(world.root, { ping: true })
+      return answer !== undefined && "spare" in answer ? answer.spare : undefined
+    }, 20_000)
+    expect(spare).toBeDefined()
     const run = await postRun("sleep 60")
     await node()
     await waitForKind(run, "started")
+    expect(Fs.readFileSync(Path.join(world.root, "care", `${run}.log`), "utf8")).toContain(`in care: spare ${spare} took the run`)
     const session = await webLogin(world.url, users.alice.login, users.alice.password)
     await webReply({ repository: world.served }, session, { to: run, text: writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it.") })
     const answer = await node()
