@@ -17,7 +17,7 @@ import {
   StepFailed
 } from "../services/ReleaseRoot.js"
 import { flockNow } from "../src/node/FlockNow.js"
-import { releaseOfLinkTarget, releasePaths, rootOfProgram, type ServedLink } from "../src/release/ReleasePaths.js"
+import { releaseOfLinkTarget, releaseOfProgram, releasePaths, type ServedLink } from "../src/release/ReleasePaths.js"
 import {
   externalsOfBuild,
   keepInRelease,
@@ -180,6 +180,16 @@ const endedHow = (exit: { code: number | null; signal: string | null; timedOut: 
 
 const smokeTimeoutMs = 60_000
 
+/** The release a program is, from its real path (every link followed); undefined when it has none. */
+const programReleaseOf = (programPath: string | undefined) => {
+  if (programPath === undefined) return undefined
+  try {
+    return releaseOfProgram(Fs.realpathSync(programPath))
+  } catch {
+    return undefined
+  }
+}
+
 const make: ReleaseRootService = {
   resolveRoot: (root) =>
     Effect.gen(function*() {
@@ -188,15 +198,9 @@ const make: ReleaseRootService = {
       return real
     }).pipe(Effect.mapError((e) => (e.reason.startsWith("ENOENT") ? new ReleaseRootError({ path: root, reason: "no such directory" }) : e))),
 
-  rootOfProgram: (programPath) =>
-    Effect.sync(() => {
-      if (programPath === undefined) return undefined
-      try {
-        return rootOfProgram(Fs.realpathSync(programPath))
-      } catch {
-        return undefined
-      }
-    }),
+  rootOfProgram: (programPath) => Effect.sync(() => programReleaseOf(programPath)?.root),
+
+  releaseOfProgram: (programPath) => Effect.sync(() => programReleaseOf(programPath)),
 
   read: (root) =>
     io(root, () => {

@@ -9,7 +9,7 @@ import type * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as Schema from "effect/Schema"
 import type { RuntimePackage } from "../src/release/runtimeModules.js"
-import type { ServedLink } from "../src/release/ReleasePaths.js"
+import type { ProgramRelease, ServedLink } from "../src/release/ReleasePaths.js"
 
 /** Reading or changing the root failed. */
 export class ReleaseRootError extends Schema.TaggedError<ReleaseRootError>()("ReleaseRootError", {
@@ -99,6 +99,11 @@ export interface ReleaseRootService {
   readonly resolveRoot: (root: string) => Effect.Effect<string, ReleaseRootError>
   /** The root the program at `programPath` was released into (its real path is ROOT/staged/NAME/PROGRAM). */
   readonly rootOfProgram: (programPath: string | undefined) => Effect.Effect<string | undefined>
+  /**
+   * Which release of which root the program at `programPath` is: its real path, links followed
+   * (through a link or a chain of links), is ROOT/staged/NAME/PROGRAM; undefined otherwise.
+   */
+  readonly releaseOfProgram: (programPath: string | undefined) => Effect.Effect<ProgramRelease | undefined>
   /** What ROOT's links serve; a link that names no staged release is an error naming it. */
   readonly read: (root: string) => Effect.Effect<ReleaseState, ReleaseRootError>
   /** Whether ROOT/staged/NAME holds the program. */

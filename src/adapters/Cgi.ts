@@ -1,5 +1,7 @@
 import * as Effect from "effect/Effect"
 import { resolve } from "node:path"
+import * as ReleaseRootFs from "../../layers/ReleaseRootFs.js"
+import { type ServingRelease, servingLine, servingOf } from "../release/Served.js"
 import { runTool } from "../tools/runTool.js"
 import { type Answer, type Caller, notOfferedMessage, offeredBy, type Tool } from "../tools/Tool.js"
 import { ocxPage, problemPage, toolPage } from "./html.js"
@@ -22,6 +24,11 @@ import { FORMAT, fromForm, fromObject, type Decoded } from "./input.js"
 //   `format=json` form field, a JSON body (application/json, the tool's arguments and dry_run as
 //   one object), or an Accept header naming application/json (Fossil 2.21's own server does not
 //   pass Accept on to an extension, so clients should use format=json).
+// - The release root is the server's (seed 001): accept and rollback act on the root the page's
+//   own program was released into (its real path, every link followed: ocx2-cgi -> ROOT/current/
+//   ocx2-cgi, ocx2-cgi-next -> ROOT/next/ocx2-cgi), never on one from the request. Their forms do
+//   not offer `root`, and the tools refuse one sent in a form, a query or a JSON body. Each page
+//   says which release serves it: the active release, or the pre-release candidate (ocx2-cgi-next).
 
 export interface CgiRequest {
   readonly method: string
@@ -97,9 +104,20 @@ const refererProblem = (request: CgiRequest, page: string): string | undefined =
 
 export type Cgi = (request: CgiRequest) => Promise<CgiResponse>
 
+export interface CgiOptions {
+  /** The release serving these pages (undefined: a program in no release root); not known when absent. */
+  readonly release?: { readonly serving: ServingRelease | undefined }
+}
+
+/** The tools whose release root is the page's own, never the request's (seed 001). */
+const releaseTools: ReadonlyArray<string> = ["accept", "rollback"]
+
 /** The CGI as a function of the tool list: one request in, one response out, never a throw. */
-export const makeCgi = (allTools: ReadonlyArray<Tool>): Cgi => async (request) => {
+export const makeCgi = (allTools: ReadonlyArray<Tool>, options: CgiOptions = {}): Cgi => async (request) => {
   const tools = offeredBy("cgi", allTools)
+  // which release serves the pages: on every page when it is a release, else on the release tools' pages
+  const release = options.release === undefined ? undefined : servingLine(options.release.serving)
+  const inRoot = options.release?.serving !== undefined
   const base = request.scriptName
   const query = new URLSearchParams(request.query)
   const name = request.pathInfo.replace(/^\/+/, "").replace(/\/+$/, "")
@@ -120,7 +138,7 @@ export const makeCgi = (allTools: ReadonlyArray<Tool>): Cgi => async (request) =
       if (list === undefined) return json(404, refusal("list", "this OCX offers no list tool"))
       return json(200, await Effect.runPromise(runTool(list, {}, { caller: request.caller, dryRun: true, repository: request.repository, entryPoint: "cgi" })))
     }
-    return html(200, ocxPage(tools, base, request.caller))
+    return html(200, ocxPage(tools, base, request.caller, inRoot ? release : undefined))
   }
 
   const jsonBody = (request.contentType ?? "").split(";")[0]!.trim().toLowerCase() === "application/json"
@@ -136,9 +154,14 @@ export const makeCgi = (allTools: ReadonlyArray<Tool>): Cgi => async (request) =
   }
   const page = `${base}/${tool.name}`
   const context = (dryRun: boolean) => ({ caller: request.caller, dryRun, repository: request.repository, entryPoint: "cgi" as const })
+  const isReleaseTool = releaseTools.includes(tool.name)
+  const pageOptions = {
+    release: inRoot || isReleaseTool ? release : undefined,
+    hidden: isReleaseTool ? ["root"] : []
+  }
 
   if (method !== "POST") {
-    if (!wantsJson(request, undefined)) return html(200, toolPage(tool, page, query, undefined, request.caller))
+    if (!wantsJson(request, undefined)) return html(200, toolPage(tool, page, query, undefined, request.caller, pageOptions))
     const decoded = fromForm(tool, withoutFormat(query))
     if (decoded._tag === "Problem") return json(400, refusal(tool.name, decoded.message))
     // A GET only ever runs a dry run: see the rules at the top of this file.
@@ -157,7 +180,7 @@ export const makeCgi = (allTools: ReadonlyArray<Tool>): Cgi => async (request) =
     return asJson ? json(400, refusal(tool.name, decoded.message)) : html(400, problemPage("Bad request", decoded.message, page))
   }
   const answer = await Effect.runPromise(runTool(tool, decoded.raw, context(decoded.dryRun)))
-  return asJson ? json(200, answer) : html(200, toolPage(tool, page, body.params, answer, request.caller))
+  return asJson ? json(200, answer) : html(200, toolPage(tool, page, body.params, answer, request.caller, pageOptions))
 }
 
 const withoutFormat = (params: URLSearchParams): URLSearchParams => {
@@ -235,8 +258,15 @@ export const readBody = (input: NodeJS.ReadableStream, length: number): Promise<
 /** A body larger than this is refused before it is read: no tool takes megabytes from a form. */
 export const MAX_BODY = 1 << 20
 
-/** The whole CGI process: environment and stdin in, one reply on stdout; nothing escapes as a crash. */
-export const runCgi = async (tools: ReadonlyArray<Tool>, env: NodeJS.ProcessEnv = process.env): Promise<void> => {
+/**
+ * The whole CGI process: environment and stdin in, one reply on stdout; nothing escapes as a crash.
+ * `program` is the CGI's own path as run (process.argv[1]): its real path says which release serves.
+ */
+export const runCgi = async (
+  tools: ReadonlyArray<Tool>,
+  env: NodeJS.ProcessEnv = process.env,
+  program: string | undefined = process.argv[1]
+): Promise<void> => {
   // stdout is the reply: a tool that logs (console, or Effect's Console) writes to stderr instead
   for (const method of ["log", "info", "debug", "warn", "trace", "dir", "table"] as const) {
     console[method] = (...args: Array<unknown>) => console.error(...args)
@@ -251,7 +281,8 @@ export const runCgi = async (tools: ReadonlyArray<Tool>, env: NodeJS.ProcessEnv 
       response = html(400, problemPage("Bad request", `the body is ${env.CONTENT_LENGTH} bytes; at most ${MAX_BODY} are taken`, env.SCRIPT_NAME ?? "/"))
     } else {
       const body = (await readBody(process.stdin, length)).toString("utf8")
-      response = await makeCgi(tools)(requestFromEnv(env, body))
+      const serving = await Effect.runPromise(servingOf(program).pipe(Effect.provide(ReleaseRootFs.layer)))
+      response = await makeCgi(tools, { release: { serving } })(requestFromEnv(env, body))
     }
   } catch (error) {
     response = html(500, problemPage("Failed", `the OCX page failed: ${String((error as Error)?.message ?? error)}`, env.SCRIPT_NAME ?? "/"))

@@ -40,16 +40,21 @@ const who = (caller: Caller): string =>
     ? `<p>You are not logged in: you act as <b>nobody</b>, with capabilities <code>${escapeHtml(caller.capabilities || "(none)")}</code>.</p>`
     : `<p>You act as <b>${escapeHtml(caller.user)}</b>, with capabilities <code>${escapeHtml(caller.capabilities || "(none)")}</code>.</p>`
 
-export const ocxPage = (tools: ReadonlyArray<Tool>, base: string, caller: Caller): string =>
+/** Which release serves the pages (seed 001: the web page shows the release root as the server's). */
+const releaseLine = (release: string | undefined): string =>
+  release === undefined ? "" : `<p class="ocx-release">${escapeHtml(release)}</p>`
+
+export const ocxPage = (tools: ReadonlyArray<Tool>, base: string, caller: Caller, release?: string): string =>
   page(
     "OCX",
     [
+      releaseLine(release),
       who(caller),
       `<ul class="ocx-tools">`,
       ...tools.map((tool) =>
         `<li><a href="${escapeHtml(`${base}/${tool.name}`)}">${escapeHtml(tool.name)}</a>: ${escapeHtml(tool.summary)}<br><code>${escapeHtml(usage(tool))}</code></li>`),
       `</ul>`
-    ].join("\n")
+    ].filter((part) => part.length > 0).join("\n")
   )
 
 const control = (field: Field, value: string | undefined): string => {
@@ -85,11 +90,14 @@ const control = (field: Field, value: string | undefined): string => {
   }
 }
 
-/** The tool's form, derived from its fields, posting to the tool's own page; values refill it. */
-export const form = (tool: Tool, action: string, values: URLSearchParams): string =>
+/**
+ * The tool's form, derived from its fields, posting to the tool's own page; values refill it.
+ * `hidden` names fields the page decides itself (the release tools' root): they are not offered.
+ */
+export const form = (tool: Tool, action: string, values: URLSearchParams, hidden: ReadonlyArray<string> = []): string =>
   [
     `<form method="post" action="${escapeHtml(action)}" class="ocx-form">`,
-    ...fieldsOf(tool).map((field) => control(field, values.get(field.name) ?? undefined)),
+    ...fieldsOf(tool).filter((field) => !hidden.includes(field.name)).map((field) => control(field, values.get(field.name) ?? undefined)),
     `<div class="ocx-field ocx-check"><input type="checkbox" name="${DRY_RUN}" id="f-${DRY_RUN}" value="on"${values.get(DRY_RUN) !== null && values.get(DRY_RUN) !== "" ? " checked" : ""}> <label for="f-${DRY_RUN}">${DRY_RUN}</label><span class="ocx-help">say what would be done, and do nothing</span></div>`,
     `<button type="submit">${escapeHtml(tool.name)}</button>`,
     `</form>`
@@ -130,15 +138,30 @@ export const answerHtml = (answer: Answer<unknown>): string =>
     `</div>`
   ].filter((part) => part.length > 0).join("\n")
 
-export const toolPage = (tool: Tool, action: string, values: URLSearchParams, answer: Answer<unknown> | undefined, caller: Caller): string =>
+export interface ToolPageOptions {
+  /** Which release serves the page, in one line. */
+  readonly release?: string | undefined
+  /** Fields the page does not offer (see form). */
+  readonly hidden?: ReadonlyArray<string>
+}
+
+export const toolPage = (
+  tool: Tool,
+  action: string,
+  values: URLSearchParams,
+  answer: Answer<unknown> | undefined,
+  caller: Caller,
+  options: ToolPageOptions = {}
+): string =>
   page(
     `OCX: ${tool.name}`,
     [
       `<p>${escapeHtml(tool.summary)}. ${escapeHtml(tool.description)}</p>`,
       `<p><code>${escapeHtml(usage(tool))}</code></p>`,
       answer !== undefined ? answerHtml(answer) : "",
+      releaseLine(options.release),
       who(caller),
-      form(tool, action, values)
+      form(tool, action, values, options.hidden)
     ].filter((part) => part.length > 0).join("\n")
   )
 

@@ -84,11 +84,26 @@ export const ownPaths = (root: string): ReadonlyArray<string> => {
  * The root a program was released into, from the program's real path (links followed):
  * ROOT/staged/NAME/PROGRAM gives ROOT; any other path gives undefined.
  */
-export const rootOfProgram = (realProgramPath: string): string | undefined => {
+export const rootOfProgram = (realProgramPath: string): string | undefined => releaseOfProgram(realProgramPath)?.root
+
+/** A program released into a root: ROOT/staged/NAME/PROGRAM, read off its real path. */
+export interface ProgramRelease {
+  readonly root: string
+  /** The release it belongs to: NAME. */
+  readonly name: string
+  /** The program's own name in the release, such as ocx2 or ocx2-cgi. */
+  readonly program: string
+}
+
+/**
+ * Which release of which root a program is, from its real path (links followed):
+ * ROOT/staged/NAME/PROGRAM gives all three; any other path gives undefined.
+ */
+export const releaseOfProgram = (realProgramPath: string): ProgramRelease | undefined => {
   const release = Path.dirname(realProgramPath)
   const staged = Path.dirname(release)
   if (!isReleaseName(Path.basename(release)) || Path.basename(staged) !== "staged") return undefined
-  return Path.dirname(staged)
+  return { root: Path.dirname(staged), name: Path.basename(release), program: Path.basename(realProgramPath) }
 }
 
 /**

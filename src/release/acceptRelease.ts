@@ -5,11 +5,11 @@ import { OperationsLog } from "../tools/Operations.js"
 import type { ToolContext } from "../tools/Tool.js"
 import { finish } from "./finish.js"
 import { hookTarget, releasePaths } from "./ReleasePaths.js"
-import { ensureHookLink, Refusal, rootToActOn, Served, servedAfter } from "./Served.js"
+import { checkReleaseRule, ensureHookLink, Refusal, releaseToActOn, Served, servedAfter } from "./Served.js"
 
 export const RootInput = Schema.Struct({
   root: Schema.optionalWith(
-    Schema.String.annotations({ description: "the release root (by default the root this program was released into)" }),
+    Schema.String.annotations({ description: "the release root (by default the root this program was released into; the web page takes none: it acts on its own)" }),
     { exact: true }
   )
 })
@@ -24,10 +24,13 @@ export const acceptRelease = (input: RootInput, context: ToolContext, programPat
     log,
     Effect.scoped(Effect.gen(function*() {
       const releases = yield* ReleaseRoot
-      const root = yield* rootToActOn("accept", input.root, programPath)
+      const acting = yield* releaseToActOn("accept", input.root, programPath, context.entryPoint)
+      const root = acting.root
       const paths = releasePaths(root)
       if (!context.dryRun) yield* releases.lock(root)
       const state = yield* releases.read(root)
+      // who may accept: read under the lock, so the links it judges are the ones it switches
+      yield* checkReleaseRule(log, "accept", acting, state, context.entryPoint)
       const next = state.next
       if (next === undefined) {
         return yield* Effect.fail(new Refusal(`nothing is staged as next (${paths.next}): stage a checkout first`))

@@ -5,7 +5,7 @@ import type { ToolContext } from "../tools/Tool.js"
 import type { RootInput } from "./acceptRelease.js"
 import { finish } from "./finish.js"
 import { hookTarget, releasePaths } from "./ReleasePaths.js"
-import { ensureHookLink, Refusal, rootToActOn, Served, servedAfter } from "./Served.js"
+import { checkReleaseRule, ensureHookLink, Refusal, releaseToActOn, Served, servedAfter } from "./Served.js"
 
 export const RollbackOutput = Served
 
@@ -19,10 +19,13 @@ export const rollbackRelease = (input: RootInput, context: ToolContext, programP
     log,
     Effect.scoped(Effect.gen(function*() {
       const releases = yield* ReleaseRoot
-      const root = yield* rootToActOn("rollback", input.root, programPath)
+      const acting = yield* releaseToActOn("rollback", input.root, programPath, context.entryPoint)
+      const root = acting.root
       const paths = releasePaths(root)
       if (!context.dryRun) yield* releases.lock(root)
       const state = yield* releases.read(root)
+      // who may rollback: read under the lock, so the links it judges are the ones it switches
+      yield* checkReleaseRule(log, "rollback", acting, state, context.entryPoint)
       const previous = state.previous
       if (previous === undefined) {
         return yield* Effect.fail(new Refusal(`there is no previous release to roll back to (${paths.previous})`))
