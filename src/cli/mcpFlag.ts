@@ -1,4 +1,4 @@
-import { siblingBundle } from "../siblings.js"
+import { loadSibling } from "../siblings.js"
 
 // `ocx2 --mcp`, so a program's own configuration can start the tools as `ocx2 --mcp` where
 // ocx2-mcp is not installed. Loaded only when --mcp is given, from the MCP server's bundle beside
@@ -14,10 +14,8 @@ export interface McpFlag {
 type McpModule = typeof import("../adapters/Mcp.js")
 
 const loadMcp = (): Promise<McpModule> => {
-  const bundle = siblingBundle("ocx2-mcp-server")
-  if (bundle !== undefined) return import(bundle) as Promise<McpModule>
   const fromSource = "../adapters/Mcp.js" // not followed by the bundler
-  return import(fromSource) as Promise<McpModule>
+  return loadSibling("ocx2-mcp-server", typeof OCX2_BUNDLED === "undefined" ? () => import(fromSource) : undefined)
 }
 
 /** Serves MCP on stdin/stdout until the client closes it, exactly as ocx2-mcp does. */

@@ -1,34 +1,50 @@
 import type BetterSqlite3 from "better-sqlite3"
+import * as Fs from "node:fs"
 import { createRequire } from "node:module"
 import * as Path from "node:path"
+import { fileURLToPath } from "node:url"
 
 // better-sqlite3 is a native addon: loading it costs start-up time, and a V8 start-up snapshot
-// cannot hold it. So it is loaded on the first open, resolved from the running program's place
-// (a checkout's dist/, or a release's ROOT/staged/NAME with its node_modules).
+// cannot hold it. So it is loaded on the first open, resolved from where the running program
+// really is: a checkout's dist/, or a release's ROOT/staged/NAME with its node_modules. A program
+// is usually started through a link (Fossil runs ROOT/ocx2-hook, an extension root links to
+// ROOT/current/ocx2-cgi, possibly through more links), and Node's argv[1] is that link, not
+// followed: so the link is followed first. Then this bundle's own file (a CommonJS bundle's
+// __filename, an ES module's URL), which is also where the tests from source find it.
 
 let constructor: typeof BetterSqlite3 | undefined
 
+/** The places to resolve the addon from, nearest to the real program first. */
+const bases = (): ReadonlyArray<string> => {
+  const found: Array<string> = []
+  const program = process.argv[1]
+  if (program !== undefined) {
+    try {
+      found.push(Fs.realpathSync(program))
+    } catch {
+      found.push(Path.resolve(program))
+    }
+  }
+  // a CommonJS bundle (bin/build.mjs's loader passes the bundle's real path); absent in an ES module
+  if (typeof __filename === "string") found.push(__filename)
+  // an ES module bundle or the source; empty in a CommonJS bundle, where esbuild leaves import.meta {}
+  const url = (import.meta as { url?: string }).url
+  if (typeof url === "string" && url.startsWith("file:")) found.push(fileURLToPath(url))
+  return found
+}
+
 const load = (): typeof BetterSqlite3 => {
   if (constructor !== undefined) return constructor
-  const from = process.argv[1] !== undefined ? Path.resolve(process.argv[1]) : Path.join(process.cwd(), "index.js")
-  const candidates = [from, Path.join(process.cwd(), "index.js")]
-  let lastError: unknown
-  for (const base of candidates) {
+  const tried: Array<string> = []
+  for (const base of bases()) {
     try {
       constructor = createRequire(base)("better-sqlite3") as typeof BetterSqlite3
       return constructor
     } catch (e) {
-      lastError = e
+      tried.push(`from ${base}: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`)
     }
   }
-  // as the module system would: from this file's own place (tests, tools run from source)
-  try {
-    // (in a CommonJS bundle import.meta is empty: there the program's place above is the answer)
-    constructor = createRequire(String(import.meta.url))("better-sqlite3") as typeof BetterSqlite3
-    return constructor
-  } catch {
-    throw lastError
-  }
+  throw new Error(`the SQLite addon (better-sqlite3) cannot be loaded: ${tried.join("; ")}`)
 }
 
 /** Loads the addon now (a spare watcher, so the run it takes does not wait for it). */

@@ -4,7 +4,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Zlib from "node:zlib"
 import { rootOfProgram } from "../release/ReleasePaths.js"
-import { importSibling } from "../siblings.js"
+import { loadSibling } from "../siblings.js"
 import { anySession } from "./SessionFiles.js"
 import {
   advanceCursor, appendHookLog, canonicalRepository, type Cursor, cursorFileOf, type HookLogEntry, nodeOf, readCursor
@@ -180,12 +180,10 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
  * (ocx2-hook-round), loaded only when something may hold a message: parsing it is most of what
  * a call that decides nothing would cost. From source (tests), the module itself.
  */
-const loadRound = async (program: string | undefined): Promise<typeof import("./Round.js")> => {
-  const bundled = await importSibling<typeof import("./Round.js")>("ocx2-hook-round", program)
-  if (bundled !== undefined) return bundled
+const loadRound = (program: string | undefined): Promise<typeof import("./Round.js")> => {
   // a specifier the bundler cannot follow, so the hook's bundle never holds the round
   const fromSource = "./Round.js"
-  return import(fromSource) as Promise<typeof import("./Round.js")>
+  return loadSibling("ocx2-hook-round", typeof OCX2_BUNDLED === "undefined" ? () => import(fromSource) : undefined, program)
 }
 
 /** The program's entry: output guarded (Fossil closed it), one call, then exit. */

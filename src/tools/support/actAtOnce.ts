@@ -3,7 +3,7 @@ import * as Path from "node:path"
 import { nodeOf } from "../../node/HookFiles.js"
 import { readHooks, runsOcx2Hook } from "../../node/HookInstall.js"
 import type { NodeConfig } from "../../node/NodeConfig.js"
-import { importSibling } from "../../siblings.js"
+import { loadSibling } from "../../siblings.js"
 
 // Seed 001: "A write on the repository itself starts no hook, so when the run names the node
 // of this host's hook, create has that node act on it at once, and its answer says what the
@@ -23,11 +23,9 @@ export interface WrittenOnServed {
 }
 
 /** The round: the hook's round bundle beside this program, or the module itself from source. */
-export const loadRound = async (): Promise<typeof import("../../node/Round.js")> => {
-  const bundled = await importSibling<typeof import("../../node/Round.js")>("ocx2-hook-round")
-  if (bundled !== undefined) return bundled
+export const loadRound = (): Promise<typeof import("../../node/Round.js")> => {
   const fromSource = "../../node/Round.js" // not followed by the bundler: the CLI's bundle stays small
-  return import(fromSource) as Promise<typeof import("../../node/Round.js")>
+  return loadSibling("ocx2-hook-round", typeof OCX2_BUNDLED === "undefined" ? () => import(fromSource) : undefined)
 }
 
 /** The release root of the ocx2 hook installed on the repository: ROOT/ocx2-hook --log ROOT/node/hook.log %R. */
