@@ -100,7 +100,8 @@ const installNode = async (world: NodeWorld): Promise<boolean> => {
 
 export const demo = async (options: { readonly wait: boolean }) => {
   say("ocx2 demo: a local Fossil server, a node, and two runs posted as a person would post them")
-  const world = await makeNodeWorld({ fastHooks: true })
+  // the server serves the OCX pages from its extension root, linked as docs/operations.md says
+  const world = await makeNodeWorld({ fastHooks: true, pages: true })
   try {
     say(`repository: ${world.repository}`)
     say(`server:     ${world.server.url} (fossil server --nojail on loopback)`)
@@ -135,17 +136,22 @@ export const demo = async (options: { readonly wait: boolean }) => {
     }
 
     for (const run of [build, refused]) {
-      say(`thread of ${run.slice(0, 12)}, as the served repository holds it (open ${world.server.url}forumpost/${run.slice(0, 12)}):`)
+      say(`thread of ${run.slice(0, 12)}, as the served repository holds it${options.wait ? ` (open ${world.server.url}forumpost/${run.slice(0, 12)})` : ""}:`)
       await printThread(world, run)
       say()
     }
     say(`the verdict on trunk:   ${(await fossil(["tag", "list", "--raw", world.trunk, "-R", world.repository])).split("\n").find((l) => l.startsWith("ci=")) ?? "(none)"}`)
     say(`unversioned files:      ${(await fossil(["uv", "list", "-R", world.repository])).trim() || "(none)"}`)
     say()
-    say(`open ${world.server.url}forum in a browser (sign in as ${users.admin.login} / ${users.admin.password}).`)
     if (options.wait) {
+      say(`open in a browser (sign in as ${users.admin.login} / ${users.admin.password}):`)
+      say(`  the forum:     ${world.server.url}forum`)
+      say(`  the OCX pages: ${world.server.url}ext/ocx2-cgi`)
       say("press Enter to stop the server and remove the demo's files")
       await new Promise<void>((resolve) => Readline.createInterface({ input: process.stdin }).once("line", () => resolve()))
+    } else {
+      const pages = await fetch(`${world.server.url}ext/ocx2-cgi`).then((r) => `${r.status}`, (e: unknown) => String(e))
+      say(`the OCX pages (ext/ocx2-cgi) answered HTTP ${pages}; the server stops now: bin/demo without --no-wait keeps it open and prints where`)
     }
   } finally {
     await world.close()

@@ -161,14 +161,25 @@ export const deleteHook = (repository: string, index: number) => fossil(["hook",
 
 export const setBackofficeDisable = (repository: string) => fossil(["settings", "backoffice-disable", "on", "-R", repository])
 
-/** Starts `fossil backoffice --poll 1 REPOSITORY` detached, for the service a host should run instead; its pid. */
+/**
+ * Starts `fossil backoffice --poll 1 REPOSITORY` detached, for the service a host should run
+ * instead; its pid. It outlives this call, so it is started as that service would be: from `/`
+ * (never holding the caller's directory) with a bare environment (nothing of the caller's leaks
+ * into the hooks it runs).
+ */
 export const startPoller = (repository: string): Effect.Effect<number, HookError> =>
   Effect.try({
     try: () => {
       const child = ChildProcess.spawn("fossil", ["backoffice", "--poll", "1", repository], {
+        cwd: "/",
         detached: true,
         stdio: "ignore",
-        env: { ...process.env, USER: fossilUser() }
+        env: {
+          PATH: process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin",
+          HOME: process.env.HOME ?? "/",
+          LANG: process.env.LANG ?? "C.UTF-8",
+          USER: fossilUser()
+        }
       })
       child.unref()
       if (child.pid === undefined) throw new Error("no process")

@@ -1,14 +1,14 @@
 import * as Fs from "node:fs"
-import { execFile, spawn, type ChildProcess } from "node:child_process"
+import { execFile } from "node:child_process"
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
 import { build } from "esbuild"
+import { startServer } from "../support/fossilServer.js"
 
-// A minimal real `fossil server` with an extension root, local to the adapter tests (the shared
-// test/support/fossilServer.ts is written elsewhere; the two can be merged later).
+// A real `fossil server` with an extension root for the adapter tests (started by
+// test/support/fossilServer.ts as a service manager starts it).
 
 const run = promisify(execFile)
 const fossil = (...args: Array<string>) => run("fossil", args, { env: { ...process.env, USER: "root" } })
@@ -48,16 +48,6 @@ export const bundle = async (entry: string, outdir: string, name: string): Promi
   return outfile
 }
 
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const server = createServer()
-    server.on("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0))
-    })
-  })
-
 /**
  * A repository with `users`, served with --extroot holding, for each name, an executable that
  * runs the given bundled script with node by its full path (Fossil's CGI environment has no PATH).
@@ -76,22 +66,9 @@ export const startExtServer = async (users: ReadonlyArray<TestUser>, scripts: Re
     writeFileSync(join(extroot, name), `#!/bin/sh\nexec /usr/bin/node ${script}\n`)
     chmodSync(join(extroot, name), 0o755)
   }
-  const port = await freePort()
-  const child: ChildProcess = spawn(
-    "fossil",
-    ["server", "--nojail", "--localhost", "--port", String(port), "--extroot", extroot, repository],
-    { env: { ...process.env, USER: "root" }, stdio: "ignore" }
-  )
-  const base = `http://127.0.0.1:${port}`
-  const deadline = Date.now() + 10_000
-  for (;;) {
-    try {
-      if ((await fetch(`${base}/robots.txt`)).status > 0) break
-    } catch {
-      if (Date.now() > deadline) throw new Error(`fossil server did not answer on ${base}`)
-      await new Promise((r) => setTimeout(r, 50))
-    }
-  }
+  // served as a service manager serves it: from /, with a bare environment
+  const server = await startServer(repository, { extroot })
+  const base = server.url.replace(/\/$/, "")
   return {
     base,
     dir,
@@ -108,11 +85,7 @@ export const startExtServer = async (users: ReadonlyArray<TestUser>, scripts: Re
       return cookie
     },
     stop: async () => {
-      if (child.exitCode === null && child.signalCode === null) {
-        const exited = new Promise((r) => child.once("exit", r))
-        child.kill("SIGTERM")
-        await exited
-      }
+      await server.stop()
       rmSync(dir, { recursive: true, force: true })
     }
   }

@@ -11,7 +11,7 @@ import { runFossil } from "../../src/fossil/Command.js"
 import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
 import { bundle } from "../adapters/extServer.js"
 import {
-  cloneAs, createRepository, fossil, freePort, makeTempDir, pushArtifacts, webLogin, webNewThread, webReply, type TestUser
+  cloneAs, createRepository, fossil, makeTempDir, pushArtifacts, startServer, webLogin, webNewThread, webReply, type RunningServer, type TestUser
 } from "../support/fossilServer.js"
 import { sandbox } from "../support/nodeWorld.js"
 import { askSpare } from "../../src/node/SpareClient.js"
@@ -39,7 +39,7 @@ interface World {
   readonly clone: string
   readonly cloneCode: string
   readonly passwords: string
-  readonly server: ChildProcess.ChildProcess
+  readonly server: RunningServer
 }
 
 let world: World
@@ -71,19 +71,9 @@ beforeAll(async () => {
   const extroot = Path.join(dir, "ext")
   Fs.mkdirSync(extroot)
   Fs.writeFileSync(Path.join(extroot, "ocx2-cgi"), `#!/bin/sh\nexec ${process.execPath} ${cgi}\n`, { mode: 0o755 })
-  const port = await freePort()
-  const server = ChildProcess.spawn("fossil", ["server", "--nojail", "--localhost", "--port", String(port), "--extroot", extroot, served], {
-    env: { ...process.env, USER: "root" }, stdio: "ignore", detached: true
-  })
-  const url = `http://127.0.0.1:${port}/`
-  await waitFor(async () => {
-    try {
-      await (await fetch(`${url}robots.txt`)).arrayBuffer()
-      return true
-    } catch {
-      return undefined
-    }
-  }, 10_000, 30)
+  // served as a service manager serves it: from /, with a bare environment
+  const server = await startServer(served, { extroot })
+  const url = server.url
 
   // the other host: a release root of its own, a clone made as lab2, the passwords file
   const host = Path.join(dir, "lab2-host")
@@ -111,17 +101,8 @@ afterAll(async () => {
       process.kill(pid, "SIGKILL")
     } catch { /* gone */ }
   }
-  const exited = new Promise((r) => world.server.once("exit", r))
-  try {
-    process.kill(-world.server.pid!, "SIGTERM")
-  } catch { /* gone */ }
-  await exited
-  // Fossil's backoffice leaves the server's process group (setsid): found by the served file it names
-  for (const pid of pidsNaming(world.served)) {
-    try {
-      process.kill(pid, "SIGKILL")
-    } catch { /* gone */ }
-  }
+  // the server, and Fossil's backoffice, which leaves the server's process group (setsid)
+  await world.server.stop()
   if (process.env.OCX2_KEEP_TEST_DIR === undefined) Fs.rmSync(world.dir, { recursive: true, force: true })
 })
 

@@ -133,7 +133,7 @@ export const makeHookWorld = async (options: { readonly fastHooks?: boolean; rea
     close: async () => {
       stopSpare(root)
       await server.stop()
-      Fs.rmSync(dir, { recursive: true, force: true })
+      if (process.env.OCX2_KEEP_TEST_DIR === undefined) Fs.rmSync(dir, { recursive: true, force: true })
     }
   }
 }

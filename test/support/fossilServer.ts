@@ -120,22 +120,36 @@ const killStragglers = async (repository: string): Promise<void> => {
 }
 
 /**
- * Serves `repository` with `fossil server --nojail --localhost` on a free loopback
- * port and waits until it answers. `fastHooks` turns Fossil's automatic backoffice off
- * and runs `fossil backoffice --poll 1` beside it (hooks within about a second).
+ * The environment a service manager gives a service (systemd: a fixed PATH, and HOME and LANG
+ * where the unit names them), nothing of the test's own: a program that works only with the
+ * test's variables, or only from the checkout as its directory, fails here as it would installed.
  */
-export const startServer = async (
-  repository: string,
-  options: { readonly fastHooks?: boolean } = {}
-): Promise<RunningServer> => {
+export const serviceEnvironment = (): NodeJS.ProcessEnv => ({
+  PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+  HOME: Os.homedir(),
+  LANG: "C.UTF-8"
+})
+
+/** Starts `fossil ARGS` as a service manager would: from `/`, in its own process group, with a bare environment. */
+export const spawnAsService = (args: ReadonlyArray<string>): ChildProcess.ChildProcess =>
+  ChildProcess.spawn("fossil", [...args], { cwd: "/", detached: true, stdio: "ignore", env: serviceEnvironment() })
+
+export interface ServerOptions {
+  /** turns Fossil's automatic backoffice off and runs `fossil backoffice --poll 1` beside it (hooks within about a second) */
+  readonly fastHooks?: boolean
+  /** serves this directory as Fossil's extension root (`--extroot`), where the OCX pages are linked */
+  readonly extroot?: string
+}
+
+/**
+ * Serves `repository` with `fossil server --nojail --localhost` on a free loopback port, started
+ * as a service manager starts it (spawnAsService), and waits until it answers.
+ */
+export const startServer = async (repository: string, options: ServerOptions = {}): Promise<RunningServer> => {
   const abs = Path.resolve(repository)
   const children: Array<ChildProcess.ChildProcess> = []
   const spawn = (args: ReadonlyArray<string>) => {
-    const child = ChildProcess.spawn("fossil", [...args], {
-      detached: true,
-      stdio: "ignore",
-      env: { ...process.env, USER: "root" }
-    })
+    const child = spawnAsService(args)
     children.push(child)
     return child
   }
@@ -143,6 +157,7 @@ export const startServer = async (
     await Promise.all(children.map(killGroup))
     await killStragglers(abs)
   }
+  const extroot = options.extroot === undefined ? [] : ["--extroot", Path.resolve(options.extroot)]
   try {
     if (options.fastHooks === true) {
       await fossil(["settings", "backoffice-disable", "on", "-R", abs])
@@ -150,7 +165,7 @@ export const startServer = async (
     }
     for (let attempt = 0; ; attempt++) {
       const port = await freePort()
-      const server = spawn(["server", "--nojail", "--localhost", "--port", String(port), abs])
+      const server = spawn(["server", "--nojail", "--localhost", "--port", String(port), ...extroot, abs])
       const url = `http://127.0.0.1:${port}/`
       const deadline = Date.now() + 10_000
       while (Date.now() < deadline && server.exitCode === null) {
@@ -344,10 +359,9 @@ export const pushClone = async (clone: string, user: string): Promise<string> =>
 
 // ---------- the scoped Effect API ----------
 
-export interface FossilServerOptions {
+export interface FossilServerOptions extends ServerOptions {
   readonly users: ReadonlyArray<TestUser>
   readonly wal?: boolean
-  readonly fastHooks?: boolean
   readonly nobody?: string
 }
 
@@ -367,7 +381,10 @@ export const fossilServer = (options: FossilServerOptions): Effect.Effect<Fossil
             ...(options.wal === undefined ? {} : { wal: options.wal }),
             ...(options.nobody === undefined ? {} : { nobody: options.nobody })
           })
-          const running = await startServer(repository, { fastHooks: options.fastHooks ?? false })
+          const running = await startServer(repository, {
+            fastHooks: options.fastHooks ?? false,
+            ...(options.extroot === undefined ? {} : { extroot: options.extroot })
+          })
           return { ...running, dir }
         } catch (e) {
           Fs.rmSync(dir, { recursive: true, force: true })

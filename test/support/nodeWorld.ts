@@ -50,7 +50,17 @@ const readRecord = (repository: string, run: string) =>
 
 export const distProgram = (name: string) => Path.join(import.meta.dirname, "../../dist", `${name}.mjs`)
 
-export const makeNodeWorld = async (options: { readonly fastHooks?: boolean } = {}): Promise<NodeWorld> => {
+/**
+ * The OCX pages in an extension root, as docs/operations.md says to serve them: `ocx2-cgi`, a
+ * link to the active release's program, and `ocx2-cgi-next`, to the pre-release candidate's.
+ */
+export const linkPages = (extroot: string, root: string): void => {
+  Fs.mkdirSync(extroot, { recursive: true })
+  Fs.symlinkSync(Path.join(root, "current", "ocx2-cgi"), Path.join(extroot, "ocx2-cgi"))
+  Fs.symlinkSync(Path.join(root, "next", "ocx2-cgi"), Path.join(extroot, "ocx2-cgi-next"))
+}
+
+export const makeNodeWorld = async (options: { readonly fastHooks?: boolean; readonly pages?: boolean } = {}): Promise<NodeWorld> => {
   const dir = makeTempDir("ocx2-node-")
   // the sandbox runs as an unprivileged uid that must reach the workspace's directories
   Fs.chmodSync(dir, 0o755)
@@ -67,7 +77,9 @@ export const makeNodeWorld = async (options: { readonly fastHooks?: boolean } = 
   await runIn(checkout, ["commit", "-m", "the first check-in", "--user-override", "alice"])
   const trunk = /artifact:\s+([0-9a-f]{64})/.exec(await fossil(["whatis", "trunk", "-R", repository]))![1]!
   const serverCode = (await fossil(["sql", "-R", repository, "SELECT value FROM config WHERE name='server-code'"])).trim().replace(/'/g, "")
-  const server = await startServer(repository, { fastHooks: options.fastHooks ?? false })
+  const extroot = Path.join(dir, "ext")
+  if (options.pages === true) linkPages(extroot, root)
+  const server = await startServer(repository, { fastHooks: options.fastHooks ?? false, ...(options.pages === true ? { extroot } : {}) })
   const config: NodeConfig = { root, repository, nodeUser: users.node.login, serverUrl: server.url, passwordsFile: undefined }
   const post = async (run: object, options: { readonly as?: string; readonly to?: string; readonly title?: string } = {}) =>
     Effect.runPromise(

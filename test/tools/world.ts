@@ -12,7 +12,7 @@ import * as Path from "node:path"
 import { runFossil } from "../../src/fossil/Command.js"
 import * as Read from "../../src/fossil/Read.js"
 import { bundle } from "../adapters/extServer.js"
-import { createRepository, fossil, freePort, makeTempDir, type TestUser } from "../support/fossilServer.js"
+import { createRepository, fossil, makeTempDir, startServer, type TestUser } from "../support/fossilServer.js"
 import { users } from "../support/nodeWorld.js"
 
 export { users }
@@ -114,31 +114,14 @@ export const makeToolsWorld = async (): Promise<ToolsWorld> => {
   const extroot = Path.join(dir, "ext")
   Fs.mkdirSync(extroot)
   Fs.writeFileSync(Path.join(extroot, "ocx2-cgi"), `#!/bin/sh\nexec ${process.execPath} ${cgi}\n`, { mode: 0o755 })
-  const port = await freePort()
-  const server = ChildProcess.spawn("fossil", ["server", "--nojail", "--localhost", "--port", String(port), "--extroot", extroot, repository], {
-    env: { ...process.env, USER: "root" },
-    stdio: "ignore",
-    detached: true
-  })
-  const base = `http://127.0.0.1:${port}/`
-  for (const deadline = Date.now() + 10_000; ;) {
-    try {
-      await (await fetch(`${base}robots.txt`)).arrayBuffer()
-      break
-    } catch {
-      if (Date.now() > deadline) throw new Error(`fossil server did not answer on ${base}`)
-      await new Promise((r) => setTimeout(r, 30))
-    }
-  }
+  // served as a service manager serves it: from /, with a bare environment
+  const server = await startServer(repository, { extroot })
+  const base = server.url
   let serverUp = true
   const stopServer = async () => {
     if (!serverUp) return
     serverUp = false
-    const exited = new Promise((r) => server.once("exit", r))
-    try {
-      process.kill(-server.pid!, "SIGTERM")
-    } catch { /* gone */ }
-    await exited
+    await server.stop()
   }
 
   const cookies = new Map<string, string>()

@@ -1,0 +1,239 @@
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { chromium, type Browser, type Page } from "playwright-core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { shellRun, users } from "../support/nodeWorld.js"
+import { LineCheckingTransport, makeShippedWorld, runProgram, shellEnvironment, type ShippedWorld, waitFor } from "./shippedWorld.js"
+
+// The release as shipped (issue 11): this checkout staged and accepted into a fresh ROOT as the
+// README says, then every entry point driven as a user drives it, through ROOT/current, each
+// twice: the second time with every cache the first left beside the programs (V8's code caches,
+// the capabilities cache, the spare watcher). The in-process suites test the tools; this one
+// tests what is installed: the links, the bundles, the native addon found from the release, the
+// hook run by a poller that a service manager started, and the pages from an extension root.
+
+let world: ShippedWorld
+let browser: Browser | undefined
+const screenshots = Path.join(Os.tmpdir(), "ocx2-screenshots", "shipped")
+
+beforeAll(async () => {
+  world = await makeShippedWorld()
+  Fs.mkdirSync(screenshots, { recursive: true })
+}, 240_000)
+
+afterAll(async () => {
+  await browser?.close()
+  await world?.close()
+})
+
+/** A run of the shipped program ROOT/current/ocx2, as the admin, from a directory that is not the checkout. */
+const ocx2 = async (args: ReadonlyArray<string>, options: { readonly as?: string; readonly input?: string } = {}) => {
+  const ran = await runProgram(world.program("ocx2"), ["--json", "--repository", world.node.repository, "--user", options.as ?? users.admin.login, ...args], {
+    cwd: world.node.dir,
+    ...(options.input === undefined ? {} : { input: options.input })
+  })
+  let answer: any
+  try {
+    answer = JSON.parse(ran.stdout)
+  } catch {
+    throw new Error(`ocx2 ${args.join(" ")} printed no JSON answer (exit ${String(ran.code)}):\n${ran.stdout}\n${ran.stderr}`)
+  }
+  // nothing but the answer: no warning, no stack, no module the release cannot find
+  expect(ran.stderr, `stderr of ocx2 ${args.join(" ")}`).toBe("")
+  return { ...ran, answer }
+}
+
+/** A run for this host's node whose process prints a line and, when `seconds` is given, then waits that long. */
+const runFields = (line: string, seconds?: number, process: object = {}) =>
+  shellRun(world.node, seconds === undefined ? `echo ${line}` : `echo ${line}; sleep ${seconds}`, process)
+
+const cacheFiles = () => Fs.readdirSync(Path.join(world.root, "current")).filter((f) => f.endsWith(".cache")).sort()
+
+describe("the release as installed", () => {
+  it("is staged, accepted and hooked as the README says, with its programs and the addon in ROOT/current", () => {
+    const current = Fs.realpathSync(Path.join(world.root, "current"))
+    expect(Path.dirname(current)).toBe(Path.join(Fs.realpathSync(world.root), "staged"))
+    for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher", "ocx2-cgi", "ocx2-mcp", "ocx2-mcp-server"]) {
+      expect(Fs.statSync(Path.join(current, program)).mode & 0o111, program).not.toBe(0)
+    }
+    expect(Fs.existsSync(Path.join(current, "node_modules", "better-sqlite3", "package.json"))).toBe(true)
+    expect(Fs.readlinkSync(Path.join(world.root, "ocx2-hook"))).toBe("current/ocx2-hook")
+  })
+
+  for (const pass of [1, 2]) {
+    it(`every tool through ROOT/current/ocx2 (pass ${pass}${pass === 2 ? ", with every cache present" : ""})`, async () => {
+      if (pass === 2) expect(cacheFiles()).toEqual(expect.arrayContaining(["ocx2.cjs.cache", "ocx2-hook-round.cjs.cache"]))
+
+      expect((await ocx2(["list"])).answer.stopped.reason).toBe("completed")
+      expect((await ocx2(["help", "create"])).answer.output.name).toBe("create")
+      expect((await ocx2(["echo", `hello-${pass}`])).answer.output.word).toBe(`hello-${pass}`)
+      const status = await ocx2(["status", "--root", world.root])
+      expect(status.answer.stopped.reason).toBe("completed")
+      expect(JSON.stringify(status.answer.output)).toContain("installed")
+      const trunk = world.node.trunk
+      const receipt = await ocx2(["receipt", "--artifacts", trunk])
+      expect(receipt.answer.stopped.reason).toBe("completed")
+
+      // create: the run is written and this host's node acts on it at once
+      const created = await ocx2(["create", "--title", `a run, pass ${pass}`, "--node", users.node.login, "--fields", JSON.stringify(runFields(`created-${pass}`))])
+      expect(created.answer.stopped.reason, created.stdout).toBe("completed")
+      expect(created.answer.output.acted).toMatch(/handed to a watcher/)
+      const run = created.answer.output.run as string
+      const ended = await world.waitEnded(run)
+      expect(ended.map((m) => m.kind)).toEqual(["started", "ended"])
+      expect(ended[1]!.content).toEqual({ outcome: "exited", exit: 0 })
+
+      // create --dry-run and --fields from standard input write nothing
+      const dry = await ocx2(["create", "--title", "not written", "--node", users.node.login, "--fields", "-", "--dry-run"], { input: JSON.stringify(runFields("dry")) })
+      expect(dry.answer.stopped.reason).toBe("dry_run")
+      expect(dry.answer.output.run).toBeUndefined()
+
+      // stop: a long run is ended stopped by this host's node at once
+      const long = await ocx2(["create", "--title", `a long run, pass ${pass}`, "--node", users.node.login, "--fields", JSON.stringify(runFields(`long-${pass}`, 120))])
+      const longRun = long.answer.output.run as string
+      expect(await world.waitStarted(longRun)).toBe(true)
+      const stopped = await ocx2(["stop", longRun])
+      expect(stopped.answer.stopped.reason, stopped.stdout).toBe("completed")
+      expect(stopped.answer.output.acted).toBeDefined()
+      const stoppedReplies = await world.waitEnded(longRun)
+      expect(stoppedReplies.filter((m) => m.kind === "ended").map((m) => m.content.outcome)).toEqual(["stopped"])
+
+      // run: a manual run waits for a person, and run starts it
+      const manual = await ocx2(["create", "--title", `a manual run, pass ${pass}`, "--node", users.node.login, "--fields", JSON.stringify(runFields(`manual-${pass}`, undefined, { manual: true }))])
+      expect(manual.answer.stopped.reason, manual.stdout).toBe("completed")
+      const manualRun = manual.answer.output.run as string
+      expect((await ocx2(["run", manualRun, "--dry-run"])).answer.stopped.reason).toBe("dry_run")
+      const started = await ocx2(["run", manualRun])
+      expect(started.answer.stopped.reason, started.stdout).toBe("completed")
+      const manualEnded = await world.waitEnded(manualRun)
+      expect(manualEnded.map((m) => m.kind)).toEqual(["started", "ended"])
+      expect(manualEnded[1]!.content).toEqual({ outcome: "exited", exit: 0 })
+
+      // audit: a verdict on trunk by a reviewer (nobody audits their own check-in), read back as the served repository holds it
+      const audited = await ocx2(["audit", trunk, "pass", `the shipped release, pass ${pass}`, run], { as: users.runner.login })
+      expect(audited.answer.stopped.reason, audited.stdout).toBe("completed")
+
+      // the rest as dry runs (post writes from a clone; the release tools would change this root)
+      expect((await ocx2(["post", run, "a plain reply", "--dry-run"])).answer.stopped.reason).not.toBe("failed")
+      for (const args of [["stage", ".", "--root", world.root], ["accept"], ["rollback"], ["hook", "--node", users.node.login], ["unhook"]]) {
+        const answer = (await ocx2([...args, "--dry-run"])).answer
+        expect(["dry_run", "refused"], `${args.join(" ")}: ${JSON.stringify(answer.stopped)}`).toContain(answer.stopped.reason)
+      }
+      // attach and node have nothing to act on here: refused, named, and no crash
+      const attach = await runProgram(world.program("ocx2"), ["--json", "attach", "0123456789abcdef"], { cwd: world.node.dir })
+      expect(attach.code).toBe(2)
+      expect(JSON.parse(attach.stdout).stopped.reason).toBe("refused")
+      const nodeCall = await runProgram(world.program("ocx2"), ["--json", "--repository", world.node.repository, "node", world.node.server.url, Path.join(world.node.dir, "no-such-passwords.json")], { cwd: world.node.dir })
+      expect(nodeCall.code).toBe(2)
+      expect(JSON.parse(nodeCall.stdout).stopped.message).toContain("no-such-passwords.json")
+    }, 240_000)
+  }
+})
+
+describe("MCP as installed", () => {
+  const servers = [
+    { name: "ROOT/current/ocx2 --mcp", program: () => world.program("ocx2"), args: () => ["--repository", world.node.repository, "--user", users.admin.login, "--mcp"], env: () => shellEnvironment() },
+    { name: "ROOT/current/ocx2-mcp", program: () => world.program("ocx2-mcp"), args: () => [], env: () => ({ ...shellEnvironment(), OCX_USER: users.admin.login, OCX_REPOSITORY: world.node.repository }) }
+  ]
+  for (const server of servers) {
+    for (const pass of [1, 2]) {
+      it(`${server.name}: list, echo, create as a dry run and for real, stop, and nothing but JSON-RPC on stdout (pass ${pass})`, async () => {
+        const transport = new LineCheckingTransport(server.program(), server.args(), server.env(), world.node.dir)
+        const client = new Client({ name: "ocx2-shipped-test", version: "0.0.0" })
+        await client.connect(transport)
+        try {
+          const call = async (name: string, args: Record<string, unknown>) => {
+            const result: any = await client.callTool({ name, arguments: args })
+            return JSON.parse(result.content[0].text)
+          }
+          const listed = await client.listTools()
+          expect(listed.tools.map((t) => t.name)).toEqual(expect.arrayContaining(["ocx.echo", "ocx.create", "ocx.stop"]))
+          expect((await call("ocx.echo", { word: `mcp-${pass}` })).output.word).toBe(`mcp-${pass}`)
+          const fields = runFields(`mcp-${pass}`, 120)
+          const dry = await call("ocx.create", { title: "an MCP dry run", node: users.node.login, fields, dry_run: true })
+          expect(dry.stopped.reason).toBe("dry_run")
+          const created = await call("ocx.create", { title: `an MCP run, pass ${pass}`, node: users.node.login, fields })
+          expect(created.stopped.reason, JSON.stringify(created)).toBe("completed")
+          expect(created.output.acted).toMatch(/handed to a watcher/)
+          const run = created.output.run as string
+          expect(await world.waitStarted(run)).toBe(true)
+          const stopped = await call("ocx.stop", { run })
+          expect(stopped.stopped.reason, JSON.stringify(stopped)).toBe("completed")
+          const replies = await world.waitEnded(run)
+          expect(replies.filter((m) => m.kind === "ended").map((m) => m.content.outcome)).toEqual(["stopped"])
+        } finally {
+          await client.close()
+        }
+        expect(transport.lines.length).toBeGreaterThan(0)
+        expect(transport.notProtocol, `stderr: ${transport.stderr}`).toEqual([])
+      }, 120_000)
+    }
+  }
+})
+
+describe("the OCX pages as installed, in Chromium", () => {
+  const logIn = async (page: Page) => {
+    await page.goto(`${world.node.server.url}login`)
+    await page.fill("input[name=u]", users.admin.login)
+    await page.fill("input[name=p]", users.admin.password)
+    await Promise.all([page.waitForNavigation(), page.click("input[name=in]")])
+  }
+  const submit = (page: Page) => Promise.all([page.waitForNavigation(), page.click("form.ocx-form button[type=submit]")])
+  const answerOf = async (page: Page) => JSON.parse((await page.locator("#ocx-answer pre.ocx-json").textContent()) ?? "")
+
+  for (const pass of [1, 2]) {
+    it(`a person logs in, creates a run, sees it answered, creates another and stops it (pass ${pass})`, async () => {
+      browser ??= await chromium.launch({
+        executablePath: "/usr/bin/chromium",
+        args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+      })
+      const context = await browser.newContext({ viewport: { width: 1024, height: 800 } })
+      const page = await context.newPage()
+      try {
+        await logIn(page)
+        await page.goto(world.pagesUrl)
+        expect(await page.locator(".ocx").innerText()).toContain(`You act as ${users.admin.login}`)
+        await page.screenshot({ path: Path.join(screenshots, `${pass}-ocx-page.png`), fullPage: true })
+
+        await page.goto(`${world.pagesUrl}/create`)
+        await page.fill("#f-title", `a run from the page, pass ${pass}`)
+        await page.fill("#f-node", users.node.login)
+        await page.fill("#f-fields", JSON.stringify(runFields(`page-${pass}`)))
+        await submit(page)
+        const created = await answerOf(page)
+        expect(created.stopped.reason, JSON.stringify(created)).toBe("completed")
+        expect(created.output.acted).toMatch(/handed to a watcher/)
+        await page.screenshot({ path: Path.join(screenshots, `${pass}-created.png`), fullPage: true })
+        const run = created.output.run as string
+        // the person sees the answer in the thread, as Fossil shows it
+        const seen = await waitFor(async () => {
+          await page.goto(`${world.node.server.url}forumpost/${run}`)
+          return (await page.content()).includes("Ended: exited 0") ? true : undefined
+        }, 60_000, 300)
+        expect(seen).toBe(true)
+        await page.screenshot({ path: Path.join(screenshots, `${pass}-answered.png`), fullPage: true })
+
+        await page.goto(`${world.pagesUrl}/create`)
+        await page.fill("#f-title", `a long run from the page, pass ${pass}`)
+        await page.fill("#f-node", users.node.login)
+        await page.fill("#f-fields", JSON.stringify(runFields(`page-long-${pass}`, 120)))
+        await submit(page)
+        const long = (await answerOf(page)).output.run as string
+        expect(await world.waitStarted(long)).toBe(true)
+        await page.goto(`${world.pagesUrl}/stop`)
+        await page.fill("#f-run", long)
+        await submit(page)
+        const stopped = await answerOf(page)
+        expect(stopped.stopped.reason, JSON.stringify(stopped)).toBe("completed")
+        await page.screenshot({ path: Path.join(screenshots, `${pass}-stopped.png`), fullPage: true })
+        const replies = await world.waitEnded(long)
+        expect(replies.filter((m) => m.kind === "ended").map((m) => m.content.outcome)).toEqual(["stopped"])
+      } finally {
+        await context.close()
+      }
+      console.log(`screenshots of the shipped pages: ${screenshots}`)
+    }, 180_000)
+  }
+})
