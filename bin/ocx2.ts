@@ -8,12 +8,13 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { cli } from "../src/cli/Cli.js"
+import { main } from "../src/cli/Cli.js"
 
 const isUsageError = (cause: Cause.Cause<unknown>) =>
   Option.exists(Cause.failureOption(cause), ValidationError.isValidationError)
 
-cli(process.argv).pipe(
+// Exit status: 0 done (a dry run too), 1 failed, 2 refused or bad usage; 130 interrupted.
+main(process.argv).pipe(
   // @effect/cli has already printed usage errors; anything else is reported once here
   Effect.tapErrorCause((cause) => (Cause.isInterruptedOnly(cause) || isUsageError(cause) ? Effect.void : Effect.logError(cause))),
   // what @effect/cli needs, and no more: the whole NodeContext costs start-up time
@@ -22,6 +23,11 @@ cli(process.argv).pipe(
     disableErrorReporting: true,
     // the default teardown exits 0 on SIGINT/SIGTERM; an interrupted call did not succeed
     teardown: (exit, onExit) =>
-      onExit(Exit.isSuccess(exit) ? (typeof process.exitCode === "number" ? process.exitCode : 0) : Cause.isInterruptedOnly(exit.cause) ? 130 : 1)
+      onExit(
+        Exit.isSuccess(exit) ? (typeof process.exitCode === "number" ? process.exitCode : 0)
+        : Cause.isInterruptedOnly(exit.cause) ? 130
+        : isUsageError(exit.cause) ? 2
+        : 1
+      )
   })
 )

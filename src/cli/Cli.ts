@@ -3,27 +3,32 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import { fieldsOf, optionName, type Field } from "../tools/fields.js"
+import { fieldsOf, optionName, takesObject, type Field } from "../tools/fields.js"
 import { tools } from "../tools/registry.js"
 import { runTool } from "../tools/runTool.js"
-import { type Answer, offeredBy, type Tool } from "../tools/Tool.js"
-import { resolveCaller } from "./caller.js"
+import { type Answer, type Caller, offeredBy, type Tool } from "../tools/Tool.js"
+import { resolveCallerOrProblem } from "./caller.js"
+import { frontDoor, globalOptions as globalOptionTable } from "./front.js"
+import { lookOf, rootHelp } from "./help.js"
+import { readJsonArgument } from "./jsonArgument.js"
 import { renderText } from "./renderText.js"
 
 // The CLI adapter: every subcommand is derived from a tool definition; it parses, calls runTool,
 // and prints. It decides nothing: refusals come from the tool and read the same everywhere.
+// The front door (front.ts) reads the arguments first: help, usage errors, and ocx2's own options
+// given after the tool's name; @effect/cli then parses what it hands on.
+
+export const version = "0.1.0"
+
+const describedGlobal = (name: string): string => globalOptionTable.find((g) => g.name === name)!.description
 
 const globalOptions = {
-  json: Options.boolean("json").pipe(Options.withDescription("print the answer as JSON, as the CGI and MCP return it")),
-  repository: Options.text("repository").pipe(
-    Options.withDescription("the repository file to act on (on the served repository's host, or a clone)"),
-    Options.optional
-  ),
-  user: Options.text("user").pipe(Options.withDescription("the Fossil user to act as, on the served repository's host; by default the user a clone remembers, else $USER"), Options.optional),
-  mcp: Options.boolean("mcp").pipe(
-    Options.withDescription("serve the tools over MCP on stdin/stdout, as ocx2-mcp does, acting as --user (or the clone's user) within its capabilities in --repository")
-  )
+  json: Options.boolean("json").pipe(Options.withDescription(describedGlobal("json"))),
+  repository: Options.text("repository").pipe(Options.withDescription(describedGlobal("repository")), Options.optional),
+  user: Options.text("user").pipe(Options.withDescription(describedGlobal("user")), Options.optional),
+  mcp: Options.boolean("mcp").pipe(Options.withDescription(describedGlobal("mcp")))
 }
 
 /** The tools the command line offers. */
@@ -43,44 +48,51 @@ const optionOf = (field: Field): Options.Options<unknown> => {
     field.kind === "boolean" ? Options.boolean(name)
     : field.kind === "integer" ? Options.integer(name)
     : field.kind === "number" ? Options.float(name)
-    : field.kind === "choice" ? Options.choice(name, field.choices)
     : Options.text(name)
   const described = Options.withDescription(base, field.description)
   return field.optional && field.kind !== "boolean" ? (Options.optional(described) as Options.Options<unknown>) : described
 }
 
-/** Turns what @effect/cli parsed into the tool's raw input; the tool's schema then decodes it. */
-const rawValue = (field: Field, parsed: unknown): unknown => {
+// a choice is taken as text: whether it is one of the choices is the tool's schema's to say, as from every entry point
+
+/** Turns what @effect/cli parsed into the tool's raw input; the tool's schema then decodes it. Left: why an argument cannot be read. */
+const rawValue = (tool: Tool, field: Field, parsed: unknown): Effect.Effect<Either.Either<unknown, string>> => {
   const value = Option.isOption(parsed) ? Option.getOrUndefined(parsed) : parsed
-  if (value === undefined) return undefined
-  if (field.kind === "boolean") return value === true ? true : field.optional ? undefined : false
-  if (field.kind === "list") return String(value).split(/\s+/).filter((s) => s.length > 0)
+  if (value === undefined) return Effect.succeed(Either.right(undefined))
+  if (field.kind === "boolean") return Effect.succeed(Either.right(value === true ? true : field.optional ? undefined : false))
+  if (field.kind === "list") return Effect.succeed(Either.right(String(value).split(/\s+/).filter((s) => s.length > 0)))
   if (field.kind === "json") {
-    try {
-      return JSON.parse(String(value))
-    } catch {
-      return value // the schema names the field and says what it expected
-    }
+    return readJsonArgument(String(value), { option: `--${optionName(field)}`, object: takesObject(tool, field.name) })
   }
-  return value
+  return Effect.succeed(Either.right(value))
+}
+
+const exitCodeOf = (answer: Answer<unknown>) => {
+  if (answer.stopped.reason === "refused") process.exitCode = 2
+  if (answer.stopped.reason === "failed") process.exitCode = 1
 }
 
 const printAnswer = (tool: Tool, answer: Answer<unknown>, json: boolean) =>
   Effect.gen(function*() {
     if (json) yield* Console.log(JSON.stringify(answer))
     else {
-      const text = renderText(tool, answer)
+      const text = renderText(tool, answer, lookOf())
       if (answer.stopped.reason === "refused" || answer.stopped.reason === "failed") yield* Console.error(text)
       else if (text.length > 0) yield* Console.log(text)
     }
-    if (answer.stopped.reason === "refused") process.exitCode = 2
-    if (answer.stopped.reason === "failed") process.exitCode = 1
+    exitCodeOf(answer)
   })
+
+const refusal = (tool: Tool, message: string): Answer<unknown> => ({ tool: tool.name, operations: [], stopped: { reason: "refused", message } })
 
 type Global = { readonly user: Option.Option<string>; readonly repository: Option.Option<string> }
 
-const cliCaller = (global: Global) =>
-  resolveCaller({ user: Option.getOrUndefined(global.user), repository: Option.getOrUndefined(global.repository) })
+/** The caller, or why the repository named cannot be acted on (naming the file). */
+const cliCaller = (global: Global): Effect.Effect<Either.Either<Caller, string>> =>
+  Effect.map(
+    resolveCallerOrProblem({ user: Option.getOrUndefined(global.user), repository: Option.getOrUndefined(global.repository) }),
+    (found) => (found.problem !== undefined ? Either.left(found.problem) : Either.right(found.caller))
+  )
 
 const commandOf = (tool: Tool) => {
   const fields = fieldsOf(tool)
@@ -98,13 +110,16 @@ const commandOf = (tool: Tool) => {
         process.exitCode = 2
         return
       }
+      const caller = yield* cliCaller(global)
+      if (Either.isLeft(caller)) return yield* printAnswer(tool, refusal(tool, caller.left), global.json)
       const raw: Record<string, unknown> = {}
       for (const field of fields) {
-        const value = rawValue(field, field.positional ? parsed.args[field.name] : parsed.options[field.name])
-        if (value !== undefined) raw[field.name] = value
+        const value = yield* rawValue(tool, field, field.positional ? parsed.args[field.name] : parsed.options[field.name])
+        if (Either.isLeft(value)) return yield* printAnswer(tool, refusal(tool, value.left), global.json)
+        if (value.right !== undefined) raw[field.name] = value.right
       }
       const answer = yield* runTool(tool, raw, {
-        caller: yield* cliCaller(global),
+        caller: caller.right,
         dryRun: parsed.dryRun,
         repository: Option.getOrUndefined(global.repository),
         entryPoint: "cli"
@@ -114,6 +129,7 @@ const commandOf = (tool: Tool) => {
 }
 
 const listTool = cliTools.find((t) => t.name === "list")!
+const helpTool = cliTools.find((t) => t.name === "help")!
 
 /** `ocx2 --mcp`: MCP on stdin/stdout until the client closes it; the MCP SDK is loaded only then. */
 const serveMcp = (global: Global) =>
@@ -125,11 +141,50 @@ const serveMcp = (global: Global) =>
 export const command = root.pipe(
   Command.withHandler((global) =>
     Effect.gen(function*() {
-      if (global.mcp) return yield* serveMcp(global)
-      const answer = yield* runTool(listTool, {}, { caller: yield* cliCaller(global), dryRun: false, repository: undefined, entryPoint: "cli" })
+      const caller = yield* cliCaller(global)
+      if (global.mcp) {
+        if (Either.isLeft(caller)) {
+          yield* Console.error(`ocx2 --mcp: ${caller.left}`)
+          process.exitCode = 2
+          return
+        }
+        return yield* serveMcp(global)
+      }
+      if (Either.isLeft(caller)) return yield* printAnswer(listTool, refusal(listTool, caller.left), global.json)
+      const answer = yield* runTool(listTool, {}, { caller: caller.right, dryRun: false, repository: undefined, entryPoint: "cli" })
       yield* printAnswer(listTool, answer, global.json)
     })),
   Command.withSubcommands(cliTools.map(commandOf) as [ReturnType<typeof commandOf>])
 )
 
-export const cli = Command.run(command, { name: "ocx2", version: "0.1.0" })
+export const cli = Command.run(command, { name: "ocx2", version })
+
+/**
+ * The program: `argv` as process.argv gives it. Help, the version and bad usage are answered
+ * here (bad usage on standard error, with exit status 2); the rest goes to @effect/cli.
+ */
+export const main = (argv: ReadonlyArray<string>) =>
+  Effect.suspend(() => {
+    const front = frontDoor(argv.slice(2), cliTools)
+    switch (front._tag) {
+      case "Usage":
+        return Effect.sync(() => {
+          process.exitCode = 2
+        }).pipe(Effect.zipRight(Console.error(`ocx2: ${front.message}`)))
+      case "Version":
+        return Console.log(`ocx2 ${version}`)
+      case "Help":
+        if (front.tool === undefined) {
+          return front.json
+            ? Effect.flatMap(runTool(listTool, {}, { caller: { user: undefined, capabilities: "", sandboxed: false }, dryRun: false, repository: undefined, entryPoint: "cli" }),
+              (answer) => printAnswer(listTool, answer, true))
+            : Console.log(rootHelp(cliTools, version, lookOf()))
+        }
+        return Effect.flatMap(
+          runTool(helpTool, { tool: front.tool }, { caller: { user: undefined, capabilities: "", sandboxed: false }, dryRun: false, repository: undefined, entryPoint: "cli" }),
+          (answer) => printAnswer(helpTool, answer, front.json)
+        )
+      case "Run":
+        return cli([argv[0] ?? "node", argv[1] ?? "ocx2", ...front.args])
+    }
+  })

@@ -1,4 +1,6 @@
 import * as Effect from "effect/Effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 import type { Caller } from "../tools/Tool.js"
 
 // Who is calling from the command line or from ocx2-mcp: the user named (--user, or OCX_USER for
@@ -12,13 +14,54 @@ export interface CliIdentity {
   readonly user: string | undefined
 }
 
-export const resolveCaller = (identity: CliIdentity, env: NodeJS.ProcessEnv = process.env): Effect.Effect<Caller> => {
-  const account = env.USER !== undefined && env.USER !== "" ? env.USER : undefined
+const accountOf = (env: NodeJS.ProcessEnv) => (env.USER !== undefined && env.USER !== "" ? env.USER : undefined)
+
+export const resolveCaller = (identity: CliIdentity, env: NodeJS.ProcessEnv = process.env): Effect.Effect<Caller> =>
+  Effect.map(resolveCallerOrProblem(identity, env, { strict: false }), (found) => found.caller)
+
+/**
+ * Why the repository file named cannot be acted on, naming it: missing, not a file, or not
+ * readable; undefined when it is a readable file (whether it holds a repository is read later).
+ */
+export const repositoryFileProblem = (repository: string): string | undefined => {
+  const path = Path.resolve(repository)
+  let stat: Fs.Stats
+  try {
+    stat = Fs.statSync(path)
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code
+    return code === "ENOENT" || code === "ENOTDIR" ? `no repository file ${path}` : `the repository file ${path} cannot be read: ${(e as Error).message}`
+  }
+  if (stat.isDirectory()) return `the repository file ${path} is a directory, not a repository`
+  try {
+    Fs.accessSync(path, Fs.constants.R_OK)
+  } catch (e) {
+    return `the repository file ${path} cannot be read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`
+  }
+  return undefined
+}
+
+/**
+ * The caller, as resolveCaller finds them; with `strict` (the command line), a repository named
+ * that is missing, cannot be read or holds no Fossil repository is the problem, naming the file,
+ * instead of a caller holding nothing there.
+ */
+export const resolveCallerOrProblem = (
+  identity: CliIdentity,
+  env: NodeJS.ProcessEnv = process.env,
+  options: { readonly strict: boolean } = { strict: true }
+): Effect.Effect<{ readonly caller: Caller; readonly problem?: string }> => {
+  const account = accountOf(env)
   const sandboxed = env.OCX_SANDBOX === "1"
   const repository = identity.repository
-  if (repository === undefined) return Effect.succeed({ user: identity.user ?? account, capabilities: "", sandboxed })
+  if (repository === undefined) return Effect.succeed({ caller: { user: identity.user ?? account, capabilities: "", sandboxed } })
+  const fileProblem = options.strict ? repositoryFileProblem(repository) : undefined
+  if (fileProblem !== undefined) return Effect.succeed({ caller: { user: identity.user ?? account, capabilities: "", sandboxed }, problem: fileProblem })
   return Effect.promise(() => import("./repositoryCapabilities.js")).pipe(
     Effect.flatMap(({ identityIn }) => identityIn(repository, identity.user, account)),
-    Effect.map(({ user, capabilities }) => ({ user, capabilities, sandboxed }))
+    Effect.map(({ user, capabilities, unreadable }) => ({
+      caller: { user, capabilities, sandboxed },
+      ...(options.strict && unreadable !== undefined ? { problem: unreadable } : {})
+    }))
   )
 }

@@ -1,4 +1,6 @@
+import { tools } from "../tools/registry.js"
 import type { Answer, Tool } from "../tools/Tool.js"
+import { type Look, plainLook, toolHelp, wrap, wrapUsage } from "./help.js"
 
 // Text for people; --json prints the answer itself. Known outputs read as prose, others as key: value.
 
@@ -11,23 +13,21 @@ const renderValue = (value: unknown, indent = ""): string => {
     .join("\n")
 }
 
-const renderOutput = (tool: Tool, output: any): string => {
+const renderOutput = (tool: Tool, output: any, look: Look): string => {
   if (tool.name === "list") {
     const width = Math.max(...output.tools.map((t: any) => t.name.length))
-    return output.tools.map((t: any) => `${t.name.padEnd(width)}  ${t.summary}\n${" ".repeat(width + 2)}${t.usage}`).join("\n")
+    const indent = " ".repeat(width + 2)
+    return output.tools.map((t: any) =>
+      [...wrap(t.summary, look.width, `${t.name.padEnd(width)}  `, indent), ...wrapUsage(t.usage, look.width, indent)].join("\n")).join("\n")
   }
-  if (tool.name === "help") {
-    const fields = output.fields.map((f: any) =>
-      `  ${f.option}${f.optional ? " (optional)" : ""}  ${f.kind}${f.description ? `: ${f.description}` : ""}`)
-    return [`${output.usage}`, "", `${output.summary}. ${output.description}`, "", ...fields, "  --dry-run  say what would be done, and do nothing"].join("\n")
-  }
+  if (tool.name === "help") return toolHelp(output, tools.find((t) => t.name === output.name), look)
   return renderValue(output)
 }
 
-export const renderText = (tool: Tool, answer: Answer<unknown>): string => {
+export const renderText = (tool: Tool, answer: Answer<unknown>, look: Look = plainLook): string => {
   const lines: Array<string> = []
   for (const operation of answer.operations) lines.push(`${operation.done ? "did" : "would"}: ${operation.op} ${operation.detail}`)
-  if (answer.output !== undefined) lines.push(renderOutput(tool, answer.output))
+  if (answer.output !== undefined) lines.push(renderOutput(tool, answer.output, look))
   if (answer.stopped.reason === "refused" || answer.stopped.reason === "failed") {
     lines.push(`${tool.name}: ${answer.stopped.reason}: ${answer.stopped.message ?? ""}`)
   }

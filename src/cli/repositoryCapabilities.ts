@@ -19,6 +19,15 @@ export interface RepositoryIdentity {
   readonly user: string | undefined
   /** that user's fullcap in the repository; "" when the repository cannot be read or has no such user */
   readonly capabilities: string
+  /** why the repository could not be read, naming it; absent when it was read */
+  readonly unreadable?: string
+}
+
+const unreadable = (repository: string, error: unknown): string => {
+  const message = error instanceof Error ? error.message : String(error)
+  return /not a database|no such table/i.test(message)
+    ? `${repository} is not a Fossil repository (${message})`
+    : `the repository file ${repository} cannot be read: ${message}`
 }
 
 /** The user a clone remembers: the user of its last-sync-url, which `fossil clone` sets. */
@@ -42,15 +51,15 @@ export const identityIn = (repository: string, named: string | undefined, accoun
     let db: ReturnType<typeof openDatabase>
     try {
       db = openDatabase(repository, { readonly: true, fileMustExist: true })
-    } catch {
-      return { user: named ?? account, capabilities: "" }
+    } catch (e) {
+      return { user: named ?? account, capabilities: "", unreadable: unreadable(repository, e) }
     }
     try {
       db.pragma("busy_timeout = 5000")
       const user = named ?? rememberedUser(db) ?? account
       return { user, capabilities: user === undefined ? "" : Read.user(db, user)?.fullcap ?? "" }
-    } catch {
-      return { user: named ?? account, capabilities: "" }
+    } catch (e) {
+      return { user: named ?? account, capabilities: "", unreadable: unreadable(repository, e) }
     } finally {
       db.close()
     }

@@ -28,6 +28,14 @@ export const HookInput = Schema.Struct({
   fast: Schema.optionalWith(
     Schema.Boolean.annotations({ description: "turn on fast pickup: backoffice-disable on, and fossil backoffice --poll 1 started detached" }),
     { exact: true }
+  ),
+  check: Schema.optionalWith(
+    Schema.Boolean.annotations({
+      description: "the node's start, after the host restarted or a run failed: with --node USER, decide every open run for USER " +
+        "(lost when its watcher is gone, a missed stop sent on, one never started handed on); the hook is installed where it " +
+        "is not, and left as it is where it is"
+    }),
+    { exact: true }
   )
 })
 export type HookInput = typeof HookInput.Type
@@ -49,6 +57,11 @@ export const HookOutput = Schema.Struct({
   hook: Schema.Literal("installed", "unchanged"),
   otherHooks: Schema.Array(Schema.String),
   node: Schema.optionalWith(Schema.String, { exact: true }),
+  check: Schema.optionalWith(
+    Schema.Boolean.annotations({ description: "whether every open run for the node was decided (the node starting): always with node" }),
+    { exact: true }
+  ),
+  why: Schema.optionalWith(Schema.String.annotations({ description: "why every open run for the node was decided" }), { exact: true }),
   runs: Schema.optionalWith(Schema.Array(Schema.Struct({ run: Schema.String, action: Schema.String })), { exact: true }),
   backoffice: BackofficeOutput
 })
@@ -117,13 +130,21 @@ const servedRepository = (tool: string, context: ToolContext) =>
 const others = (hooks: ReadonlyArray<FossilHook>) => hooks.filter((h) => !runsOcx2Hook(h.command))
 const describeHook = (h: FossilHook) => `${h.type}: ${h.command}`
 
-/** hook [--node USER] [--root ROOT] [--server-url URL] [--fast] */
+/** hook [--node USER [--check]] [--root ROOT] [--server-url URL] [--fast] */
 export const installHook = (input: HookInput, context: ToolContext, programPath: string | undefined) => {
   const log = new OperationsLog(context.dryRun)
   const act: Act = (op, detail, effect) => log.perform(op, detail, effect)
   return finishHook(log, Effect.gen(function*() {
     const repository = yield* servedRepository("hook", context)
     const root = yield* rootToActOn("hook", input.root, programPath).pipe(Effect.provide(ReleaseRootFs.layer))
+    if (input.check === true && input.node === undefined) {
+      // the node's start decides the runs of one node user, and the call names it
+      const recorded = nodeOf(root, repository)
+      return yield* Effect.fail(new Refusal(
+        `hook --check is the node starting, and decides the open runs of its node user: name it with --node USER` +
+          (recorded !== undefined ? ` (${nodesFileOf(root)} names ${recorded.user} for ${repository}: hook --node ${recorded.user} --check)` : "")
+      ))
+    }
     const paths = releasePaths(root)
     if (!Fs.existsSync(paths.current)) {
       return yield* Effect.fail(new Refusal(`${root} serves no release (${paths.current} is missing): the hook would run nothing; stage and accept a release first`))
@@ -148,6 +169,7 @@ export const installHook = (input: HookInput, context: ToolContext, programPath:
     for (const h of others(hooks)) log.note("other hook", `left as it is: ${describeHook(h)}`)
 
     let runs: HookOutput["runs"]
+    let why: string | undefined
     if (input.node !== undefined) {
       const user = yield* readUser(repository, input.node)
       if (user === undefined) return yield* Effect.fail(new Refusal(`no user ${input.node} in ${repository}: create it, holding no capability of its own`))
@@ -158,6 +180,10 @@ export const installHook = (input: HookInput, context: ToolContext, programPath:
       yield* log.perform("node", `${nodesFileOf(root)}: ${repository} is node ${input.node}${serverUrl !== undefined ? ` at ${serverUrl}` : ""}`,
         Effect.sync(() => writeNode(root, repository, { user: input.node!, ...(serverUrl !== undefined ? { serverUrl } : {}) })))
       const config: NodeConfig = { root, repository, nodeUser: input.node, serverUrl, passwordsFile: undefined }
+      why = input.check === true
+        ? "asked with --check: the node starts, and every open run for its user is decided again"
+        : "installing with --node is the node starting: every open run for its user is decided"
+      log.note("check", `${why} (${input.node})`)
       const started = yield* startNode(config, act, { watcherProgram: watcherOf(root), dryRun: context.dryRun }).pipe(
         Effect.provide(servedNodeLayer(config)),
         Effect.mapError((e) => new HookError(`the node could not check its runs: ${String((e as { message?: unknown }).message ?? e)}`))
@@ -183,6 +209,7 @@ export const installHook = (input: HookInput, context: ToolContext, programPath:
       root, repository, command, hook: state,
       otherHooks: others(hooks).map(describeHook),
       ...(input.node !== undefined ? { node: input.node } : {}),
+      ...(why !== undefined ? { check: true, why } : {}),
       ...(runs !== undefined ? { runs } : {}),
       backoffice: { mode: backoffice.mode, disabled: backoffice.disabled, pollers: backoffice.pollers, words: backoffice.words }
     }

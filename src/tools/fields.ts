@@ -78,8 +78,11 @@ const withoutUndefined = (union: AST.Union): AST.AST => {
 export const optionName = (field: Field): string =>
   field.name.replace(/_/g, "-").replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
 
-const metavar = (field: Field): string =>
-  field.kind === "choice" ? field.choices.join("|") : field.kind === "list" ? `'${field.name.toUpperCase()} ...'` : field.name.toUpperCase()
+/** The name of a field's value in usage lines: its option name in capitals (SERVER-URL), its choices, or a quoted list. */
+export const metavar = (field: Field): string => {
+  const name = optionName(field).toUpperCase()
+  return field.kind === "choice" ? field.choices.join("|") : field.kind === "list" ? `'${name} ...'` : name
+}
 
 /** `ocx2 echo WORD [--option OPTION] [--flag] [--dry-run]` */
 export const usage = (tool: Tool): string => {
@@ -95,4 +98,13 @@ export const usage = (tool: Tool): string => {
   }
   parts.push("[--dry-run]")
   return parts.join(" ")
+}
+
+/** Whether a tool's field takes a JSON object (a struct or a record) and nothing else, as create's fields does. */
+export const takesObject = (tool: Tool, name: string): boolean => {
+  const signature = AST.getPropertySignatures(tool.input.ast).find((s) => String(s.name) === name)
+  if (signature === undefined) return false
+  let type = signature.type._tag === "Union" && signature.isOptional ? withoutUndefined(signature.type) : signature.type
+  while (type._tag === "Refinement" || type._tag === "Transformation") type = type.from
+  return type._tag === "TypeLiteral"
 }

@@ -12,7 +12,9 @@ export const hook = defineTool({
     "alone; installing again changes nothing. With --node USER (a user holding no capability of its own) the hook is " +
     "that node: ROOT/node/node.json names it, and installing is the node starting: every open run for USER is checked, " +
     "one whose watcher is gone answered lost, a missed stop sent on, one never started handed on; run it again after " +
-    "the host restarts. --fast turns on fast pickup (backoffice-disable on, fossil backoffice --poll 1 started). A root " +
+    "the host restarts. --check, with --node USER, asks for exactly that start, the restart recovery: every open run " +
+    "for USER decided, whether or not the hook is installed (installing again changes nothing), and the answer says so " +
+    "(check, why); --check without --node is refused. --fast turns on fast pickup (backoffice-disable on, fossil backoffice --poll 1 started). A root " +
     "that serves no release is refused. Needs Fossil's setup capability (s).",
   input: HookInput,
   positional: [],

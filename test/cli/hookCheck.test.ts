@@ -1,0 +1,77 @@
+import * as ChildProcess from "node:child_process"
+import * as Path from "node:path"
+import { promisify } from "node:util"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { readHooks } from "../../src/node/HookInstall.js"
+import { hook } from "../../src/tools/hook.js"
+import { unhook } from "../../src/tools/unhook.js"
+import * as Effect from "effect/Effect"
+import { users } from "../support/nodeWorld.js"
+import { closeHookWorld, makeHookWorld, type HookWorld } from "../node/hookWorld.js"
+
+// `ocx2 hook --node USER --check` (issue 11, defect 3): the node's start on the server's host,
+// the restart recovery `node --check` is on a clone's, offered by the bundled program with
+// ocx2's own options after the tool's name.
+
+const program = Path.join(import.meta.dirname, "../../dist/ocx2.mjs")
+const ocx2 = async (...args: Array<string>) => {
+  try {
+    const { stdout, stderr } = await promisify(ChildProcess.execFile)("node", [program, ...args], { env: { ...process.env, USER: "root" } })
+    return { code: 0, stdout, stderr }
+  } catch (error: any) {
+    return { code: error.code as number, stdout: error.stdout as string, stderr: error.stderr as string }
+  }
+}
+
+let world: HookWorld
+beforeAll(async () => {
+  world = await makeHookWorld()
+}, 60_000)
+afterAll(() => closeHookWorld(world))
+
+const check = (...more: Array<string>) =>
+  ocx2("hook", "--node", users.node.login, "--check", "--root", world.root, "--repository", world.repository, "--user", users.admin.login, "--json", ...more)
+
+describe("hook --node USER --check", () => {
+  it("without --node is refused, naming --node, and installs nothing", async () => {
+    const refused = await world.call(hook, { root: world.root, check: true })
+    expect(refused.stopped.reason).toBe("refused")
+    expect(refused.stopped.message).toContain("name it with --node USER")
+    expect(await Effect.runPromise(readHooks(world.repository))).toEqual([])
+    const cli = await ocx2("hook", "--check", "--root", world.root, "--repository", world.repository, "--user", users.admin.login)
+    expect(cli.code).toBe(2)
+    expect(cli.stderr).toContain("hook: refused: hook --check is the node starting")
+  }, 30_000)
+
+  it("is the node's start whether or not the hook is installed, and says so", async () => {
+    const first = await check()
+    expect(first.stderr).toBe("")
+    expect(first.code).toBe(0)
+    const answer = JSON.parse(first.stdout)
+    expect(answer.stopped).toEqual({ reason: "completed" })
+    expect(answer.output).toMatchObject({ hook: "installed", node: users.node.login, check: true, runs: [] })
+    expect(answer.output.why).toContain("asked with --check")
+    expect(answer.operations.some((o: any) => o.op === "check" && o.detail.includes("every open run"))).toBe(true)
+
+    const again = JSON.parse((await check()).stdout)
+    expect(again.output).toMatchObject({ hook: "unchanged", check: true })
+    expect(again.operations.filter((o: any) => o.op === "hook").map((o: any) => o.detail)).toEqual([
+      expect.stringMatching(/^already installed/)
+    ])
+  }, 60_000)
+
+  it("decides every open run for USER: a run written while no hook ran is among them", async () => {
+    expect((await world.call(unhook, { root: world.root })).stopped.reason).toBe("completed")
+    const created = await ocx2(
+      "--repository", world.repository, "--user", users.admin.login, "--json", "create", "--title", "written while the node was down",
+      "--node", users.node.login, "--objective", "o", "--fields", JSON.stringify({ process: { user: users.builder.login, command: ["true"] } })
+    )
+    const run = JSON.parse(created.stdout).output.run as string
+    expect(run).toMatch(/^[0-9a-f]{40,64}$/)
+    const dry = JSON.parse((await check("--dry-run")).stdout)
+    expect(dry.stopped).toEqual({ reason: "dry_run" })
+    expect(dry.output.check).toBe(true)
+    expect(dry.output.runs.map((r: any) => r.run)).toEqual([run])
+    expect(await Effect.runPromise(readHooks(world.repository))).toEqual([])
+  }, 60_000)
+})
