@@ -24,7 +24,8 @@ import { FORMAT, fromForm, fromObject, type Decoded } from "./input.js"
 //   `format=json` form field, a JSON body (application/json, the tool's arguments and dry_run as
 //   one object), or an Accept header naming application/json (Fossil 2.21's own server does not
 //   pass Accept on to an extension, so clients should use format=json).
-// - The release root is the server's (seed 001): accept and rollback act on the root the page's
+// - The release root is the server's (seed 001): accept, rollback, hook, unhook and status act on
+//   (or show) the root the page's
 //   own program was released into (its real path, every link followed: ocx2-cgi -> ROOT/current/
 //   ocx2-cgi, ocx2-cgi-next -> ROOT/next/ocx2-cgi), never on one from the request. Their forms do
 //   not offer `root`, and the tools refuse one sent in a form, a query or a JSON body. Each page
@@ -110,7 +111,7 @@ export interface CgiOptions {
 }
 
 /** The tools whose release root is the page's own, never the request's (seed 001). */
-const releaseTools: ReadonlyArray<string> = ["accept", "rollback"]
+const releaseTools: ReadonlyArray<string> = ["accept", "rollback", "hook", "unhook", "status"]
 
 /** The CGI as a function of the tool list: one request in, one response out, never a throw. */
 export const makeCgi = (allTools: ReadonlyArray<Tool>, options: CgiOptions = {}): Cgi => async (request) => {

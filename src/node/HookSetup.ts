@@ -3,7 +3,7 @@ import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
 import * as ReleaseRootFs from "../../layers/ReleaseRootFs.js"
 import { rootOfProgram, releasePaths } from "../release/ReleasePaths.js"
-import { Refusal, rootToActOn } from "../release/Served.js"
+import { Refusal, rootOfCall } from "../release/Served.js"
 import { OperationsLog } from "../tools/Operations.js"
 import type { Handled, ToolContext } from "../tools/Tool.js"
 import { canonicalRepository, hookLogOf, lastHookLogEntry, nodeOf, nodesFileOf, writeNode } from "./HookFiles.js"
@@ -136,7 +136,7 @@ export const installHook = (input: HookInput, context: ToolContext, programPath:
   const act: Act = (op, detail, effect) => log.perform(op, detail, effect)
   return finishHook(log, Effect.gen(function*() {
     const repository = yield* servedRepository("hook", context)
-    const root = yield* rootToActOn("hook", input.root, programPath).pipe(Effect.provide(ReleaseRootFs.layer))
+    const root = yield* rootOfCall("hook", input.root, programPath, context.entryPoint).pipe(Effect.provide(ReleaseRootFs.layer))
     if (input.check === true && input.node === undefined) {
       // the node's start decides the runs of one node user, and the call names it
       const recorded = nodeOf(root, repository)
@@ -222,8 +222,12 @@ export const removeHook = (input: RootOnlyInput, context: ToolContext, programPa
   const log = new OperationsLog(context.dryRun)
   return finishHook(log, Effect.gen(function*() {
     const repository = yield* servedRepository("unhook", context)
+    // on the web a root in the request is refused, not passed over: the page acts on its own release's root
+    if (context.entryPoint === "cgi" && input.root !== undefined) {
+      yield* rootOfCall("unhook", input.root, programPath, context.entryPoint).pipe(Effect.provide(ReleaseRootFs.layer))
+    }
     const root = input.root !== undefined || programPath !== undefined
-      ? yield* rootToActOn("unhook", input.root, programPath).pipe(Effect.provide(ReleaseRootFs.layer), Effect.option)
+      ? yield* rootOfCall("unhook", input.root, programPath, context.entryPoint).pipe(Effect.provide(ReleaseRootFs.layer), Effect.option)
       : undefined
     const hooks = yield* readHooks(repository)
     const ours = hooks.filter((h) => runsOcx2Hook(h.command))
@@ -267,7 +271,8 @@ export const hookStatus = (input: RootOnlyInput, context: ToolContext, programPa
   const log = new OperationsLog(context.dryRun)
   return finishHook(log, Effect.gen(function*() {
     const caller = { ...(context.caller.user !== undefined ? { user: context.caller.user } : {}), capabilities: context.caller.capabilities }
-    const root = rootForStatus(input.root, programPath)
+    // on the web, the root of the release serving the page, never one from the request
+    const root = rootForStatus(context.entryPoint === "cgi" ? undefined : input.root, programPath)
     if (context.repository === undefined) {
       const output: StatusOutput = { caller, ...(root !== undefined ? { root } : {}) }
       return output

@@ -55,6 +55,17 @@ export const rootToActOn = (tool: string, given: string | undefined, programPath
     return root
   })
 
+/**
+ * The root a tool acts on from where it is called: at a terminal (or through MCP) as rootToActOn
+ * says; on the web always the root the page's own program was released into, a root in the
+ * request refused (seed 001: the page shows the release root as the server's, taking none from
+ * the request).
+ */
+export const rootOfCall = (tool: string, given: string | undefined, programPath: string | undefined, entryPoint: EntryPoint | undefined) =>
+  entryPoint === "cgi" && given !== undefined
+    ? Effect.fail(new Refusal(`the web page takes no release root from the request (root ${JSON.stringify(given)}): ${tool} acts on the release root that serves the page; from a terminal, ocx2 ${tool} --root ROOT`))
+    : rootToActOn(tool, entryPoint === "cgi" ? undefined : given, programPath)
+
 /** What a root's served links name, as the release rule reads them. */
 export interface ServedNames {
   readonly current?: string | undefined

@@ -185,6 +185,22 @@ describe("the release rule, with real programs", { timeout: 120_000 }, () => {
     expect(outside.stopped.message).toMatch(/^this page's program is not inside a release root/)
   })
 
+  it("hook and unhook on the web act on the page's own root: a root in the request is refused, and the forms offer none", () => {
+    const other = makeRoot(Path.join(dir, "other-hook"), { current: A })
+    const program = Path.join(ext, "ocx2-cgi")
+    for (const tool of ["hook", "unhook"]) {
+      const answer = JSON.parse(jsonPost(program, "/ext/ocx2-cgi", tool, { root: other, dry_run: true }).body) as Answer
+      expect(answer.stopped.reason, tool).toBe("refused")
+      expect(answer.stopped.message, tool).toMatch(new RegExp(`^the web page takes no release root from the request \\(root "${other}"\\): ${tool} acts on the release root that serves the page`))
+      const page = cgi(program, { method: "GET", script: "/ext/ocx2-cgi", path: `/${tool}` })
+      expect(page.body, tool).not.toContain(`name="root"`)
+    }
+    // without one, the page's dry run names its own release's root
+    const own = JSON.parse(jsonPost(program, "/ext/ocx2-cgi", "hook", { dry_run: true }).body) as Answer
+    expect(JSON.stringify(own)).toContain(root)
+    expect(JSON.stringify(own)).not.toContain(other)
+  })
+
   it("at a terminal: next's and previous's ocx2 are refused, current's accepts, a checkout's recovers with --root", () => {
     const next = cli(Path.join(root, "next", "ocx2"), "accept")
     expect(next.code).toBe(2)
