@@ -104,7 +104,8 @@ export const demo = async (options: { readonly wait: boolean }) => {
   const world = await makeNodeWorld({ fastHooks: true, pages: true })
   try {
     say(`repository: ${world.repository}`)
-    say(`server:     ${world.server.url} (fossil server --nojail on loopback)`)
+    // with --no-wait the server is gone when the demo ends: no address of it is printed at all
+    say(`server:     ${options.wait ? world.server.url : `port ${world.server.port}`} (fossil server --nojail on loopback, its pages in --extroot)`)
     say(`users:      ${users.admin.login} (setup), ${users.node.login} (the node user), ${users.builder.login} (the process user)`)
     say(`release root of this host's node: ${world.root}`)
     say()
