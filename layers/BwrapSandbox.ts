@@ -218,6 +218,7 @@ export const sandboxCommand = (o: SandboxTools, spec: LaunchSpec, mounts: Planne
       dev: sb.dev,
       tmp: sb.tmp,
       mounts: mounts!.mounts,
+      links: mounts!.links,
       createdFiles: sb.createdFiles.map((f, i) => ({ fd: 3 + i, at: f.at })),
       env: spec.env,
       cwd: spec.cwd,
@@ -356,7 +357,6 @@ const launch = (
         await Promise.all([out.done, err.done])
       }
       const oomKilled = oomSeen || (cgroups?.oomKills() ?? 0) > 0
-      const processesRefused = (cgroups?.pidsRefused() ?? 0) > 0
       if (cgroups !== undefined) {
         for (let i = 0; i < 100 && !cgroups.removeNow(); i++) await new Promise((r) => setTimeout(r, 20))
       }
@@ -364,7 +364,7 @@ const launch = (
       if (out.logPath !== undefined) logs.stdout = out.logPath
       if (err.logPath !== undefined) logs.stderr = err.logPath
       return {
-        ending: decideEnding({ exit: exitCode, stopped, wallExpired, oomKilled, processesRefused, limits: spec.limits }),
+        ending: decideEnding({ exit: exitCode, stopped, wallExpired, oomKilled, limits: spec.limits }),
         stdout: { tail: out.tail.bytes(), totalBytes: out.tail.total },
         stderr: { tail: err.tail.bytes(), totalBytes: err.tail.total },
         startedAt,

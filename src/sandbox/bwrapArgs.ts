@@ -12,6 +12,12 @@ export interface Mount {
   readonly dest: string
 }
 
+/** a link made in the sandbox: `at` holds `target`, as written (bwrap --symlink) */
+export interface Link {
+  readonly target: string
+  readonly at: string
+}
+
 export interface BwrapPlan {
   readonly uid: number
   readonly gid: number
@@ -24,6 +30,8 @@ export interface BwrapPlan {
   readonly tmp: string
   /** the workspace, then read_only, read_write, homes */
   readonly mounts: ReadonlyArray<Mount>
+  /** the host's top-level links into /usr, where /usr is bound (mountPlan.ts, usrLinks) */
+  readonly links: ReadonlyArray<Link>
   /** each created file's text is readable on `fd` in bwrap */
   readonly createdFiles: ReadonlyArray<{ readonly fd: number; readonly at: string }>
   readonly env: Readonly<Record<string, string>>
@@ -51,6 +59,8 @@ export const bwrapArgs = (plan: BwrapPlan): ReadonlyArray<string> => {
   args.push("--proc", plan.proc, "--dev", plan.dev, "--tmpfs", plan.tmp)
   // the workspace, read_only, read_write, homes
   for (const m of plan.mounts) args.push(m.mode === "ro" ? "--ro-bind" : "--bind", m.source, m.dest)
+  // a merged /usr: /bin, /lib, ... as the host's links say, at no place the keys use
+  for (const l of plan.links) args.push("--symlink", l.target, l.at)
   // created_files: in memory, read-only, for it alone
   for (const f of plan.createdFiles) args.push("--ro-bind-data", String(f.fd), f.at)
   // the environment is exactly env: OCX adds nothing

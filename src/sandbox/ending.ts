@@ -1,6 +1,7 @@
 /**
  * How a launch ended, from what was seen: pure, so every rule is unit-tested.
- * bwrap (and the shell for an unconfined run) reports a signal N as exit 128+N.
+ * bwrap (and the shell for an unconfined run) reports a signal N as exit 128+N. `processes`
+ * never ends a run (2.9): past it a fork fails with EAGAIN, and the process decides.
  */
 import type { Ending, Limits } from "../../services/SandboxLauncher.js"
 
@@ -15,8 +16,6 @@ export interface Seen {
   readonly wallExpired: boolean
   /** the memory cgroup's oom_kill count rose */
   readonly oomKilled: boolean
-  /** the pids cgroup refused a new process (pids.events max rose) */
-  readonly processesRefused: boolean
   readonly limits: Limits
 }
 
@@ -27,8 +26,6 @@ export const decideEnding = (seen: Seen): Ending => {
   if (seen.oomKilled && seen.limits.memoryBytes !== undefined) return { outcome: "budget", limit: "memory", exit }
   if (exit === 128 + SIGXCPU && seen.limits.cpuSeconds !== undefined) return { outcome: "budget", limit: "cpu", exit }
   if (exit === 128 + SIGXFSZ && seen.limits.fileSizeBytes !== undefined) return { outcome: "budget", limit: "file_size", exit }
-  if (seen.processesRefused && seen.limits.processes !== undefined && exit !== 0) {
-    return { outcome: "budget", limit: "processes", exit }
-  }
+  // past processes no new process starts (its fork fails); the run goes on, and ends as its process does
   return { outcome: "exited", exit: exit ?? 128 + SIGKILL }
 }

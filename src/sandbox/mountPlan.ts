@@ -1,12 +1,12 @@
 /**
  * Host paths a sandbox is given: each resolved (links followed) before it is trusted,
  * checked against OCX's own paths (refusal 7), and turned into bind mounts in 2.8's
- * table order.
+ * table order; and, where /usr is bound, the host's top-level links into it (a merged /usr).
  */
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { SandboxPathRefused, InvalidLaunchSpec, type SandboxSpec } from "../../services/SandboxLauncher.js"
-import type { Mount } from "./bwrapArgs.js"
+import type { Link, Mount } from "./bwrapArgs.js"
 
 /** `p` is `dir` or lies within it (both absolute and normalized) */
 export const isWithin = (p: string, dir: string): boolean =>
@@ -75,13 +75,70 @@ export const checkPath = (
   return undefined
 }
 
+/** a top-level entry of the host's root directory that is a link, and the link's text as written */
+export interface RootLink {
+  readonly name: string
+  readonly target: string
+}
+
+/** the links among the entries of the host's root directory (`root` is "/" but for tests) */
+export const readRootLinks = (root = "/"): ReadonlyArray<RootLink> => {
+  const out: Array<RootLink> = []
+  let names: Array<string>
+  try {
+    names = Fs.readdirSync(root)
+  } catch {
+    return out
+  }
+  for (const name of names) {
+    try {
+      if (Fs.lstatSync(Path.join(root, name)).isSymbolicLink()) out.push({ name, target: Fs.readlinkSync(Path.join(root, name)) })
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out
+}
+
+/**
+ * A merged /usr (Debian 12 and every current distribution: /bin, /sbin, /lib, /lib64 are
+ * links into /usr): where the sandbox binds /usr itself (`bound` holds "/usr"), it gets each
+ * of the host's top-level links whose text, read from "/", names a place within /usr, with
+ * that same text, as Flatpak does. A link is left out where the sandbox puts anything of its
+ * own (`taken`: bound paths, proc, dev, tmp, created files) at that name or within it. Pure.
+ */
+export const usrLinks = (
+  bound: ReadonlyArray<string>,
+  taken: ReadonlyArray<string>,
+  rootLinks: ReadonlyArray<RootLink>
+): ReadonlyArray<Link> => {
+  if (!bound.includes("/usr")) return []
+  const out: Array<Link> = []
+  for (const l of rootLinks) {
+    if (l.name === "" || l.name === "." || l.name === ".." || l.name.includes("/")) continue
+    if (l.name === "usr" || !isWithin(Path.posix.resolve("/", l.target), "/usr")) continue
+    const at = `/${l.name}`
+    if (taken.some((p) => isWithin(p, at) || isWithin(at, p))) continue
+    out.push({ target: l.target, at })
+  }
+  return out
+}
+
 export interface PlannedMounts {
   readonly mounts: ReadonlyArray<Mount>
+  /** the host's links into /usr, made in the sandbox after the mounts (usrLinks) */
+  readonly links: ReadonlyArray<Link>
   readonly workspace: string | undefined
 }
 
-/** every host path resolved and checked, as mounts: the workspace, then table order (read_only, read_write, homes) */
-export const planMounts = (sb: SandboxSpec): PlannedMounts | SandboxPathRefused | InvalidLaunchSpec => {
+/**
+ * every host path resolved and checked, as mounts: the workspace, then table order (read_only,
+ * read_write, homes); then the links of a merged /usr, from `rootLinks` (the host's, but for tests)
+ */
+export const planMounts = (
+  sb: SandboxSpec,
+  rootLinks: ReadonlyArray<RootLink> = readRootLinks()
+): PlannedMounts | SandboxPathRefused | InvalidLaunchSpec => {
   const own = sb.ownPaths.map(resolveLoose)
   let workspace: string | undefined
   let workspaceDest: string | undefined
@@ -129,5 +186,7 @@ export const planMounts = (sb: SandboxSpec): PlannedMounts | SandboxPathRefused 
     if (base === "") return new InvalidLaunchSpec({ key: "sandbox.homes", reason: `${x.given} has no base name` })
     mounts.push({ mode: "rw", source: x.resolved, dest: Path.join(workspaceDest!, base) })
   }
-  return { mounts, workspace }
+  const bound = mounts.map((m) => m.dest)
+  const taken = [...bound, sb.proc, sb.dev, sb.tmp, ...sb.createdFiles.map((f) => f.at)].map((p) => Path.posix.resolve("/", p))
+  return { mounts, links: usrLinks(bound, taken, rootLinks), workspace }
 }

@@ -21,6 +21,7 @@ const plan: BwrapPlan = {
     { mode: "rw", source: "/srv/ws", dest: "/srv/ws" },
     { mode: "rw", source: "/root/.claude", dest: "/srv/ws/.claude" }
   ],
+  links: [{ target: "usr/lib64", at: "/lib64" }],
   createdFiles: [{ fd: 3, at: "/etc/motd" }],
   env: { PATH: "/usr/bin", A: "x y" },
   cwd: "/srv/ws",
@@ -34,7 +35,7 @@ describe("bwrap arguments", () => {
     const at = (flag: string) => args.indexOf(flag)
     expect(args.slice(0, 5)).toEqual(["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup"])
     const order = ["--uid", "--cap-drop", "--cap-add", "--unshare-net", "--new-session", "--die-with-parent", "--proc", "--dev",
-      "--tmpfs", "--ro-bind", "--bind", "--ro-bind-data", "--clearenv", "--setenv", "--chdir", "--"]
+      "--tmpfs", "--ro-bind", "--bind", "--symlink", "--ro-bind-data", "--clearenv", "--setenv", "--chdir", "--"]
     for (let i = 1; i < order.length; i++) expect([order[i], at(order[i - 1]!) < at(order[i]!)]).toEqual([order[i], true])
     expect(args.slice(at("--cap-drop"), at("--unshare-net"))).toEqual(["--cap-drop", "ALL", "--cap-add", "CAP_NET_ADMIN", "--cap-add", "CAP_CHOWN"])
     expect(args.slice(at("--clearenv"), at("--chdir"))).toEqual(["--clearenv", "--setenv", "PATH", "/usr/bin", "--setenv", "A", "x y"])
@@ -50,15 +51,21 @@ describe("bwrap arguments", () => {
 })
 
 describe("how a launch ended", () => {
-  const seen: Seen = { exit: 0, stopped: false, wallExpired: false, oomKilled: false, processesRefused: false, limits: {} }
+  const seen: Seen = { exit: 0, stopped: false, wallExpired: false, oomKilled: false, limits: {} }
   it("names the limit only when that limit was set and its sign was seen", () => {
     expect(decideEnding({ ...seen, exit: 152 })).toEqual({ outcome: "exited", exit: 152 })
     expect(decideEnding({ ...seen, exit: 152, limits: { cpuSeconds: 1 } })).toEqual({ outcome: "budget", limit: "cpu", exit: 152 })
     expect(decideEnding({ ...seen, exit: 153, limits: { fileSizeBytes: 1 } })).toMatchObject({ limit: "file_size" })
     expect(decideEnding({ ...seen, exit: 137, oomKilled: true, limits: { memoryBytes: 1 } })).toMatchObject({ limit: "memory" })
-    expect(decideEnding({ ...seen, exit: 2, processesRefused: true, limits: { processes: 3 } })).toMatchObject({ limit: "processes" })
-    expect(decideEnding({ ...seen, exit: 0, processesRefused: true, limits: { processes: 3 } })).toEqual({ outcome: "exited", exit: 0 })
     expect(decideEnding({ ...seen, exit: 137, wallExpired: true, limits: { wallSeconds: 1 } })).toMatchObject({ limit: "wall" })
+  })
+  it("processes never ends a run: past it a fork fails, and the run ends as its process does (2.9)", () => {
+    for (const exit of [0, 2, 254]) {
+      expect(decideEnding({ ...seen, exit, limits: { processes: 3 } })).toEqual({ outcome: "exited", exit })
+    }
+    // another limit still ends it
+    expect(decideEnding({ ...seen, exit: 137, wallExpired: true, limits: { processes: 3, wallSeconds: 1 } }))
+      .toEqual({ outcome: "budget", limit: "wall", exit: 137 })
   })
   it("a stop wins over everything", () => {
     expect(decideEnding({ ...seen, exit: 137, stopped: true, wallExpired: true, oomKilled: true })).toEqual({ outcome: "stopped", exit: 137 })
