@@ -1,8 +1,9 @@
 /**
  * SandboxLauncher on Linux: bubblewrap for the sandbox, util-linux prlimit for cpu and
- * file_size, setpriv to really become uid/gid, cgroup v1 pids and memory groups nested
- * under our own. The spawned wrapper joins its cgroups first and then execs, so every
- * descendant is counted from its first instruction.
+ * file_size, setpriv to really become uid/gid, cgroup pids and memory groups (v1: nested
+ * under our own; v2: in the subtree the node manages, src/sandbox/cgroupsV2.ts). The spawned
+ * wrapper joins its cgroups first and then execs, so every descendant is counted from its
+ * first instruction.
  */
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"

@@ -1,9 +1,13 @@
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { defaultTools } from "../../layers/BwrapSandbox.js"
 import * as ReleaseRootFs from "../../layers/ReleaseRootFs.js"
 import { rootOfProgram, releasePaths } from "../release/ReleasePaths.js"
 import { Refusal, rootOfCall } from "../release/Served.js"
+import { describeController, realHost, versionOf } from "../sandbox/cgroups.js"
+import type { HostCapabilities } from "../../services/SandboxLauncher.js"
 import { OperationsLog } from "../tools/Operations.js"
 import type { Handled, ToolContext } from "../tools/Tool.js"
 import { canonicalRepository, hookLogOf, lastHookLogEntry, nodeOf, nodesFileOf, writeNode } from "./HookFiles.js"
@@ -75,8 +79,26 @@ export const UnhookOutput = Schema.Struct({
 })
 export type UnhookOutput = typeof UnhookOutput.Type
 
+const limitText = (limit: string) =>
+  Schema.String.annotations({ description: `what gives ${limit} on this host, or "not available: why" (refusal 6)` })
+
+/** what gives each limit of 2.9 on this host */
+export const LimitsOutput = Schema.Struct({
+  wall: limitText("wall"),
+  cpu: limitText("cpu"),
+  processes: limitText("processes"),
+  file_size: limitText("file_size"),
+  memory: limitText("memory")
+})
+export type LimitsOutput = typeof LimitsOutput.Type
+
 export const StatusOutput = Schema.Struct({
   caller: Schema.Struct({ user: Schema.optionalWith(Schema.String, { exact: true }), capabilities: Schema.String }),
+  limits: LimitsOutput.annotations({
+    description: "what gives each limit on this host: the cgroup controller (v1 or v2) of processes and memory, prlimit's for cpu " +
+      "and file_size, or not available and why (such a limit is refused, refusal 6)"
+  }),
+  limitsFrom: Schema.String.annotations({ description: "where limits comes from: the node's own measure, or this call's look" }),
   repository: Schema.optionalWith(Schema.String, { exact: true }),
   root: Schema.optionalWith(Schema.String, { exact: true }),
   hook: Schema.optionalWith(Schema.Struct({
@@ -257,6 +279,66 @@ const rootForStatus = (given: string | undefined, programPath: string | undefine
   }
 }
 
+/**
+ * What gives each limit here. The node's own measure (ROOT/node/capabilities.json, what refusal 6
+ * is decided by) says whether; the mounts say which cgroup version. Without that measure, a look
+ * that reads and changes nothing (the node makes its cgroup ready when it first measures).
+ */
+export const hostLimits = (root: string | undefined): { readonly limits: LimitsOutput; readonly limitsFrom: string } => {
+  const prlimit = defaultTools().prlimit
+  const host = realHost()
+  const cgroupOf = (controller: "pids" | "memory") => `cgroup v${versionOf(controller, host) ?? "?"} ${controller}`
+  const file = root === undefined ? undefined : Path.join(releasePaths(root).node, "capabilities.json")
+  let measured: { readonly caps: HostCapabilities; readonly at: Date } | undefined
+  if (file !== undefined) {
+    try {
+      measured = { caps: JSON.parse(Fs.readFileSync(file, "utf8")) as HostCapabilities, at: Fs.statSync(file).mtime }
+    } catch {
+      // not measured yet, or unreadable: look
+    }
+  }
+  const wall = "the watcher's clock (OCX ends the process)"
+  if (measured !== undefined) {
+    const c = measured.caps
+    const notes = Array.isArray(c.notes) ? c.notes : []
+    // the measure's notes name the keys they are about before a colon ("memory: …", "cpu, file_size: …")
+    const or = (ok: boolean, key: string, given: string) => {
+      if (ok) return given
+      const note = notes.find((n) => n.slice(0, n.indexOf(":")).split(", ").includes(key))
+      return `not available: ${note === undefined ? "not on this host" : note.slice(note.indexOf(":") + 1).trim()}`
+    }
+    return {
+      limits: {
+        wall,
+        cpu: or(c.cpu === true, "cpu", `prlimit RLIMIT_CPU (${prlimit})`),
+        processes: or(c.processes === true, "processes", cgroupOf("pids")),
+        file_size: or(c.file_size === true, "file_size", `prlimit RLIMIT_FSIZE (${prlimit})`),
+        memory: or(c.memory === true, "memory", cgroupOf("memory"))
+      },
+      limitsFrom: `the node's measure in ${file}, ${measured.at.toISOString()}`
+    }
+  }
+  const hasPrlimit = (() => {
+    try {
+      Fs.accessSync(prlimit, Fs.constants.X_OK)
+      return true
+    } catch {
+      return false
+    }
+  })()
+  return {
+    limits: {
+      wall,
+      cpu: hasPrlimit ? `prlimit RLIMIT_CPU (${prlimit})` : `not available: ${prlimit} is missing`,
+      processes: describeController("pids", host),
+      file_size: hasPrlimit ? `prlimit RLIMIT_FSIZE (${prlimit})` : `not available: ${prlimit} is missing`,
+      memory: describeController("memory", host)
+    },
+    limitsFrom: `this call's look, which changes nothing (${file === undefined ? "no release root" : `no ${file} yet`}: ` +
+      "the node measures the host, and makes its cgroup ready, when it first checks a run)"
+  }
+}
+
 /** status: anyone may ask who they are and where the hook stands. */
 const careOf = (root: string) => ({
   sessions: readSessionFiles(root).map((s) => ({
@@ -273,8 +355,9 @@ export const hookStatus = (input: RootOnlyInput, context: ToolContext, programPa
     const caller = { ...(context.caller.user !== undefined ? { user: context.caller.user } : {}), capabilities: context.caller.capabilities }
     // on the web, the root of the release serving the page, never one from the request
     const root = rootForStatus(context.entryPoint === "cgi" ? undefined : input.root, programPath)
+    const limits = hostLimits(root)
     if (context.repository === undefined) {
-      const output: StatusOutput = { caller, ...(root !== undefined ? { root } : {}) }
+      const output: StatusOutput = { caller, ...limits, ...(root !== undefined ? { root } : {}) }
       return output
     }
     const repository = canonicalRepository(context.repository)
@@ -292,6 +375,7 @@ export const hookStatus = (input: RootOnlyInput, context: ToolContext, programPa
     const last = root !== undefined ? lastHookLogEntry(hookLogOf(root)) : undefined
     const output: StatusOutput = {
       caller,
+      ...limits,
       repository,
       ...(root !== undefined ? { root } : {}),
       hook: { state, words, commands: ours.map((h) => h.command) },

@@ -5,7 +5,10 @@ export const status = defineTool({
   name: "status",
   summary: "Show who is calling and where the hook stands",
   description:
-    "Says who is calling (user and capabilities) and, on the served repository (the global --repository), where the hook " +
+    "Says who is calling (user and capabilities); what gives each limit on this host (processes and memory: the cgroup " +
+    "v1 or v2 controller; cpu and file_size: prlimit) or why it is not available (such a limit is refused, refusal 6), " +
+    "from the node's measure in ROOT/node/capabilities.json where it has one; and, on the served repository (the global " +
+    "--repository), where the hook " +
     "stands: installed as this root installs it, ocx2-hook run otherwise, or absent; the programs the other after-receive " +
     "hooks run; when Fossil's backoffice runs hooks (fast: backoffice-disable on and a fossil backoffice --poll running; " +
     "default: at most once a minute); the node it is; the hook's last run from ROOT/node/hook.log with the artifacts " +
