@@ -59,15 +59,10 @@ export const checkPath = (
     if (isWithin(resolved, n) || isWithin(n, resolved)) return refuse(given, resolved, `it is, holds or lies within the host's ${n}`)
   }
   if (context.workspace !== undefined && isWithin(resolved, context.workspace)) return undefined
-  const inRelease = kind === "read_only" && context.release !== undefined && isWithin(resolved, context.release)
+  // $$release$$, read-only, shows the served release's programs and nothing more: what lies within
+  // it holds nothing but the release (ROOT/ocx2-hook and ROOT/current lead into it, and are it)
+  if (kind === "read_only" && context.release !== undefined && isWithin(resolved, context.release)) return undefined
   for (const own of context.own) {
-    if (inRelease) {
-      // within the release dir, only an own path it holds (other than the release dir's own ancestors) counts
-      if (own !== resolved && isWithin(own, resolved) && !isWithin(context.release!, own)) {
-        return refuse(given, resolved, `it holds OCX's own ${own}`)
-      }
-      continue
-    }
     if (resolved === own) return refuse(given, resolved, `it is OCX's own ${own}`)
     if (isWithin(own, resolved)) return refuse(given, resolved, `it holds OCX's own ${own}`)
     if (isWithin(resolved, own)) return refuse(given, resolved, `it lies within OCX's own ${own}`)
