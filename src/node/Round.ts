@@ -59,6 +59,9 @@ export interface RoundResult {
 
 export { watcherOf }
 
+/** 2.1's form of `clone`: a server-code, 40 lower-case hex digits */
+const serverCodeForm = /^[0-9a-f]{40}$/
+
 const runClone = (record: RunRecord): unknown =>
   (record.message?.block["run"] as { readonly clone?: unknown } | undefined)?.clone
 
@@ -82,7 +85,8 @@ const checkOf = (config: NodeConfig, record: RunRecord) =>
 
 /**
  * Decides one run for this node and acts: `event` is why it is read (a run arriving, a stop
- * that arrived, the node starting). Runs of another node user or another clone are left alone.
+ * that arrived, the node starting). Runs of another node user or another clone are left alone;
+ * a run for this node user whose `clone` is missing or malformed is this node's to refuse (refusal 2).
  */
 export const decideRun = (
   config: NodeConfig,
@@ -97,7 +101,10 @@ export const decideRun = (
     const record = yield* readRunRecord(run)
     if (record.message === undefined) return "holds no run: nothing to do"
     if (record.message.to !== config.nodeUser) return `a run for ${record.message.to ?? "no node"}: not this node's`
-    if (runClone(record) !== serverCode) return "a run for another clone: not this node's"
+    // a clone that is missing or not a server-code names no other clone: this node answers it
+    // (refusal 2 naming clone, from checkRun), once, as it answers any other malformed key
+    const clone = runClone(record)
+    if (typeof clone === "string" && serverCodeForm.test(clone) && clone !== serverCode) return "a run for another clone: not this node's"
     if (record.ended !== undefined) {
       if (options.publish === undefined) return `ended (${record.ended.content.outcome}): nothing to do`
       if (!record.publishes.some((p) => p.hash === options.publish)) {

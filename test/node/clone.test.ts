@@ -264,6 +264,34 @@ describe("ocx2 node, a node on another host", () => {
     expect(messages[0]!.content).toMatchObject({ outcome: "refused", note: expect.stringContaining("lab2") })
   }, 30_000)
 
+  it("refuses, once, a run for lab2 whose clone is missing or malformed (refusal 2 naming clone)", async () => {
+    const session = await webLogin(world.url, users.alice.login, users.alice.password)
+    const runs: Array<string> = []
+    for (const clone of [undefined, "not-a-server-code"]) {
+      const run = {
+        ...(clone === undefined ? {} : { clone }),
+        objective: "a run for lab2, badly addressed",
+        sandbox: sandbox(),
+        process: { user: users.builder.login, command: ["true"] }
+      }
+      runs.push(await webNewThread({ repository: world.served }, session, {
+        title: "a badly addressed run",
+        text: writeMessage({ ocx: 2, to: users.lab2.login, run }, "A run for the lab, its clone missing or malformed.")
+      }))
+    }
+    const answer = await node()
+    for (const run of runs) expect(decisionOf(answer, run)).toMatch(/^refused, refusal 2: clone/)
+    for (const run of runs) {
+      const messages = await waitForKind(run, "ended")
+      expect(messages.map((m) => [m.kind, m.sender])).toEqual([["ended", "lab2"]])
+      expect(messages[0]!.content).toMatchObject({ outcome: "refused", note: expect.stringMatching(/^refusal 2: clone/) })
+    }
+    // once: the next calls, and one that reads every open run, answer none again
+    await node()
+    await node(["--check"])
+    for (const run of runs) expect((await replies(run)).map((m) => m.kind)).toEqual(["ended"])
+  }, 60_000)
+
   it("ends a running process stopped when a stop is posted on the server; the next call delivers it", async () => {
     // the runs before left a spare watcher on the clone's host: it takes this one
     const spare = await waitFor(async () => {
