@@ -296,8 +296,18 @@ export const make = (config: FossilRepositoryConfig) =>
           return { name: input.name, hash: after.hash, rcvid: after.rcvid, sender: after.sender } satisfies WrittenUnversioned
         }
         const login = yield* loginFor(input.user)
-        const mtime = Math.floor(Date.now() / 1000)
-        // a uv-hash pragma makes the server create its unversioned table and say whether it takes uv files
+        // Fossil keeps, of two versions of an unversioned file, the one with the later time (whole
+        // seconds), and of two at the same time the one with the larger hash: a version sent at
+        // the time the server's already has would be dropped one time in two. So the time sent is
+        // the later of now and the server's version's time + 1 s, read from its catalog first (a
+        // uv-hash pragma that differs from the server's makes it send one uvigot card per file).
+        const catalog = yield* exchange("ask the server for its unversioned files", login,
+          Buffer.from(`${pullCard(login)}pragma uv-hash ${sha1("ocx2")}\n`))
+        const theirs = catalog.cards.find((c) => c.name === "uvigot" && c.args[0] === input.name)
+        const theirTime = theirs === undefined ? undefined : Number(theirs.args[1])
+        const now = Math.floor(Date.now() / 1000)
+        const mtime = theirTime !== undefined && Number.isSafeInteger(theirTime) && theirs!.args[2] !== hash ? Math.max(now, theirTime + 1) : now
+        // the pragma also makes the server create its unversioned table and say whether it takes uv files
         const pushed = yield* exchange("push an unversioned file", login,
           Buffer.concat([Buffer.from(`${pushCard(login)}pragma uv-hash ${sha1("ocx2")}\n`), uvfileCard(input.name, mtime, hash, bytes)]))
         if (pushed.cards.some((c) => c.name === "pragma" && c.args[0] === "uv-pull-only")) {
@@ -307,9 +317,17 @@ export const make = (config: FossilRepositoryConfig) =>
           Buffer.from(`${pullCard(login)}uvgimme ${input.name}\n`))
         const held = reply.cards.find((c) => c.name === "uvfile" && c.args[0] === input.name)
         if (held === undefined || held.args[2] !== hash) {
+          const heldTime = held === undefined ? undefined : Number(held.args[1])
           return yield* new WriteNotConfirmed({
             hash,
-            reason: `${url} does not hold ${input.name} with this content (does ${input.user} hold capability y?)`
+            reason: held === undefined
+              ? `${url} does not hold ${input.name} after the push (does ${input.user} hold capability y?)`
+              : `${url} keeps another version of ${input.name} (hash ${String(held.args[2])}, time ${String(held.args[1])}) over the one sent (time ${mtime}): ` +
+                (heldTime !== undefined && heldTime > mtime
+                  ? "Fossil keeps the version with the later time, and the server's is later (was it written meanwhile, or is a clock ahead?)"
+                  : heldTime === mtime
+                  ? "at the same time Fossil keeps the version with the larger hash"
+                  : `it took an earlier version: does ${input.user} hold capability y?`)
           })
         }
         return { name: input.name, hash, rcvid: undefined, sender: undefined } satisfies WrittenUnversioned

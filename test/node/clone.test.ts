@@ -1,4 +1,5 @@
 import * as ChildProcess from "node:child_process"
+import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Effect from "effect/Effect"
@@ -363,6 +364,37 @@ describe("ocx2 node, a node on another host", () => {
       expect(Fs.readFileSync(Path.join(workspace, "launches"), "utf8")).toBe("launched\n")
       const messages = await replies(run)
       expect(messages.filter((m) => m.kind === "started" || m.kind === "ended").map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
+    } finally {
+      await fossil(["user", "capabilities", "lab2", "oi", "-R", world.served])
+    }
+  }, 60_000)
+
+  it("a version sent again within the same second is kept by the server (its time orders it after the first)", async () => {
+    const uv = (name: string) => fossil(["uv", "cat", name, "-R", world.served]).catch(() => undefined)
+    await fossil(["user", "capabilities", "lab2", "oiy", "-R", world.served])
+    try {
+      const sha3 = (text: string) => Crypto.createHash("sha3-256").update(text).digest("hex")
+      // the second version's hash is the smaller: at the same time Fossil would keep the first
+      let second = 0
+      while (sha3(`second ${second}\n`) > sha3("first\n")) second++
+      const put = (name: string, content: string) =>
+        Effect.runPromise(Effect.scoped(Effect.flatMap(
+          FossilRepository.make({ path: world.clone, server: { url: world.url, passwords: { lab2: users.lab2.password } } }),
+          (r) => r.putUnversioned({ user: "lab2", name, content })
+        )))
+      let sameSecond = false
+      for (let attempt = 0; attempt < 4 && !sameSecond; attempt++) {
+        const name = `builds/again-${attempt}.txt`
+        // at the start of a second, so both are sent within it
+        await new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + 5))
+        const began = Math.floor(Date.now() / 1000)
+        await put(name, "first\n")
+        const written = await put(name, `second ${second}\n`)
+        sameSecond = Math.floor(Date.now() / 1000) === began
+        expect(written.hash).toBe(sha3(`second ${second}\n`))
+        expect(await uv(name)).toBe(`second ${second}\n`)
+      }
+      expect(sameSecond).toBe(true)
     } finally {
       await fossil(["user", "capabilities", "lab2", "oi", "-R", world.served])
     }
