@@ -40,7 +40,12 @@ export const bundle = async (entry: string, outdir: string, name: string): Promi
     outfile,
     external: ["better-sqlite3"],
     logLevel: "warning",
-    banner: { js: "import { createRequire as __ocx2CreateRequire } from 'node:module'; const require = __ocx2CreateRequire(import.meta.url);" }
+    // as bin/build.mjs builds a plain ES module program: a bundle keeps no import of a module from
+    // source, and offers its own import() for the bundles beside it (src/siblings.ts)
+    define: { OCX2_BUNDLED: "true" },
+    banner: {
+      js: "import { createRequire as __ocx2CreateRequire } from 'node:module'; const require = __ocx2CreateRequire(import.meta.url); globalThis.__ocx2Import ??= (url) => import(url);"
+    }
   })
   // the native addon stays external: the bundle finds it through a node_modules beside it
   const modules = join(outdir, "node_modules")
