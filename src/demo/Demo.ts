@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import { capabilitiesOf } from "../cli/repositoryCapabilities.js"
 import { defaultWatcherProgram, handOff } from "../node/HandOff.js"
 import { readMessage, writeMessage } from "../protocol/Envelope.js"
+import { seedBuildRun } from "./SeedExamples.js"
 import { accept } from "../tools/accept.js"
 import { hook } from "../tools/hook.js"
 import { runTool } from "../tools/runTool.js"
@@ -21,30 +22,7 @@ import type { Answer, Tool } from "../tools/Tool.js"
 const say = (line = "") => process.stdout.write(`${line}\n`)
 
 /** Seed 000 2.19's build, made concrete: builds trunk's image, sets a ci verdict, publishes the image. */
-export const buildRun = (world: Pick<NodeWorld, "serverCode">) => ({
-  clone: world.serverCode,
-  objective: "build trunk for the lab board and send the image",
-  workspace: [
-    { step: "directory", at: "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$" },
-    { step: "files", of: "trunk", into: "$$workspace$$/tree" }
-  ],
-  sandbox: {
-    uid: 1000, gid: 1000, linux_capabilities: [], network: false,
-    isolate_terminal: true, ends_with_parent: true,
-    proc: "/proc", dev: "/dev", tmp: "/tmp",
-    // Debian's make needs its loader and libraries: /lib and /lib64 besides the seed's /usr
-    read_only: ["/usr", "/bin", "/lib", "/lib64", "/etc/alternatives"], read_write: ["$$workspace$$"],
-    homes: [], created_files: []
-  },
-  limits: { wall: "1h", cpu: 3000, processes: 256, file_size: "2G" },
-  process: {
-    user: users.builder.login,
-    command: ["make", "-C", "$$tree$$", "image"],
-    env: { PATH: "/usr/bin:/bin", HOME: "$$workspace$$" },
-    verdict: true,
-    unversioned_files: [{ at: "$$workspace$$/tree/out/board.img", as: "builds/board.img" }]
-  }
-})
+export const buildRun = (world: Pick<NodeWorld, "serverCode">) => seedBuildRun({ serverCode: world.serverCode, buildUser: users.builder.login })
 
 /** Until the run has ended and its watcher is done (its lock is free: kept logs, files and verdict written). */
 const waitForEnded = async (world: NodeWorld, run: string, seconds: number) => {

@@ -2,6 +2,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runFossil } from "../../src/fossil/Command.js"
+import { seedBuildRun, seedSessionRun } from "../../src/demo/SeedExamples.js"
 import { writeMessage } from "../../src/protocol/Envelope.js"
 import { hook } from "../../src/tools/hook.js"
 import { fossil, webLogin, webNewThread, webReply, type WebSession } from "../support/fossilServer.js"
@@ -45,29 +46,7 @@ describe("2.19's two runs, as the seed writes them", () => {
     const run = await post("Build trunk for the lab board", {
       ocx: 2,
       to: users.node.login,
-      run: {
-        clone: world.serverCode,
-        objective: "build trunk for the lab board and send the image",
-        workspace: [
-          { step: "directory", at: "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$" },
-          { step: "files", of: "trunk", into: "$$workspace$$/tree" }
-        ],
-        sandbox: {
-          uid: 1000, gid: 1000, linux_capabilities: [], network: false,
-          isolate_terminal: true, ends_with_parent: true,
-          proc: "/proc", dev: "/dev", tmp: "/tmp",
-          read_only: ["/usr", "/etc/alternatives"], read_write: ["$$workspace$$"],
-          homes: [], created_files: []
-        },
-        limits: { wall: "1h", cpu: 3000, processes: 256, file_size: "2G" },
-        process: {
-          user: users.builder.login,
-          command: ["make", "-C", "$$tree$$", "image"],
-          env: { PATH: "/usr/bin:/bin", HOME: "$$workspace$$" },
-          verdict: true,
-          unversioned_files: [{ at: "$$workspace$$/tree/out/board.img", as: "builds/board.img" }]
-        }
-      }
+      run: seedBuildRun({ serverCode: world.serverCode, buildUser: users.builder.login })
     })
     const replies = await world.waitEnded(run, 60_000)
     expect(replies.map((m) => [m.kind, m.sender])).toEqual([["started", "lab"], ["ended", "lab"]])
@@ -90,32 +69,14 @@ describe("2.19's two runs, as the seed writes them", () => {
     const run = await post("Talk about the parser", {
       ocx: 2,
       to: users.node.login,
-      run: {
-        clone: world.serverCode,
-        objective: "answer each post in this thread about the parser",
-        workspace: [
-          { step: "directory", at: "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$" },
-          { step: "password" },
-          { step: "clone", into: "$$workspace$$/clone", password: "$$password$$" },
-          { step: "checkout", of: "trunk", into: "$$workspace$$/tree" }
-        ],
-        sandbox: {
-          uid: 1000, gid: 1000, linux_capabilities: [], network: true,
-          isolate_terminal: true, ends_with_parent: true,
-          proc: "/proc", dev: "/dev", tmp: "/tmp",
-          read_only: ["/usr", "/bin", "/lib", "/etc/resolv.conf", "/etc/ssl/certs", "$$release$$"],
-          read_write: ["$$workspace$$"],
-          homes: [agentHome], created_files: []
-        },
-        limits: { wall: "8h" },
-        process: {
-          user: users.runner.login,
-          // the agent: reads its run and the post it is started for, and answers it
-          command: ["sh", "-c", "read -r run; read -r post; ls Makefile; echo \"answered: $post\""],
-          cwd: "$$tree$$",
-          session: true, hears: [users.admin.login], deliveries: "start"
-        }
-      }
+      run: seedSessionRun({
+        serverCode: world.serverCode,
+        agentSignIn: agentHome,
+        agentUser: users.runner.login,
+        // the agent: reads its run and the post it is started for, and answers it
+        agentCommand: ["sh", "-c", "read -r run; read -r post; ls Makefile; echo \"answered: $post\""],
+        personUser: users.admin.login
+      })
     })
     expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
     const started = (await world.replies(run)).find((m) => m.kind === "started")!
