@@ -30,6 +30,14 @@ export const nodeOwnPaths = (config: NodeConfig): ReadonlyArray<string> => [
   ...(config.passwordsFile !== undefined ? [config.passwordsFile] : [])
 ]
 
+/**
+ * What the launcher keeps a sandbox's binds away from, judged again just before the launch on
+ * the paths as they then stand: OCX's own files and ROOT itself, which holds OCX's programs and
+ * every run's workspace (refusal 7, DECISIONS 14). The launcher lets through the run's own
+ * workspace, and $$release$$ read-only.
+ */
+export const launchOwnPaths = (config: NodeConfig): ReadonlyArray<string> => [config.root, ...nodeOwnPaths(config)]
+
 export interface CapabilityRFile {
   readonly value: CapabilityR | undefined
   /** why the file was not taken, when it is there but malformed */
@@ -85,6 +93,7 @@ export const hostSettings = (config: NodeConfig, capabilities: HostCapabilities)
     unconfined: Fs.existsSync(Path.join(paths.settings, "unconfined")),
     provides: providesOf(capabilities),
     ownPaths: nodeOwnPaths(config),
-    resolve: resolveLoose
+    resolve: resolveLoose,
+    exists: (path) => Fs.existsSync(path)
   }
 }

@@ -97,6 +97,16 @@ export interface HostSettings {
   readonly ownPaths: ReadonlyArray<string>
   /** follows links: realpath of the longest existing prefix plus the rest */
   readonly resolve: (path: string) => string
+  /**
+   * Whether a host path exists (2.8: a path to bind that does not exist is refused). Absent where
+   * the node's host is not the one checking (create, for a node on another host): not judged.
+   */
+  readonly exists?: (path: string) => boolean
+  /**
+   * false where ROOT is a stand-in (create, for a node on another host, whose ROOT it cannot
+   * know): what lies within ROOT is then not judged. Absent or true: `root` is the node's ROOT.
+   */
+  readonly rootKnown?: boolean
 }
 
 export interface CheckInput {
@@ -252,8 +262,31 @@ const providesRefusal = (run: Run, provides: Provides): Refusal | undefined => {
 
 // ---- 7: paths ------------------------------------------------------------------------
 
-/** The directory a planned text certainly is or lies within. */
-const knownPath = (text: PlannedText): string => (text.pending.length === 0 ? text.text : knownPrefix(text.text))
+/**
+ * The directory a planned text certainly is or lies within: the text itself, or, while a value
+ * is still unknown, the directory before it (after its `..` parts, each placeholder one part).
+ */
+const knownPath = (text: PlannedText): string =>
+  text.pending.length === 0 ? text.text : knownPrefix(normalizePath(text.text))
+
+/** The host's /proc: bound, it would show the host's processes (2.8). */
+const hostProc = "/proc"
+
+/** Keys whose paths are host paths the sandbox binds (2.8). */
+const bindRoles: ReadonlyArray<PlannedPath["role"]> = ["read_only", "read_write", "homes"]
+
+/**
+ * Whether a path to bind is the run's own workspace or lies within it, after `..` and links. A
+ * workspace not known until a step runs is compared as text (each placeholder one part), and
+ * the path judged again when the sandbox is made.
+ */
+const withinOwnWorkspace = (path: PlannedPath, resolved: string, resolve: (path: string) => string): boolean => {
+  const workspace = path.workspace
+  if (workspace === undefined) return false
+  return workspace.pending.length === 0
+    ? isWithin(resolved, resolve(workspace.text))
+    : isWithin(normalizePath(path.text.text), normalizePath(workspace.text))
+}
 
 const pathRefusal = (plan: Plan, input: CheckInput): Refusal | undefined => {
   const host = input.host
@@ -274,16 +307,31 @@ const pathRefusal = (plan: Plan, input: CheckInput): Refusal | undefined => {
         return refuse(path, resolved, `lies outside $$workspace$$${workspace === undefined ? "" : ` (${workspace})`}`)
       }
     }
-    const exempt =
-      (path.raw === "$$workspace$$" && ["read_only", "read_write", "homes"].includes(path.role)) ||
-      (path.role === "read_only" && isWithin(resolved, release))
-    if (exempt) continue
-    // a partly known path, and a place it starts in or writes into, cannot be said to hold them
-    const mayHold = exact && (path.role === "read_only" || path.role === "read_write" || path.role === "homes" || path.role === "directory")
-    for (const { path: ownPath, resolved: ownResolved } of own) {
-      const how = meeting(resolved, ownResolved)
-      if (how === undefined || (how === "holds" && !mayHold)) continue
-      return refuse(path, resolved, `${how} OCX's own ${ownPath}`)
+    const binds = bindRoles.includes(path.role)
+    // of ROOT, a run binds its own workspace and what lies within it, and $$release$$ read-only
+    const ownWorkspace = binds && withinOwnWorkspace(path, resolved, resolve)
+    const exempt = ownWorkspace || (path.role === "read_only" && isWithin(resolved, release))
+    if (!exempt) {
+      // a partly known path, and a place it starts in or writes into, cannot be said to hold them
+      const mayHold = exact && (binds || path.role === "directory")
+      for (const { path: ownPath, resolved: ownResolved } of own) {
+        const how = meeting(resolved, ownResolved)
+        if (how === undefined || (how === "holds" && !mayHold)) continue
+        return refuse(path, resolved, `${how} OCX's own ${ownPath}`)
+      }
+    }
+    if (!binds) continue
+    if (!exempt && host.rootKnown !== false && isWithin(resolved, root)) {
+      return refuse(
+        path,
+        resolved,
+        `lies within ROOT (${root}), which holds OCX's programs and every run's workspace: of it a run binds only its own $$workspace$$ and what lies within it`
+      )
+    }
+    const proc = meeting(resolved, hostProc)
+    if (proc !== undefined && (exact || proc !== "holds")) return refuse(path, resolved, `${proc} the host's ${hostProc}`)
+    if (exact && !ownWorkspace && host.exists !== undefined && !host.exists(resolved)) {
+      return refuse(path, resolved, "does not exist on this host")
     }
   }
   return undefined

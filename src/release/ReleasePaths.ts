@@ -35,6 +35,8 @@ export interface ReleasePaths {
   readonly settings: string
   /** The node's own files: hook.log, unconfined. */
   readonly node: string
+  /** What the host's sandbox can provide, as measured and kept a while (the node's and create's check). */
+  readonly capabilities: string
   readonly gateLog: string
   readonly buildLog: string
   readonly smokeLog: string
@@ -62,6 +64,7 @@ export const releasePaths = (root: string): ReleasePaths => {
     care: at("care"),
     settings: at("settings"),
     node: at("node"),
+    capabilities: at("node", "capabilities.json"),
     gateLog: at("staged", "gate.log"),
     buildLog: at("staged", "build.log"),
     smokeLog: at("staged", "smoke.log"),

@@ -61,7 +61,8 @@ export const create = defineTool({
     "post (to) or a change to a ticket (ticket), named by hash or prefix. Its fields come in three layers, each over the one " +
     "before (an object over an object merges member by member; any other value replaces): the pattern, then objective, node " +
     "(the run's to) and user (process.user), then fields. clone defaults to the served repository's server-code. The run is " +
-    "checked as a node checks it and refused, writing nothing, with the node's note, if a node would refuse it. Needs admin " +
+    "checked as its node checks it (the node of this host's hook on its own ROOT and host; a node elsewhere as far as this " +
+    "host can see) and refused, writing nothing, with the node's note, if the node would refuse it. Needs admin " +
     "or setup; acts on the served repository (--repository on its host, or its web page).",
   input: CreateInput,
   positional: [],
@@ -117,8 +118,9 @@ export const create = defineTool({
             where = { place: "ticket", ticket, words: `a change to ticket ${ticket}` }
           }
 
-          // checked as a node checks it (2.14), with this host's settings as far as they are known
-          const host = yield* hostForCheck(served.path, input.node)
+          // checked as the run's node checks it (2.14): where it is this host's hook's node, on its
+          // ROOT and its host, by the same code; a node elsewhere, as far as this host can see
+          const { host, whose } = yield* hostForCheck(served.path, input.node)
           const processUser = (fields["process"] as { user?: unknown } | undefined)?.user
           const processUserCapabilities = typeof processUser === "string" ? (yield* repository.user(processUser))?.fullcap : undefined
           const checked = checkRun({
@@ -132,10 +134,7 @@ export const create = defineTool({
           if (Either.isLeft(checked)) {
             return yield* refuse(`a node would refuse this run as written: refusal ${checked.left.number}: ${checked.left.note}`)
           }
-          log.note(
-            "check",
-            `a node would take it: refusals 1 to 7 hold for none (${host.root === "/" ? "no release root is known: refusals 5 and 6 not checked" : `the host of ${host.root}`})`
-          )
+          log.note("check", `a node would take it: refusals 1 to 7 hold for none (${whose})`)
           if (!isAdminOrSetup(sender.fullcap)) log.note("check", `${user} holds R alone: the run is within capability-R.json`)
 
           const written = yield* log.perform(

@@ -3,13 +3,16 @@ import * as Net from "node:net"
 import { flockNow } from "../node/FlockNow.js"
 import type { NodeConfig } from "../node/NodeConfig.js"
 import { programIdentity, socketPathFits, spareFiles, spareSetting, type SpareAnswer, type SpareRequest } from "../node/SpareFiles.js"
+import { releasePaths } from "../release/ReleasePaths.js"
 
 // The spare's side (docs/architecture.md, "The spare watcher"). It takes at most one run: on the
 // first request it accepts, it stops listening, lets its lock go (so the next spare can start)
 // and becomes that run's watcher, exactly as if it had been started for it. Until then it does
-// nothing but wait, and it ends when it is not wanted any more: its socket or lock removed or
-// replaced (the node or its care directory gone), its program rebuilt or switched, its idle
-// time over, or SIGTERM.
+// nothing but wait, and it ends when it is not wanted any more: ROOT, its care directory or its
+// own directory removed (seen at once: each is watched with inotify, not polled for), its socket
+// or lock removed or replaced, its program rebuilt or switched (a poll every two seconds, which
+// also sees what the watches cannot, such as a directory above ROOT moved), its idle time over,
+// or SIGTERM.
 
 export interface Taken {
   readonly run: string
@@ -65,9 +68,11 @@ export const serveAsSpare = (
   let taken = false
   let listening: { dev: number; ino: number } | undefined
   const timers: Array<NodeJS.Timeout> = []
+  const watches: Array<Fs.FSWatcher> = []
   const server = Net.createServer()
   const stopWaiting = () => {
     for (const t of timers) clearInterval(t)
+    for (const w of watches) w.close()
     server.close() // the socket file goes with it
     try {
       Fs.ftruncateSync(lockFd, 0)
@@ -137,6 +142,56 @@ export const serveAsSpare = (
       }
     })
   })
+  // the places it lives in, outermost first: ROOT, its care directory, the spare's own directory
+  const places = [
+    ["its root", config.root],
+    ["its care directory", releasePaths(config.root).care],
+    ["its directory", files.dir]
+  ] as const
+  /** Why the spare is not wanted where it waits: a place it lives in, its socket or its lock gone or replaced. */
+  const placeGone = (): string | undefined => {
+    for (const [what, path] of places) {
+      if (!Fs.existsSync(path)) return `${what} ${path} is gone`
+    }
+    try {
+      const stat = Fs.statSync(files.socket)
+      if (stat.dev !== listening!.dev || stat.ino !== listening!.ino) return "another file took its socket's place"
+    } catch {
+      return `its socket ${files.socket} is gone`
+    }
+    return Fs.existsSync(files.lock) ? undefined : `its lock ${files.lock} is gone`
+  }
+  /** Ends the spare if it is not wanted where it waits; whether it did. */
+  const checkPlaces = (): boolean => {
+    if (taken || listening === undefined) return false
+    const gone = placeGone()
+    if (gone === undefined) return false
+    // nothing more is written where it lived: what its program would write as it exits (the code
+    // cache beside it, in ROOT/staged/NAME) could land in a root being removed, and leave it not
+    // empty; and the socket's path is left alone, since it may by now name another spare's socket
+    process.removeAllListeners("exit")
+    end(gone, "not ours")
+    return true
+  }
+  /**
+   * Each place watched (inotify): an entry made, removed or moved in it, or the place itself
+   * removed or moved, comes as "rename"; what is only written ("change", such as a run's log in
+   * the care directory) is not looked at. A place that cannot be watched is left to the poll.
+   */
+  const watchPlaces = () => {
+    for (const [, path] of places) {
+      try {
+        const watch = Fs.watch(path, { persistent: false }, (event) => {
+          if (event === "rename") checkPlaces()
+        })
+        watch.on("error", () => checkPlaces())
+        watches.push(watch)
+      } catch {
+        // gone already (checked next), or no watch to be had (the poll sees it)
+      }
+    }
+  }
+
   server.on("error", (e) => end(`cannot serve ${files.socket}: ${e.message}`))
   server.listen(files.socket, () => {
     try {
@@ -145,18 +200,13 @@ export const serveAsSpare = (
     } catch (e) {
       return end(`its socket is gone: ${(e as Error).message}`)
     }
+    watchPlaces()
+    if (checkPlaces()) return
     say(`waits on ${files.socket} for ${config.nodeUser}'s next run`)
   })
 
   timers.push(setInterval(() => {
-    if (taken || listening === undefined) return
-    try {
-      const stat = Fs.statSync(files.socket)
-      if (stat.dev !== listening.dev || stat.ino !== listening.ino) return end("another file took its socket's place", "not ours")
-      Fs.statSync(files.lock)
-    } catch {
-      return end("its socket or lock is gone (the node's care directory removed?)", "not ours")
-    }
+    if (taken || listening === undefined || checkPlaces()) return
     if (programIdentity(program) !== identity) end("its program was rebuilt or switched")
   }, pollMillis))
   // setTimeout holds at most 2^31-1 ms (about 24 days): a longer idle time waits that long

@@ -21,7 +21,7 @@ import { endLeftovers } from "../sandbox/cgroups.js"
 import { cloneUsers } from "../node/CloneUsers.js"
 import { watcherOf } from "../node/HandOff.js"
 import { handOffRun } from "../node/SpareClient.js"
-import { hostSettings, nodeOwnPaths, type NodeConfig } from "../node/NodeConfig.js"
+import { hostSettings, launchOwnPaths, type NodeConfig } from "../node/NodeConfig.js"
 import { writeMessageWhereTheRunIs, writeWhereTheRunIs } from "../node/Reports.js"
 import { readRunRecord, type RunRecord } from "../node/RunRecord.js"
 import { removeSessionFile, writeSessionFile, type SessionFile } from "../node/SessionFiles.js"
@@ -256,7 +256,7 @@ const startChecked = (
     const planned = launchSpec(checked, values, {
       runHash: run,
       releaseDir: releasePaths(config.root).current,
-      ownPaths: nodeOwnPaths(config)
+      ownPaths: launchOwnPaths(config)
     })
     if (Either.isLeft(planned)) return yield* refuse(planned.left)
     const spec = planned.right

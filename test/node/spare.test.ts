@@ -1,3 +1,4 @@
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Path from "node:path"
@@ -8,7 +9,7 @@ import { spareFiles, sparePid, spareSetting } from "../../src/node/SpareFiles.js
 import { parseNodeArgs } from "../../src/watcher/main.js"
 import { webLogin, webNewThread, type WebSession } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
-import { closeHookWorld, makeHookedWorld, pidsNaming, sleep, waitFor, type HookWorld } from "./hookWorld.js"
+import { closeHookWorld, makeHookedWorld, makeReleaseRoot, pidsNaming, sleep, waitFor, type HookWorld } from "./hookWorld.js"
 
 // The spare watcher (docs/architecture.md): a watcher started ahead of the next run, handed it
 // by the hook (or anyone handing a run off) over ROOT/care/spare/socket. End to end on a served
@@ -222,6 +223,103 @@ describe("the spare watcher", () => {
     Fs.rmSync(spareFiles(world.root).dir, { recursive: true, force: true })
     await waitFor(() => (alive(spare) ? undefined : true), 10_000, 50)
     expect(alive(spare)).toBe(false)
+  }, 60_000)
+})
+
+describe("a spare whose ROOT or care directory goes ends at once", () => {
+  /**
+   * A spare of a root of its own (a release root as accept leaves one, with its care directory),
+   * started as ensureSpare starts one but writing to a log outside the root, so what it said is
+   * still there once the root is gone. Returns once it waits.
+   */
+  const standaloneSpare = async (name: string) => {
+    const root = Path.join(world.dir, name)
+    Fs.mkdirSync(root)
+    makeReleaseRoot(root)
+    Fs.mkdirSync(spareFiles(root).dir, { recursive: true })
+    const logFile = Path.join(world.dir, `${name}.log`)
+    const out = Fs.openSync(logFile, "a")
+    const child = ChildProcess.spawn(
+      process.execPath,
+      [Path.join(root, "current", "ocx2-watcher"), "--spare", "--root", root, "--repository", world.repository, "--node", users.node.login],
+      { detached: true, stdio: ["ignore", out, out] }
+    )
+    child.unref()
+    Fs.closeSync(out)
+    const log = () => Fs.readFileSync(logFile, "utf8")
+    const pid = child.pid!
+    const waits = await waitFor(() => (log().includes(`spare ${pid}: waits on`) ? true : undefined), 30_000, 50)
+    expect(waits, log()).toBe(true)
+    return { root, pid, log }
+  }
+  /** ms from now until `pid` is gone (or undefined when it is still there after `ms`) */
+  const endsWithin = async (pid: number, ms: number) => {
+    const began = Date.now()
+    return (await waitFor(() => (alive(pid) ? undefined : true), ms, 10)) === true ? Date.now() - began : undefined
+  }
+  const kill = (pid: number) => {
+    try {
+      process.kill(pid, "SIGKILL")
+    } catch {
+      // gone
+    }
+  }
+
+  it.each([
+    ["ROOT moved away", "its root", (root: string) => Fs.renameSync(root, `${root}.gone`)],
+    ["ROOT/care moved away", "its care directory", (root: string) => Fs.renameSync(Path.join(root, "care"), Path.join(root, "care.gone"))]
+  ])("%s: it ends at once, naming the place gone", async (_, place, remove) => {
+    const spare = await standaloneSpare(`spare-${place.replace(/\W+/g, "-")}`)
+    try {
+      remove(spare.root)
+      const took = await endsWithin(spare.pid, 1000)
+      expect(took, spare.log()).toBeDefined()
+      const named = place === "its root" ? spare.root : Path.join(spare.root, "care")
+      expect(spare.log()).toContain(`spare ${spare.pid}: ends: ${place} ${named} is gone`)
+      // and it wrote nothing as it went: not even its program's code cache into the release
+      const release = Path.join(place === "its root" ? `${spare.root}.gone` : spare.root, "staged", "0123456789ab")
+      expect(Fs.readdirSync(release).filter((name) => name.includes(".cache"))).toEqual([])
+    } finally {
+      kill(spare.pid)
+    }
+  }, 60_000)
+
+  it.each([
+    ["ROOT", (root: string) => root],
+    ["ROOT/care", (root: string) => Path.join(root, "care")]
+  ])("%s removed: it ends at once", async (name, place) => {
+    const spare = await standaloneSpare(`spare-rm-${name.replace(/\W+/g, "-")}`)
+    try {
+      // retried: the spare, ending, may write its program's code cache into the release being removed
+      Fs.rmSync(place(spare.root), { recursive: true, force: true, maxRetries: 20, retryDelay: 10 })
+      const took = await endsWithin(spare.pid, 1000)
+      expect(took, spare.log()).toBeDefined()
+      expect(spare.log()).toMatch(new RegExp(`spare ${spare.pid}: ends: its (root|care directory|directory|socket|lock) ${spare.root}\\S* is gone`))
+    } finally {
+      kill(spare.pid)
+    }
+  }, 60_000)
+
+  it("what comes and goes in ROOT and its care directory (runs' files, a switched link) does not end it", async () => {
+    const spare = await standaloneSpare("spare-busy")
+    try {
+      const care = Path.join(spare.root, "care")
+      for (let i = 0; i < 200; i++) {
+        const file = Path.join(care, `${i.toString(16).padStart(40, "0")}.log`)
+        Fs.writeFileSync(file, "a line\n")
+        Fs.appendFileSync(file, "another\n")
+        Fs.rmSync(file)
+      }
+      Fs.mkdirSync(Path.join(spare.root, "settings"))
+      Fs.symlinkSync("staged/0123456789ab", Path.join(spare.root, "current.new"))
+      Fs.renameSync(Path.join(spare.root, "current.new"), Path.join(spare.root, "current"))
+      await sleep(2500) // past a poll too
+      expect(alive(spare.pid), spare.log()).toBe(true)
+      expect(await askSpare(spare.root, { ping: true })).toEqual({ spare: spare.pid })
+      expect(spare.log()).not.toContain("ends:")
+    } finally {
+      kill(spare.pid)
+    }
   }, 60_000)
 })
 

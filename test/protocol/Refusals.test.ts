@@ -11,7 +11,7 @@ import {
   type CapabilityR,
   type CheckInput
 } from "../../src/protocol/Refusals.js"
-import { buildBlock, checkInput, edited, host, ROOT, RUN_HASH, sessionBlock, sessionText } from "./fixtures.js"
+import { buildBlock, checkInput, edited, fakeResolve, host, ROOT, RUN_HASH, sessionBlock, sessionText } from "./fixtures.js"
 
 const noteOf = (input: CheckInput) => {
   const result = checkRun(input)
@@ -225,6 +225,77 @@ describe("refusal 7: paths", () => {
     expect(noteOf(checkInput(run))).toBe(`7: sandbox.read_only[0]: $$root$$/care/$$checkin$$ (/srv/ocx/care) is OCX's own /srv/ocx/care`)
     const fine = edited(buildBlock(), (b) => (b.run.sandbox.read_only = ["/opt/builds/$$checkin$$"]))
     expect(noteOf(checkInput(fine))).toBe("passes")
+  })
+})
+
+describe("refusal 7: of ROOT, a run binds only its own workspace (DECISIONS 14)", () => {
+  const ROOT_NOTE = "lies within ROOT (/srv/ocx), which holds OCX's programs and every run's workspace: of it a run binds only its own $$workspace$$ and what lies within it"
+  const OTHER_RUN = "2e".repeat(20)
+  it.each([
+    ["$$workspace$$/..", "read_write", `$$workspace$$/.. (/srv/ocx/builder/projects/lab)`],
+    ["$$workspace$$/../../..", "read_write", `$$workspace$$/../../.. (/srv/ocx/builder)`],
+    ["$$workspace$$/../../..", "read_only", `$$workspace$$/../../.. (/srv/ocx/builder)`],
+    [`$$root$$/builder/projects/lab/${OTHER_RUN}`, "read_only", `$$root$$/builder/projects/lab/${OTHER_RUN} (/srv/ocx/builder/projects/lab/${OTHER_RUN})`],
+    [`/srv/ocx/builder/projects/lab/${OTHER_RUN}/tree`, "read_write", `/srv/ocx/builder/projects/lab/${OTHER_RUN}/tree (/srv/ocx/builder/projects/lab/${OTHER_RUN}/tree)`],
+    ["$$root$$/builder", "read_only", "$$root$$/builder (/srv/ocx/builder)"],
+    ["/srv/ocx/alice", "homes", "/srv/ocx/alice (/srv/ocx/alice)"],
+    ["$$workspace$$/$$checkin$$/../..", "read_only", "$$workspace$$/$$checkin$$/../.. (/srv/ocx/builder/projects/lab)"]
+  ])("%s in %s is refused, naming it", (path, list, named) => {
+    const run = edited(buildBlock(), (b) => b.run.sandbox[list].push(path))
+    const index = list === "homes" ? 0 : list === "read_only" ? 2 : 1
+    expect(noteOf(checkInput(run))).toBe(`7: sandbox.${list}[${index}]: ${named} ${ROOT_NOTE}`)
+  })
+
+  it("a link from outside ROOT into it is followed, and refused the same", () => {
+    const resolve = (path: string) => fakeResolve(path.replace(/^\/home\/agent\/all-work(?=\/|$)/, "/srv/ocx/builder"))
+    const run = edited(buildBlock(), (b) => b.run.sandbox.read_only.push("/home/agent/all-work/projects"))
+    expect(noteOf(checkInput(run, { host: { ...host, resolve } }))).toBe(
+      `7: sandbox.read_only[2]: /home/agent/all-work/projects (/srv/ocx/builder/projects) ${ROOT_NOTE}`
+    )
+  })
+
+  it("its own workspace and what lies within it, however named, and $$release$$ read-only are allowed", () => {
+    const run = edited(buildBlock(), (b) => {
+      b.run.sandbox.read_write.push("$$workspace$$/sub", "$$workspace$$/sub/../other", "$$tree$$", `$$root$$/builder/projects/lab/${RUN_HASH}/out`)
+      b.run.sandbox.read_only.push("$$workspace$$/tree/docs", "$$release$$", "$$workspace$$/$$checkin$$")
+      b.run.sandbox.homes.push("$$workspace$$/sub")
+    })
+    expect(noteOf(checkInput(run))).toBe("passes")
+  })
+
+  it("where ROOT is a stand-in (create, for a node elsewhere), what lies within it is not judged", () => {
+    const run = edited(buildBlock(), (b) => b.run.sandbox.read_write.push("$$workspace$$/.."))
+    expect(noteOf(checkInput(run, { host: { ...host, rootKnown: false } }))).toBe("passes")
+  })
+})
+
+describe("refusal 7: the host's /proc, and host paths that do not exist (2.8)", () => {
+  it.each([
+    ["/proc", "is the host's /proc"],
+    ["/proc/sys", "lies within the host's /proc"],
+    // judged by its known directory, as OCX's own paths are
+    ["/proc/$$checkin$$", "is the host's /proc"]
+  ])("%s is refused", (path, why) => {
+    const run = edited(buildBlock(), (b) => b.run.sandbox.read_only.push(path))
+    const known = path.includes("$$") ? "/proc" : path
+    expect(noteOf(checkInput(run))).toBe(`7: sandbox.read_only[2]: ${path} (${known}) ${why}`)
+  })
+
+  it("a host path to bind that does not exist is refused where the host can say, not within its own workspace", () => {
+    const present = new Set(["/usr", "/etc/alternatives", "/opt"])
+    const exists = (path: string) => present.has(path)
+    const missing = edited(buildBlock(), (b) => b.run.sandbox.homes.push("/opt/missing"))
+    expect(noteOf(checkInput(missing, { host: { ...host, exists } }))).toBe(
+      "7: sandbox.homes[0]: /opt/missing (/opt/missing) does not exist on this host"
+    )
+    // where the host cannot be seen, not judged
+    expect(noteOf(checkInput(missing))).toBe("passes")
+    // what the steps make in the workspace does not exist yet, and a path known only later is judged later
+    const later = edited(buildBlock(), (b) => {
+      b.run.sandbox.read_only.push("$$tree$$/docs", "/opt/$$checkin$$")
+      b.run.sandbox.read_write.push("$$workspace$$/out")
+    })
+    expect(noteOf(checkInput(later, { host: { ...host, exists } }))).toBe("passes")
   })
 })
 

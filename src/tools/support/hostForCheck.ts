@@ -1,49 +1,58 @@
 import * as Effect from "effect/Effect"
-import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as BwrapSandbox from "../../../layers/BwrapSandbox.js"
 import { hostSettings, repositoryName } from "../../node/NodeConfig.js"
 import { type HostSettings, providesAll } from "../../protocol/Refusals.js"
-import { rootOfProgram } from "../../release/ReleasePaths.js"
+import { releasePaths } from "../../release/ReleasePaths.js"
 import { resolveLoose } from "../../sandbox/mountPlan.js"
+import { thisHostNode } from "./actAtOnce.js"
 
-// What create checks a run against: this host as its node would see it (2.14).
+// What create checks a run against (seed 001: "checked as a node checks it, and refused, writing
+// nothing, if a node would refuse it as written").
 //
-// Reading: when this program runs from a release root (ROOT/staged/NAME/PROGRAM), the host's
-// own settings are used (capability-R.json, unconfined, what the sandbox can provide, OCX's
-// own paths). Otherwise no node's settings are known, and the check is permissive where it
-// would have to guess: refusals 5 and 6 hold for nothing, ROOT is /, and OCX's own paths are
-// the served repository file and its side files; refusals 1 to 4 and 7 apply as written.
+// When the run names the node of this host's hook on the served repository (the after-receive
+// hook's command names its ROOT; ROOT/node/node.json names the node user of each repository's
+// hook), the host is that node's, read by the very code the node reads it with: its ROOT, its
+// capability-R.json and unconfined, what its sandbox can provide (its kept measure,
+// ROOT/node/capabilities.json), OCX's own paths, and which host paths exist. checkRun then judges
+// every refusal as the node will.
+//
+// A run for another node (a clone's, on another host) is judged as far as this host can see:
+// refusals 1 to 4, and 7's rules that hold on every host; its host's settings (refusals 5 and 6,
+// what lies within its ROOT, which paths exist there) are left to that node. ROOT is then a
+// stand-in (/), and OCX's own paths are the served repository file and its side files.
 
-export const releaseRootOfThisProgram = (): string | undefined => {
-  const program = process.argv[1]
-  if (program === undefined) return undefined
-  try {
-    return rootOfProgram(Fs.realpathSync(program))
-  } catch {
-    return undefined
-  }
+export interface CheckHost {
+  readonly host: HostSettings
+  /** whose check it is, in words for the operations log */
+  readonly whose: string
 }
 
-export const hostForCheck = (repository: string, nodeUser: string): Effect.Effect<HostSettings> =>
-  Effect.sync(() => {
-    const root = releaseRootOfThisProgram()
-    if (root !== undefined) {
-      return hostSettings(
-        { root, repository, nodeUser, serverUrl: undefined, passwordsFile: undefined },
-        Effect.runSync(BwrapSandbox.make().capabilities)
-      )
+export const hostForCheck = (repository: string, nodeUser: string): Effect.Effect<CheckHost> =>
+  Effect.gen(function*() {
+    const node = yield* thisHostNode(repository).pipe(Effect.orElseSucceed(() => undefined))
+    if (node !== undefined && node.nodeUser === nodeUser) {
+      const capabilities = yield* BwrapSandbox.make({ capabilitiesCache: releasePaths(node.root).capabilities }).capabilities
+      return {
+        host: hostSettings(node, capabilities),
+        whose: `checked as this host's node ${nodeUser} checks it, on the hook's root ${node.root}`
+      }
     }
     const program = process.argv[1]
     return {
-      root: "/",
-      nodeUser,
-      repositoryName: repositoryName(repository),
-      releaseDir: program === undefined ? "/" : Path.dirname(resolveLoose(program)),
-      capabilityR: undefined,
-      unconfined: true,
-      provides: providesAll,
-      ownPaths: [repository, `${repository}-journal`, `${repository}-wal`, `${repository}-shm`],
-      resolve: resolveLoose
-    } satisfies HostSettings
+      host: {
+        root: "/",
+        rootKnown: false,
+        nodeUser,
+        repositoryName: repositoryName(repository),
+        releaseDir: program === undefined ? "/" : Path.dirname(resolveLoose(program)),
+        capabilityR: undefined,
+        unconfined: true,
+        provides: providesAll,
+        ownPaths: [repository, `${repository}-journal`, `${repository}-wal`, `${repository}-shm`],
+        resolve: resolveLoose
+      },
+      whose: `${nodeUser} is not the node of this host's hook${node === undefined ? " (no ocx2 hook is installed on it)" : ` (${node.nodeUser}, on ${node.root})`}: ` +
+        "refusals 5 and 6, what lies within its ROOT and which paths exist on its host are left to it"
+    }
   })
