@@ -14,9 +14,11 @@ import type { InboxEntry } from "./Inbox.js"
 
 // A session's side of the watcher (2.10, 2.11, 2.13): deliveries read from RUN.inbox given to the
 // running process's stdin (feed), or each starting a process of its own, one at a time (start).
-// What waits for a process that does not read is held up to a bound (ROOT/settings/delivery-bound,
-// bytes; 1 MiB unless set): past it nothing more is given until the process reads, and the log
-// names each delivery not given.
+// What waits for a process that does not read is held in memory up to a bound
+// (ROOT/settings/delivery-bound, bytes; 1 MiB unless set): past it nothing more is given until the
+// process reads (DECISIONS 15, back-pressure). The rest waits in RUN.inbox on disk and is given
+// later, in order (Inbox.ts); only a delivery that lands past the disk bound
+// (ROOT/settings/delivery-disk-bound, 1 GiB unless set) is never given, and the log names it.
 
 export const defaultDeliveryBound = 1024 * 1024
 
@@ -62,30 +64,61 @@ export const makeSessionInbox = (
     const waiting = yield* Queue.unbounded<{ readonly hash: string; readonly line: string }>()
     let waitingBytes = 0
     const notGiven = (hash: string, why: string) => log(`could not give ${hash}: ${why}`)
+    /** polls while a delivery waits for room: the process reading, or the one before exiting */
+    const waitFor = (room: Effect.Effect<boolean>) =>
+      Effect.gen(function*() {
+        while (!(yield* room)) yield* Effect.sleep("25 millis")
+      })
+    /** whether the log already says the deliveries wait: said once each time they start waiting */
+    let held = false
+    const waits = (hash: string, why: string) =>
+      held ? Effect.void : Effect.suspend(() => {
+        held = true
+        return log(`waits to give ${hash}: ${why}; what follows waits in the inbox, given in order as it reads`)
+      })
+    const resumes = (hash: string) =>
+      !held ? Effect.void : Effect.suspend(() => {
+        held = false
+        return log(`gives again from ${hash}: the process read`)
+      })
     const feed = (hash: string, line: string) =>
       Effect.gen(function*() {
         const process = yield* Ref.get(current)
         if (process === undefined) return yield* notGiven(hash, "no process runs")
-        const unread = yield* process.pendingInput
-        if (unread > bound) return yield* notGiven(hash, `${unread} bytes given before it wait unread, past the bound of ${bound}`)
+        // what it was given and has not read is held in memory: at most the bound, or one line larger than it
+        const room = Effect.map(process.pendingInput, (unread) => unread === 0 || unread + line.length + 1 <= bound)
+        if (!(yield* room)) {
+          const unread = yield* process.pendingInput
+          yield* waits(hash, `${unread} bytes given before it wait unread, past the bound of ${bound}`)
+          yield* waitFor(room)
+          yield* resumes(hash)
+        }
         yield* process.queueLine(line).pipe(
           Effect.zipRight(log(`gave ${hash}`)),
           Effect.catchAll((e) => notGiven(hash, e.message))
         )
       })
     const hold = (hash: string, line: string) =>
-      waitingBytes + line.length > bound
-        ? notGiven(hash, `${waitingBytes} bytes of deliveries wait for the process before, past the bound of ${bound}`)
-        : Effect.suspend(() => {
-          waitingBytes += line.length
-          return Queue.offer(waiting, { hash, line })
-        }).pipe(Effect.zipRight(log(`holds ${hash} for a process of its own`)))
+      Effect.gen(function*() {
+        // start mode: what waits for the process before to exit is held in memory, up to the bound
+        const room = Effect.sync(() => waitingBytes === 0 || waitingBytes + line.length <= bound)
+        if (!(yield* room)) {
+          yield* waits(hash, `${waitingBytes} bytes of deliveries wait for the process before, past the bound of ${bound}`)
+          yield* waitFor(room)
+          yield* resumes(hash)
+        }
+        waitingBytes += line.length
+        yield* Queue.offer(waiting, { hash, line })
+        yield* log(`holds ${hash} for a process of its own`)
+      })
     const handle = (entry: InboxEntry): Effect.Effect<void> =>
       entry._tag === "Stop"
         ? log(`a stop arrived: ${entry.hash}`).pipe(
           Effect.zipRight(Deferred.succeed(stopAsked, undefined)),
           Effect.zipRight(Effect.flatMap(Ref.get(current), (p) => (p === undefined ? Effect.void : p.stop)))
         )
+        : entry._tag === "Overflow"
+        ? notGiven(entry.hash, `${entry.waiting} bytes of the inbox wait ungiven before it, past the disk bound of ${entry.bound}`)
         : mode === "feed" ? feed(entry.hash, entry.line)
         : mode === "start" ? hold(entry.hash, entry.line)
         : log(`a delivery for a run that is not a session: ${entry.hash} ignored`)

@@ -10,19 +10,24 @@ import { shellRun, users } from "../support/nodeWorld.js"
 import { endWatchers, makeHookWorld, pidsNaming, sleep, waitFor, type HookWorld } from "./hookWorld.js"
 
 // Issue 6's load test: 20 sessions at once, 50 posts each from two users, pushed from their
-// clones in batches. Every line each session should get arrives exactly once, in the server's
-// order; a session that does not read holds back only its own deliveries (past the bound, the
-// log names what it could not give), and the watchers' memory stays bounded.
+// clones in batches, while every reading process is paused (SIGSTOP) for 10 s. Every line each
+// session should get arrives exactly once, in the server's order: the delivery bound is
+// back-pressure (DECISIONS 15), what does not fit waits in the inbox on disk and is given as the
+// reader reads. A session that does not read holds back only its own deliveries; only what lands
+// past the disk bound is never given (its log names it); the watchers' memory stays bounded.
 
 const sessions = 20
 const postsEach = 50
 const bound = 65536
+// above what a reader's inbox ever holds (50 posts of 8 KB), below what the silent one's does (100)
+const diskBound = 512 * 1024
 let world: HookWorld
 beforeAll(async () => {
   world = await makeHookWorld()
   expect((await world.call(hook, { node: users.node.login, root: world.root })).stopped).toEqual({ reason: "completed" })
   Fs.mkdirSync(Path.join(world.root, "settings"), { recursive: true })
   Fs.writeFileSync(Path.join(world.root, "settings", "delivery-bound"), `${bound}\n`)
+  Fs.writeFileSync(Path.join(world.root, "settings", "delivery-disk-bound"), `${diskBound}\n`)
   // a node keeps one run per process user: each session has a user of its own
   await addUsers(world.repository, Array.from({ length: sessions }, (_, i) => ({ login: processUserOf(i), capabilities: "oi", password: `s${i}-pw` })))
 }, 60_000)
@@ -56,6 +61,26 @@ const serverOrderOf = (run: string): ReadonlyArray<string> => {
   }
 }
 
+/** Host pids of the processes writing the run's lines file: its reader inside the sandbox. */
+const readerPids = (run: string): ReadonlyArray<number> => {
+  const lines = Fs.realpathSync(Path.join(world.root, "work", run, "lines"))
+  return Fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d)).map(Number).filter((pid) => {
+    try {
+      return Fs.readlinkSync(`/proc/${pid}/fd/1`) === lines
+    } catch {
+      return false
+    }
+  })
+}
+
+const signal = (pids: ReadonlyArray<number>, sig: NodeJS.Signals) => {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, sig)
+    } catch { /* gone */ }
+  }
+}
+
 const peakRssMb = (pid: number): number => {
   try {
     const kb = /VmHWM:\s+(\d+)/.exec(Fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]
@@ -66,7 +91,7 @@ const peakRssMb = (pid: number): number => {
 }
 
 describe("20 sessions under load", () => {
-  it("each reading session gets its 50 posts exactly once and in order; one that does not read holds back only its own", async () => {
+  it("each reading session, paused 10 s, gets its 50 posts exactly once and in order; one that does not read holds back only its own", async () => {
     const alice = await webLogin(world.server.url, users.admin.login, users.admin.password)
     const runs: Array<string> = []
     for (let i = 0; i < sessions; i++) {
@@ -85,6 +110,14 @@ describe("20 sessions under load", () => {
         return false
       }
     }) ? true : undefined), 30_000, 200)).toBe(true)
+
+    // every reader paused (SIGSTOP) for 10 s while its posts arrive: starved of CPU, not gone
+    const readers = runs.slice(0, -1)
+    expect(await waitFor(() => (readers.every((r) => Fs.existsSync(Path.join(world.root, "work", r, "lines")) && readerPids(r).length > 0) ? true : undefined), 30_000, 200)).toBe(true)
+    const paused = readers.flatMap(readerPids)
+    expect(paused.length).toBeGreaterThanOrEqual(readers.length)
+    signal(paused, "SIGSTOP")
+    const pausedAt = Date.now()
 
     // 50 posts for each session, alternately from alice and rita, each about 8 KB (more than the kernel holds for one that does not read), pushed in batches of 100
     const clones = {
@@ -105,11 +138,20 @@ describe("20 sessions under load", () => {
         }
       }
     }
+    // the silent one is sent 50 more: what lands past the disk bound is never given
+    const silent = runs.at(-1)!
+    for (let p = postsEach; p < 2 * postsEach; p++) {
+      const text = `post ${p} to ${silent.slice(0, 8)} from ${users.admin.login}\n\n${"x".repeat(8000)}\n`
+      pending.alice.push(composeForumPost({ date: new Date(sent + n++), user: users.admin.login, root: silent, replyTo: silent, text }))
+    }
     for (const who of ["alice", "rita"] as const) {
       if (pending[who].length > 0) await pushArtifacts(clones[who], who === "alice" ? users.admin.login : users.runner.login, pending[who].splice(0))
     }
+    await sleep(Math.max(0, pausedAt + 10_000 - Date.now()))
+    // while they were paused nothing was lost: each waits with what it was not given
+    const waited = readers.filter((r) => / waits to give [0-9a-f]{64}: /.test(Fs.readFileSync(Path.join(world.root, "care", `${r}.log`), "utf8")))
+    signal(paused, "SIGCONT")
 
-    const readers = runs.slice(0, -1)
     const complete = await waitFor(() => (readers.every((r) => linesOf(r).length >= postsEach + 1) ? true : undefined), 180_000, 250)
     await sleep(1500) // nothing more arrives
     expect(complete, `lines per reader: ${readers.map((r) => linesOf(r).length).join(" ")}`).toBe(true)
@@ -125,14 +167,22 @@ describe("20 sessions under load", () => {
       }
     }
 
-    // the one that does not read: what it was given fills its pipe and the bound; the rest is named in its log
-    const silent = runs.at(-1)!
+    // the pause held them back: deliveries waited for them to read
+    expect(waited.length).toBeGreaterThan(0)
+    // no reader was denied a line
+    for (const run of readers) expect(Fs.readFileSync(Path.join(world.root, "care", `${run}.log`), "utf8")).not.toMatch(/could not give/)
+
+    // the one that does not read: what it was given fills its pipe and the bound; the rest waits
+    // on disk, and only what landed past the disk bound is named as not given
     const log = Fs.readFileSync(Path.join(world.root, "care", `${silent}.log`), "utf8")
     const gave = log.match(/ gave [0-9a-f]{64}/g)?.length ?? 0
-    const notGiven = log.match(/could not give [0-9a-f]{64}: .*past the bound of 65536/g)?.length ?? 0
-    expect(gave + notGiven).toBe(postsEach)
-    expect(notGiven).toBeGreaterThan(0)
+    const notGiven = log.match(/could not give [0-9a-f]{64}: .*past the disk bound of 524288/g)?.length ?? 0
+    expect(log.match(/could not give/g)?.length ?? 0).toBe(notGiven)
+    expect(log).toMatch(/ waits to give [0-9a-f]{64}: \d+ bytes given before it wait unread, past the bound of 65536/)
     expect(gave).toBeGreaterThan(0)
+    expect(notGiven).toBeGreaterThan(0)
+    expect(gave + notGiven).toBeLessThan(2 * postsEach)
+    console.log(`load: ${waited.length} of ${readers.length} paused readers waited; the silent one was given ${gave}, ${notGiven} past the disk bound`)
 
     // the node's memory stays bounded: every watcher's peak resident memory
     const watchers = pidsNaming("ocx2-watcher").filter((pid) => runs.some((r) => Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(r)))

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest"
 import { arrivalOf, whereSomeSessionListens } from "../../src/node/Deliveries.js"
 import type { SessionFile } from "../../src/node/SessionFiles.js"
 import { deliveryLine } from "../../src/protocol/Subscriptions.js"
-import { parseInboxLine } from "../../src/watcher/Inbox.js"
+import { defaultDeliveryDiskBound, deliveryDiskBound, parseInboxLine } from "../../src/watcher/Inbox.js"
 import { defaultDeliveryBound, deliveryBound } from "../../src/watcher/Session.js"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -71,6 +71,26 @@ describe("ROOT/settings/delivery-bound", () => {
       }
     } finally {
       Fs.rmSync(root, { recursive: true, force: true })
+    }
+  })
+})
+
+describe("ROOT/settings/delivery-disk-bound", () => {
+  it("sets the disk bound in bytes; absent it is 1 GiB; anything else is named and the default used", () => {
+    const settings = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-disk-bound-"))
+    try {
+      expect(deliveryDiskBound(settings)).toEqual({ bytes: defaultDeliveryDiskBound })
+      expect(defaultDeliveryDiskBound).toBe(1024 ** 3)
+      const file = Path.join(settings, "delivery-disk-bound")
+      Fs.writeFileSync(file, "524288\n")
+      expect(deliveryDiskBound(settings)).toEqual({ bytes: 524288 })
+      for (const bad of ["1G", "0", "-1", ""]) {
+        Fs.writeFileSync(file, bad)
+        expect(deliveryDiskBound(settings).bytes).toBe(defaultDeliveryDiskBound)
+        expect(deliveryDiskBound(settings).problem).toContain("not a number of bytes above 0")
+      }
+    } finally {
+      Fs.rmSync(settings, { recursive: true, force: true })
     }
   })
 })
