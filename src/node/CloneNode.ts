@@ -13,6 +13,7 @@ import { pullClone } from "./ClonePull.js"
 import { cloneNodeLayer, cloneRound } from "./CloneRound.js"
 import { canonicalRepository, cursorFileOf, readCursor } from "./HookFiles.js"
 import type { NodeConfig } from "./NodeConfig.js"
+import { finishLeftOutboxes } from "./Recovery.js"
 import { type Act, startNode, watcherOf } from "./Round.js"
 
 // ocx2 node --repository CLONE SERVER-URL PASSWORDS-FILE [--check] (seed 001, "Add a node on
@@ -21,6 +22,9 @@ import { type Act, startNode, watcherOf } from "./Round.js"
 // decides what the pull brought (CloneRound); with --check, or when it has never run here, or
 // when the host restarted since the call that last checked, it is the node starting and decides
 // every open run for its user instead (Round.startNode, as `hook --node` on the server's host).
+// Before either, it sends what dead watchers left unsent in their outboxes (ROOT/care/RUN.outbox:
+// the server was down when they wrote, then they were gone), so an outcome that exists is sent,
+// never answered lost.
 
 const text = (description: string) => Schema.String.annotations({ description })
 
@@ -134,6 +138,7 @@ export const runCloneNode = (input: NodeInput, context: ToolContext, programPath
 
     const watcherProgram = watcherOf(root)
     const layer = cloneNodeLayer(config, passwords, { pull: !context.dryRun })
+    const left = yield* finishLeftOutboxes(act).pipe(Effect.provide(layer))
     let runs: ReadonlyArray<{ run: string; action: string }>
     if (check) {
       log.note("check", `${why}: every open run for ${config.nodeUser} on this clone is decided again`)
@@ -148,6 +153,7 @@ export const runCloneNode = (input: NodeInput, context: ToolContext, programPath
       const round = yield* cloneRound(config, act, { watcherProgram }).pipe(Effect.provide(layer))
       runs = round.decisions
     }
+    runs = [...left, ...runs]
     for (const r of runs) log.note("run", `${r.run}: ${r.action}`)
     const output: NodeOutput = {
       repository,

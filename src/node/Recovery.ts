@@ -8,11 +8,15 @@ import type { NodeConfig } from "./NodeConfig.js"
 import { writeMessageWhereTheRunIs } from "./Reports.js"
 import { removeSessionFile } from "./SessionFiles.js"
 import { readRunRecord } from "./RunRecord.js"
+import { finishOutbox, outboxRuns, readOutbox } from "../watcher/Outbox.js"
+import type { Act, RunDecision } from "./Round.js"
 
 // 2.13: a run no longer in its node's care is answered lost, its process ended first if it still
 // runs. "In care" is the watcher's lock: busy means the watcher lives; free means it is gone, and
 // under the lock the record decides. The check and the write happen under the lock, so two
-// recoveries (or a recovery and a late watcher) never both write ended.
+// recoveries (or a recovery and a late watcher) never both write ended. What the watcher kept in
+// its outbox and did not send (the server down, then the watcher gone) is sent first, so a run
+// whose outcome exists is never answered lost over it.
 
 export type Recovered =
   | "alive" // its watcher holds the run
@@ -31,6 +35,8 @@ export const recoverRun = (config: NodeConfig, run: string) =>
       }
       // no watcher holds it: a session file its watcher left says nothing true any more
       removeSessionFile(config.root, run)
+      const left = yield* finishOutbox(run)
+      if (left.length > 0) yield* care.appendLog(run, `${new Date().toISOString()} recovery: sent what its watcher left in its outbox: ${left.join("; ")}\n`).pipe(Effect.ignore)
       const record = yield* readRunRecord(run)
       if (record.ended !== undefined) return "ended" as Recovered
       if (record.started === undefined) return "not-started" as Recovered
@@ -44,3 +50,35 @@ export const recoverRun = (config: NodeConfig, run: string) =>
       return "lost" as Recovered
     })
   )
+
+/**
+ * What dead watchers left: each run whose lock is free and whose outbox holds reports not yet
+ * sent has them sent now, under its lock (ended only while none counts, Outbox.finishOutbox).
+ * A run whose watcher lives is its watcher's to send. A run the server does not take now is
+ * tried again at the next call.
+ */
+export const finishLeftOutboxes = (act: Act) =>
+  Effect.gen(function*() {
+    const care = yield* CareDirectory
+    const decisions: Array<RunDecision> = []
+    for (const run of outboxRuns(care.path)) {
+      const unsent = readOutbox(care.path, run).unsent
+      if (unsent.length === 0) continue
+      const finished = yield* act(
+        "outbox",
+        `send the ${unsent.map((r) => r.kind === "report" ? "kept logs" : r.kind).join(", ")} left in ${care.path}/${run}.outbox, under the run's lock`,
+        Effect.scoped(Effect.gen(function*() {
+          const locked = yield* care.lockRun(run).pipe(Effect.either)
+          if (locked._tag === "Left") {
+            if (locked.left._tag === "RunBusy") return "its watcher holds the run and sends its outbox itself"
+            return yield* Effect.fail(locked.left)
+          }
+          const done = yield* finishOutbox(run)
+          yield* care.appendLog(run, `${new Date().toISOString()} the node sent what its watcher left in its outbox: ${done.join("; ")}\n`).pipe(Effect.ignore)
+          return `sent what its watcher left in its outbox: ${done.join("; ")}`
+        }))
+      ).pipe(Effect.catchAll((e) => Effect.succeed(`its outbox is kept for the next call: ${String((e as { message?: unknown })?.message ?? e).split("\n")[0]}`)))
+      decisions.push({ run, action: finished ?? `would send what its watcher left in its outbox (${unsent.length} report${unsent.length === 1 ? "" : "s"})` })
+    }
+    return decisions
+  })

@@ -5,7 +5,6 @@ import * as Option from "effect/Option"
 import * as Cause from "effect/Cause"
 import type * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
-import * as Schedule from "effect/Schedule"
 import { CareDirectory, type RunLock } from "../../services/CareDirectory.js"
 import { Receipts } from "../../services/Receipts.js"
 import { Repository, WriteNotConfirmed } from "../../services/Repository.js"
@@ -22,12 +21,14 @@ import { cloneUsers } from "../node/CloneUsers.js"
 import { watcherOf } from "../node/HandOff.js"
 import { handOffRun } from "../node/SpareClient.js"
 import { hostSettings, launchOwnPaths, type NodeConfig } from "../node/NodeConfig.js"
-import { writeMessageWhereTheRunIs, writeWhereTheRunIs } from "../node/Reports.js"
+import { writeWhereTheRunIs } from "../node/Reports.js"
+import { writeMessage } from "../protocol/Envelope.js"
 import { readRunRecord, type RunRecord } from "../node/RunRecord.js"
 import { removeSessionFile, writeSessionFile, type SessionFile } from "../node/SessionFiles.js"
 import type { Run } from "../protocol/Run.js"
 import { endingWords, keptLogText } from "./KeptLogs.js"
 import { followInbox } from "./Inbox.js"
+import { composeReport, finishOutbox, keepReport, readOutbox, removeIfSettled, sendReport, untilServerAnswers, type OutboxReport } from "./Outbox.js"
 import { deliveryBound, makeSessionInbox, sessionOf, startEach } from "./Session.js"
 import { launchSpec } from "./LaunchPlan.js"
 import { publicationText, publish } from "./Publications.js"
@@ -40,6 +41,10 @@ import { fileSizeLimitOf, performSteps } from "./Workspace.js"
 // however the launch ends writes ended (only while none counts); then kept logs, publications
 // and the verdict. Everything is read back from the record before it is written, so a watcher
 // that dies at any point leaves a run that recovery completes with exactly one of each.
+// Every report is composed once and kept in ROOT/care/RUN.outbox before it is sent (Outbox.ts):
+// while the server is down the watcher waits and sends again, holding the lock; a watcher that
+// dies leaves them to whoever takes the lock next. started is sent, and its receipt read, before
+// the program is launched.
 
 /** Points a test may have the watcher SIGKILL itself at (OCX2_CRASH_AT). */
 export const crashPoints = ["locked", "started", "running", "before-ended", "writing-ended"] as const
@@ -153,25 +158,45 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
     const launcher = yield* SandboxLauncher
     const log = (line: string) => care.appendLog(run, `${new Date().toISOString()} ${line}\n`).pipe(Effect.ignore)
 
-    /** ended, written only while none counts: read back under the lock first */
-    const writeEnded = (ended: EndedContent) =>
-      Effect.gen(function*() {
-        const now = yield* readRunRecord(run)
-        if (now.ended !== undefined) return yield* log(`ended already counts (${now.ended.hash}); not written again`)
-        if (options.crashAt === "writing-ended") {
-          // die while the write is in flight: the fossil child holds the lock until it lands
-          yield* Effect.forkDaemon(writeMessageWhereTheRunIs(now, config.nodeUser, endedMessage(run, ended), `Ended: ${endingWords(ended)}.`))
-          yield* Effect.sleep("30 millis")
-          yield* crash(options, "writing-ended")
-        }
-        const hash = yield* writeMessageWhereTheRunIs(now, config.nodeUser, endedMessage(run, ended), `Ended: ${endingWords(ended)}.`)
-        yield* log(`wrote ended ${ended.outcome}${ended.note !== undefined ? ` (${ended.note})` : ""}: ${hash}`)
-      })
-
     yield* log(options.spareSince === undefined
       ? `in care: watcher ${process.pid} holds the run (process began ${Math.round(performance.timeOrigin)}, main ${options.mainAt ?? "?"})`
       : `in care: spare ${process.pid} took the run and holds it (spare since ${options.spareSince}, main ${options.mainAt ?? "?"})`)
-    const record = yield* readRunRecord(run)
+    // what a watcher before this one left unsent goes first: the record then holds its outcome
+    if (readOutbox(care.path, run).unsent.length > 0) {
+      const done = yield* untilServerAnswers(finishOutbox(run), "sending what the run's last watcher left", log)
+      yield* log(`sent what the run's last watcher left in its outbox: ${done.join("; ")}`)
+    }
+    const record = yield* untilServerAnswers(readRunRecord(run), "reading the run's record", log)
+
+    /**
+     * ended, and the reports that follow it (kept logs), composed once and kept in the outbox;
+     * ended is sent only while none counts (the record read back under the lock before each try)
+     */
+    const writeEnded = (ended: EndedContent, texts: ReadonlyArray<string> = []) =>
+      Effect.gen(function*() {
+        const endedReport = yield* composeReport(record, config.nodeUser, "ended", writeMessage(endedMessage(run, ended), `Ended: ${endingWords(ended)}.`))
+        const following: Array<OutboxReport> = []
+        for (const text of texts) following.push(yield* composeReport(record, config.nodeUser, "report", text))
+        for (const report of [endedReport, ...following]) yield* keepReport(run, report)
+        const sendEnded = Effect.flatMap(readRunRecord(run), (now) => sendReport(run, endedReport, now))
+        if (options.crashAt === "writing-ended") {
+          // die while the write is in flight: the fossil child holds the lock until it lands
+          yield* Effect.forkDaemon(sendEnded)
+          yield* Effect.sleep("30 millis")
+          yield* crash(options, "writing-ended")
+        }
+        const sent = yield* untilServerAnswers(sendEnded, `sending ended (${endedReport.hash})`, log, { otherTries: 5 }).pipe(Effect.either)
+        if (Either.isLeft(sent)) {
+          yield* log(`could not write ended: ${String(sent.left)}; it stays in ${care.path}/${run}.outbox for the node's next call`)
+        } else if (sent.right === "dropped") {
+          yield* log(`ended already counts; ${endedReport.hash} not written`)
+        } else {
+          yield* log(`wrote ended ${ended.outcome}${ended.note !== undefined ? ` (${ended.note})` : ""}: ${endedReport.hash}`)
+        }
+        for (const report of following) yield* sendKept(run, report, log)
+        yield* removeIfSettled(run).pipe(Effect.ignore)
+      })
+
     if (record.ended !== undefined) return yield* log("the run has ended; nothing to do")
     if (record.message === undefined) return yield* log("the artifact holds no run; nothing to do")
     if (record.started !== undefined) {
@@ -187,7 +212,7 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
     const host = hostSettings(config, capabilities)
     const processUser = (record.message.block["run"] as { process?: { user?: unknown } } | undefined)?.process?.user
     const processUserCapabilities = typeof processUser === "string"
-      ? yield* receipts.capabilitiesOf(processUser)
+      ? yield* untilServerAnswers(receipts.capabilitiesOf(processUser), "asking the server for the process user", log)
       : undefined
     const clones = yield* cloneUsers(releasePaths(config.root).node, { keep: false })
     const check = checkRun({
@@ -232,7 +257,7 @@ const startChecked = (
   record: RunRecord,
   checked: CheckedRun,
   log: (line: string) => Effect.Effect<void>,
-  writeEnded: (ended: EndedContent) => Effect.Effect<void, unknown, Repository | Receipts>
+  writeEnded: (ended: EndedContent, texts?: ReadonlyArray<string>) => Effect.Effect<void, unknown, Repository | Receipts | CareDirectory>
 ) =>
   Effect.gen(function*() {
     const { config, run } = options
@@ -273,16 +298,20 @@ const startChecked = (
     // started is written while the sandbox is being set up (a gated launch runs nothing until
     // released), and the program is released only once started is in the record (2.13)
     const stepValues = Object.fromEntries(Object.entries(values).filter(([name]) => isStepPlaceholder(name)))
-    const writeStarted = writeMessageWhereTheRunIs(
-      record,
-      config.nodeUser,
-      startedMessage(run, { values: startedValues(stepValues), limits: checked.run.limits }),
-      `Started on ${config.nodeUser}.`
-    ).pipe(
+    const writeStarted = Effect.gen(function*() {
+      const report = yield* composeReport(record, config.nodeUser, "started",
+        writeMessage(startedMessage(run, { values: startedValues(stepValues), limits: checked.run.limits }), `Started on ${config.nodeUser}.`))
+      yield* keepReport(run, report)
+      // while the server is down the launch waits (its sandbox gated), and started is sent again
+      yield* untilServerAnswers(sendReport(run, report, undefined), `sending started (${report.hash})`, log)
+      return report.hash
+    }).pipe(
       // from a clone, the push is confirmed by the server returning the artifact; its receipt must
       // also say the node user sent it before the program is released (2.13: "only once the server
       // has received the started")
-      Effect.tap((hash) => repository.role === "clone" ? confirmReceived(hash, config.nodeUser) : Effect.void),
+      Effect.tap((hash) => repository.role === "clone"
+        ? untilServerAnswers(confirmReceived(hash, config.nodeUser), "reading the server's receipt of started", log)
+        : Effect.void),
       Effect.tap((hash) => log(`wrote started: ${hash}`)),
       Effect.tap((hash) => session === undefined ? Effect.void : placeStarted(config.root, sessionFile!, hash, log))
     )
@@ -293,21 +322,31 @@ const startChecked = (
     const sessionFile = session === undefined ? undefined : sessionOf(run, checked.run, record)
     if (sessionFile !== undefined) writeSessionFile(config.root, sessionFile)
     const afterEach = (result: LaunchResult) =>
-      writeKeptLogs(config, record, checked, result, endedOfEnding(result.ending), log).pipe(Effect.provideService(Repository, repository))
+      writeKeptLogs(config, record, checked, result, endedOfEnding(result.ending), log).pipe(
+        Effect.provideService(Repository, repository),
+        Effect.provideService(CareDirectory, care)
+      )
 
     const startedWritten = yield* Ref.make(false)
     const decided = yield* Ref.make<EndedContent | undefined>(undefined)
+    const lastResult = yield* Ref.make<LaunchResult | undefined>(undefined)
     const launched = yield* Effect.acquireUseRelease(
       Effect.void,
-      () => launchAndWait(options, { ...spec, gated: true }, session, writeStarted, startedWritten, decided, afterEach, log),
+      () => launchAndWait(options, { ...spec, gated: true }, session, writeStarted, startedWritten, decided, lastResult, afterEach, log),
       (_, exit) =>
         Effect.gen(function*() {
           if (sessionFile !== undefined) removeSessionFile(config.root, run)
           // no started in the record: nothing ran, and the run is decided again later (recovery)
           if (!(yield* Ref.get(startedWritten))) return
-          const ended = (yield* Ref.get(decided)) ?? endedLost(Exit.isFailure(exit) ? describeCause(exit.cause) : "the watcher lost its process")
-          yield* writeEnded(ended).pipe(
-            Effect.retry(Schedule.exponential("200 millis").pipe(Schedule.intersect(Schedule.recurs(5)))),
+          const outcome = yield* Ref.get(decided)
+          const ended = outcome ?? endedLost(Exit.isFailure(exit) ? describeCause(exit.cause) : "the watcher lost its process")
+          // the kept logs (2.10) are composed with ended and kept in the outbox with it, so a watcher
+          // that dies while the server is down leaves both to the node's next call
+          const last = yield* Ref.get(lastResult)
+          const kept = outcome !== undefined && last !== undefined && session?.deliveries !== "start" && outcome.outcome !== "stopped"
+            ? keptLogText(last, outcome, checked.run.process.keep)
+            : undefined
+          yield* writeEnded(ended, kept === undefined ? [] : [kept]).pipe(
             Effect.catchAll((e) => log(`could not write ended: ${String(e)}`))
           )
         })
@@ -317,7 +356,7 @@ const startChecked = (
     // a process that starts for each delivery has its kept logs however the run ended (2.13)
     if (session?.deliveries === "start") return yield* afterEach(last)
     if (ended.outcome === "stopped") return
-    yield* afterProcess(options, record, checked, values, last, ended, log)
+    yield* afterProcess(options, record, checked, values, ended, log)
   })
 
 /** started's place in the server's order, for the node's rounds deciding what the session is given. */
@@ -328,7 +367,14 @@ const placeStarted = (root: string, session: SessionFile, hash: string, log: (li
     writeSessionFile(root, { ...session, started: { hash, rcvid: answer.rcvid, rid: answer.rid } })
   }).pipe(Effect.catchAll((e) => log(`the session file keeps no started (the rounds read it from the record): ${String(e)}`)))
 
-/** A process's kept logs (2.10): a reply where the run is, when a stream it keeps printed a byte. */
+/** A kept report sent, the server's outage waited out; one it will not take stays in the outbox. */
+const sendKept = (run: string, report: OutboxReport, log: (line: string) => Effect.Effect<void>) =>
+  untilServerAnswers(sendReport(run, report, undefined), `sending the kept logs (${report.hash})`, log, { otherTries: 2 }).pipe(
+    Effect.zipRight(log(`wrote the kept logs: ${report.hash}`)),
+    Effect.catchAll((e) => log(`could not write the kept logs: ${String(e)}; they stay in the outbox for the node's next call`))
+  )
+
+/** A process's kept logs (2.10): a reply where the run is, when a stream it keeps printed a byte; kept in the outbox, then sent. */
 const writeKeptLogs = (
   config: NodeConfig,
   record: RunRecord,
@@ -340,8 +386,10 @@ const writeKeptLogs = (
   Effect.gen(function*() {
     const kept = keptLogText(result, ended, checked.run.process.keep)
     if (kept === undefined) return
-    const hash = yield* writeWhereTheRunIs(record, config.nodeUser, kept).pipe(Effect.either)
-    yield* log(Either.isRight(hash) ? `wrote the kept logs: ${hash.right}` : `could not write the kept logs: ${String(hash.left)}`)
+    const report = yield* composeReport(record, config.nodeUser, "report", kept)
+    yield* keepReport(record.hash, report)
+    yield* sendKept(record.hash, report, log)
+    yield* removeIfSettled(record.hash)
   }).pipe(Effect.catchAll((e) => log(`could not write the kept logs: ${String(e)}`)))
 
 /** The server's receipt of an artifact a clone's node pushed: received, from the node user. */
@@ -370,6 +418,7 @@ const launchAndWait = <E, R>(
   writeStarted: Effect.Effect<string, E, R>,
   startedWritten: Ref.Ref<boolean>,
   decided: Ref.Ref<EndedContent | undefined>,
+  lastResult: Ref.Ref<LaunchResult | undefined>,
   afterEach: (result: LaunchResult) => Effect.Effect<void>,
   log: (line: string) => Effect.Effect<void>
 ) =>
@@ -412,6 +461,7 @@ const launchAndWait = <E, R>(
         yield* crash(options, "running")
         yield* followed(running)
         const result: LaunchResult = yield* running.result
+        yield* Ref.set(lastResult, result)
         yield* log(`the process ended: ${endingWords(endedOfEnding(result.ending))}`)
         launched = { ended: endedOfEnding(result.ending), last: result }
       }
@@ -421,20 +471,18 @@ const launchAndWait = <E, R>(
     })
   )
 
-/** After ended (2.10): the kept logs, the unversioned files and their reply, the ci verdict. */
+/** After ended and the kept logs (2.10): the unversioned files and their reply, the ci verdict. */
 const afterProcess = (
   options: WatcherOptions,
   record: RunRecord,
   checked: CheckedRun,
   values: Values,
-  result: LaunchResult,
   ended: EndedContent,
   log: (line: string) => Effect.Effect<void>
 ) =>
   Effect.gen(function*() {
     const { config, run } = options
     const repository = yield* Repository
-    yield* writeKeptLogs(config, record, checked, result, ended, log)
     if (checked.run.process.unversioned_files.length > 0) {
       const published = yield* publish(checked.run, values, config.nodeUser)
       for (const p of published) yield* log(p._tag === "Published" ? `published ${p.as}: ${p.hash}` : `did not publish ${p.as}: ${p.why}`)

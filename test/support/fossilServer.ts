@@ -186,6 +186,46 @@ export const startServer = async (repository: string, options: ServerOptions = {
   }
 }
 
+/**
+ * Serves `repository` again on `port`, the port a server stopped before had (its clients keep
+ * its URL), started as startServer starts it: from `/`, with a bare environment. The port may
+ * still be closing; it is tried until it answers, for up to 15 seconds.
+ */
+export const restartServer = async (repository: string, port: number, options: ServerOptions = {}): Promise<RunningServer> => {
+  const abs = Path.resolve(repository)
+  const children: Array<ChildProcess.ChildProcess> = []
+  const stop = async () => {
+    await Promise.all(children.map(killGroup))
+    await killStragglers(abs)
+  }
+  const extroot = options.extroot === undefined ? [] : ["--extroot", Path.resolve(options.extroot)]
+  const url = `http://127.0.0.1:${port}/`
+  const deadline = Date.now() + 15_000
+  try {
+    if (options.fastHooks === true) children.push(spawnAsService(["backoffice", "--poll", "1", abs]))
+    while (Date.now() < deadline) {
+      const server = spawnAsService(["server", "--nojail", "--localhost", "--port", String(port), ...extroot, abs])
+      children.push(server)
+      const tryUntil = Math.min(deadline, Date.now() + 5000)
+      while (Date.now() < tryUntil && server.exitCode === null) {
+        try {
+          const res = await fetch(url + "robots.txt", { signal: AbortSignal.timeout(1000) })
+          await res.arrayBuffer()
+          return { repository: abs, port, url, stop }
+        } catch {
+          await sleep(25)
+        }
+      }
+      await killGroup(server)
+      await sleep(200)
+    }
+    throw new Error(`fossil server for ${abs} did not answer on port ${port} again`)
+  } catch (e) {
+    await stop()
+    throw e
+  }
+}
+
 // ---------- a person at the web forms ----------
 
 export interface WebSession {
@@ -261,6 +301,26 @@ export const webNewThread = async (
   postedHash(server, await formPost(s, "forume1", {
     title: post.title, mimetype: post.mimetype ?? "text/x-markdown", content: post.text, submit: "1"
   }), `new thread by ${s.user}`)
+
+/**
+ * A person's post through a form, tried once: a refusal (such as "database is locked") is returned
+ * as it came, for tests that must see whether a person's post fails.
+ */
+export const webPostOnce = (s: WebSession, page: string, fields: Record<string, string>, formPage = page) =>
+  formPostOnce(s, page, fields, formPage)
+
+/** A reply through /forume2 tried once, not again on "database is locked": its HTTP answer, and its full hash when it was stored. */
+export const webReplyOnce = async (
+  server: { repository: string },
+  s: WebSession,
+  reply: { readonly to: string; readonly text: string; readonly mimetype?: string }
+): Promise<{ readonly status: number; readonly body: string; readonly hash: string | undefined }> => {
+  const r = await formPostOnce(s, "forume2", {
+    fpid: reply.to, reply: "1", mimetype: reply.mimetype ?? "text/x-markdown", content: reply.text, submit: "1"
+  }, "forume2")
+  const m = /\/forumpost\/([0-9a-f]+)/.exec(r.location)
+  return { status: r.status, body: r.body, hash: r.status === 302 && m !== null ? fullHash(server.repository, m[1]!) : undefined }
+}
 
 /** A reply through /forume2 to the post `to` (full hash). */
 export const webReply = async (

@@ -1,0 +1,328 @@
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as Effect from "effect/Effect"
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import * as FossilRepository from "../../layers/FossilRepository.js"
+import { Repository } from "../../services/Repository.js"
+import { runFossil } from "../../src/fossil/Command.js"
+import { handOff } from "../../src/node/HandOff.js"
+import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
+import { readOutbox } from "../../src/watcher/Outbox.js"
+import { bundle } from "../adapters/extServer.js"
+import {
+  cloneAs, createRepository, fossil, makeTempDir, restartServer, startServer, webLogin, webNewThread, type RunningServer, type TestUser
+} from "../support/fossilServer.js"
+import { sandbox } from "../support/nodeWorld.js"
+import { pidsNaming, waitFor } from "./hookWorld.js"
+
+// A node on another host while its server goes down and comes back (issue 13): the server is a
+// real `fossil server` (the OCX CGI in its extension root), stopped and served again on the same
+// port as a service manager restarts it; the clone's host runs `ocx2 node` as its timer does, with
+// real watchers and bubblewrap. Every report a watcher has to send is kept in ROOT/care/RUN.outbox
+// and sent once the server takes it again: each run ends with exactly one started and one ended,
+// its real outcome, and its kept logs.
+
+const users = {
+  alice: { login: "alice", capabilities: "s", password: "alice-pw" },
+  lab2: { login: "lab2", capabilities: "oi", password: "lab2-pw" },
+  builder: { login: "builder", capabilities: "oi", password: "builder-pw" }
+} satisfies Record<string, TestUser>
+
+interface World {
+  readonly dir: string
+  readonly served: string
+  readonly extroot: string
+  readonly url: string
+  readonly port: number
+  readonly root: string
+  readonly clone: string
+  readonly cloneCode: string
+  readonly passwords: string
+}
+
+let world: World
+let server: RunningServer | undefined
+
+const project = Path.join(import.meta.dirname, "../..")
+
+beforeAll(async () => {
+  const dir = makeTempDir("ocx2-clone-outage-")
+  Fs.chmodSync(dir, 0o755) // the sandbox's uid 1000 reaches the workspaces under it
+  const build = Path.join(dir, "build")
+  Fs.mkdirSync(build)
+  const bin = (name: string) => Path.join(project, "bin", `${name}.ts`)
+  const [cli, watcher, cgi] = await Promise.all([
+    bundle(bin("ocx2"), build, "ocx2"),
+    bundle(bin("ocx2-watcher"), build, "ocx2-watcher"),
+    bundle(bin("ocx2-cgi"), build, "ocx2-cgi")
+  ])
+  const served = await createRepository(Path.join(dir, "served.fossil"), Object.values(users))
+  const checkout = Path.join(dir, "checkout")
+  Fs.mkdirSync(checkout)
+  for (const args of [["open", served], ["add", "hello.txt"], ["commit", "-m", "the first check-in", "--user-override", "alice"]]) {
+    if (args[0] === "add") Fs.writeFileSync(Path.join(checkout, "hello.txt"), "hello from trunk\n")
+    const r = await runFossil(args, { user: "alice", cwd: checkout })
+    if (r.code !== 0) throw new Error(`fossil ${args.join(" ")}: ${r.stderr}${r.stdout}`)
+  }
+  const extroot = Path.join(dir, "ext")
+  Fs.mkdirSync(extroot)
+  Fs.writeFileSync(Path.join(extroot, "ocx2-cgi"), `#!/bin/sh\nexec ${process.execPath} ${cgi}\n`, { mode: 0o755 })
+  server = await startServer(served, { extroot })
+
+  const host = Path.join(dir, "lab2-host")
+  const root = Path.join(host, "root")
+  const release = Path.join(root, "staged", "0123456789ab")
+  Fs.mkdirSync(release, { recursive: true })
+  Fs.chmodSync(host, 0o755)
+  Fs.chmodSync(root, 0o755)
+  Fs.copyFileSync(cli, Path.join(release, "ocx2"))
+  Fs.copyFileSync(watcher, Path.join(release, "ocx2-watcher"))
+  Fs.writeFileSync(Path.join(release, "package.json"), JSON.stringify({ type: "module" }))
+  Fs.symlinkSync(Path.join(project, "node_modules"), Path.join(release, "node_modules"))
+  Fs.symlinkSync("staged/0123456789ab", Path.join(root, "current"))
+  const clone = await cloneAs(server.url, users.lab2.login, users.lab2.password, Path.join(host, "lab2.fossil"))
+  const cloneCode = (await fossil(["sql", "-R", clone, "SELECT value FROM config WHERE name='server-code'"])).trim().replace(/'/g, "")
+  const passwords = Path.join(host, "passwords.json")
+  Fs.writeFileSync(passwords, JSON.stringify({ user: users.lab2.login, password: users.lab2.password }), { mode: 0o600 })
+  world = { dir, served, extroot, url: server.url, port: server.port, root, clone, cloneCode, passwords }
+}, 90_000)
+
+afterAll(async () => {
+  if (world === undefined) return
+  for (const pid of pidsNaming(world.root)) {
+    try {
+      process.kill(pid, "SIGKILL")
+    } catch { /* gone */ }
+  }
+  await server?.stop()
+  if (process.env.OCX2_KEEP_TEST_DIR === undefined) Fs.rmSync(world.dir, { recursive: true, force: true })
+})
+
+/** The server goes down: its process group ended, the port closed. */
+const serverDown = async () => {
+  await server!.stop()
+  server = undefined
+  await expect(fetch(world.url + "robots.txt", { signal: AbortSignal.timeout(1000) })).rejects.toThrow()
+}
+
+/** The server comes back on the same port, as its service manager restarts it. */
+const serverUp = async () => {
+  server = await restartServer(world.served, world.port, { extroot: world.extroot })
+  expect(server.url).toBe(world.url)
+}
+
+interface Answer {
+  readonly operations: ReadonlyArray<{ readonly op: string; readonly detail: string; readonly done: boolean }>
+  readonly output?: { readonly check: boolean; readonly why: string; readonly runs: ReadonlyArray<{ readonly run: string; readonly action: string }> }
+  readonly stopped: { readonly reason: string; readonly message?: string }
+}
+
+/** `ocx2 --json --repository CLONE node URL FILE ...` as the timer runs it. */
+const node = (args: ReadonlyArray<string> = []) =>
+  new Promise<Answer & { readonly code: number | null }>((resolve, reject) => {
+    const program = Path.join(world.root, "current", "ocx2")
+    const child = ChildProcess.spawn(process.execPath, [program, "--json", "--repository", world.clone, "node", world.url, world.passwords, ...args], {
+      env: { ...process.env, USER: "root" }, stdio: ["ignore", "pipe", "pipe"]
+    })
+    let out = ""
+    let err = ""
+    child.stdout.on("data", (c: Buffer) => (out += c.toString()))
+    child.stderr.on("data", (c: Buffer) => (err += c.toString()))
+    child.once("error", reject)
+    child.once("close", (code) => {
+      try {
+        resolve({ ...(JSON.parse(out) as Answer), code })
+      } catch {
+        reject(new Error(`ocx2 node printed no answer (exit ${code}): ${out}${err}`))
+      }
+    })
+  })
+
+const servedRepository = <A, E>(f: (r: typeof Repository.Service) => Effect.Effect<A, E>) =>
+  Effect.runPromise(Effect.scoped(Effect.flatMap(FossilRepository.make({ path: world.served }), f)))
+
+/** The run's thread as the served repository holds it (read from its file: the server may be down). */
+const threadOf = (run: string) => servedRepository((r) => r.thread(run))
+
+/** The run's replies that are messages naming it, with each sender as the server received it. */
+const replies = async (run: string) =>
+  (await threadOf(run)).flatMap((p) => {
+    const reading = readMessage(p.text)
+    return reading._tag === "Message" && reading.re === run
+      ? [{ kind: reading.kind, sender: p.sender, content: reading.content as Record<string, unknown> }]
+      : []
+  })
+
+const waitForKind = async (run: string, kind: string, ms = 30_000) => {
+  await waitFor(async () => ((await replies(run)).some((m) => m.kind === kind) ? true : undefined), ms, 200)
+  return replies(run)
+}
+
+const keptLogsOf = async (run: string) => (await threadOf(run)).filter((p) => p.text.startsWith("The process exited"))
+
+/** A run posted on the server through the forum's web form by alice. */
+const postRun = async (script: string) => {
+  const session = await webLogin(world.url, users.alice.login, users.alice.password)
+  const run = {
+    clone: world.cloneCode,
+    objective: "a run for lab2 while its server comes and goes",
+    workspace: [{ step: "directory", at: "$$root$$/work/$$run$$" }, { step: "files", of: "trunk", into: "$$workspace$$/tree" }],
+    sandbox: sandbox(),
+    limits: { wall: "3m" },
+    process: { user: users.builder.login, command: ["sh", "-c", script], env: { PATH: "/usr/bin:/bin" } }
+  }
+  return webNewThread({ repository: world.served }, session, {
+    title: "a run for lab2",
+    text: writeMessage({ ocx: 2, to: users.lab2.login, run }, "A run for the lab's board.")
+  })
+}
+
+/** A process that ends only when the test says so (a file `go` in its workspace), printing to both streams. */
+const gated = (exit: number) =>
+  `while [ ! -e $$workspace$$/go ]; do sleep 0.1; done; cat tree/hello.txt; echo the-end >&2; exit ${exit}`
+
+const careLog = (run: string) => {
+  try {
+    return Fs.readFileSync(Path.join(world.root, "care", `${run}.log`), "utf8")
+  } catch {
+    return ""
+  }
+}
+const logSays = (run: string, text: string | RegExp, ms = 30_000) =>
+  waitFor(() => ((typeof text === "string" ? careLog(run).includes(text) : text.test(careLog(run))) ? true : undefined), ms, 100)
+
+/** Counts the lines of the watcher's log saying the server did not answer `what`. */
+const downTries = (run: string, what: string) =>
+  careLog(run).split("\n").filter((l) => l.includes(`${what}`) && l.includes("the server does not answer")).length
+
+const letGo = (run: string) => Fs.writeFileSync(Path.join(world.root, "work", run, "go"), "")
+
+const watcherOfRun = (run: string) =>
+  pidsNaming(run).filter((pid) => {
+    try {
+      return Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("ocx2-watcher")
+    } catch {
+      return false
+    }
+  })
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+const decisionOf = (answer: Answer, run: string) => answer.output?.runs.find((r) => r.run === run)?.action
+
+describe("a node on another host while its server is down", () => {
+  // each case begins with the server up, whatever the one before left
+  beforeEach(async () => {
+    if (server === undefined) await serverUp()
+  }, 30_000)
+
+  it("starts", async () => {
+    const started = await node(["--check"])
+    expect(started.stopped).toEqual({ reason: "completed" })
+  }, 30_000)
+
+  it("(a) the server down when the process exits: once it is back, one started, one ended with the real outcome, and the kept logs", async () => {
+    const run = await postRun(gated(4))
+    const answer = await node()
+    expect(decisionOf(answer, run)).toBe("handed to a watcher, which starts it")
+    await waitForKind(run, "started")
+    await logSays(run, "launched:")
+
+    await serverDown()
+    letGo(run)
+    expect(await logSays(run, "the process ended: exited 4")).toBe(true)
+    // down longer than a watcher used to try (about 6 s): it keeps trying, holding the run, its reports on disk
+    await sleep(9000)
+    const whileDown = {
+      outbox: readOutbox(Path.join(world.root, "care"), run).unsent.map((r) => r.kind),
+      watchers: watcherOfRun(run).length,
+      kinds: (await replies(run)).map((m) => m.kind)
+    }
+
+    await serverUp()
+    const messages = await waitForKind(run, "ended", 45_000)
+    expect(messages.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
+    expect(messages[1]!.content).toEqual({ outcome: "exited", exit: 4 })
+    const logs = await waitFor(async () => ((await keptLogsOf(run)).length > 0 ? keptLogsOf(run) : undefined), 15_000)
+    expect(logs?.length).toBe(1)
+    expect(logs![0]!.sender).toBe("lab2")
+    expect(logs![0]!.text).toContain("The process exited 4")
+    expect(logs![0]!.text).toContain("the-end")
+    expect(logs![0]!.text).toContain("hello from trunk")
+    expect(whileDown).toEqual({ outbox: ["ended", "report"], watchers: 1, kinds: ["started"] })
+    expect(careLog(run)).toMatch(/sending ended .*the server does not answer.*tried again in 8 s/)
+    // everything sent: the outbox is gone, and the watcher with it
+    expect(await waitFor(() => (Fs.existsSync(Path.join(world.root, "care", `${run}.outbox`)) ? undefined : true), 10_000)).toBe(true)
+    expect(await waitFor(() => (watcherOfRun(run).length === 0 ? true : undefined), 10_000)).toBe(true)
+    // the timer's next call finds nothing to do for it
+    const again = await node()
+    expect(decisionOf(again, run)).toBeUndefined()
+    expect((await replies(run)).map((m) => m.kind)).toEqual(["started", "ended"])
+  }, 120_000)
+
+  it("(b) the server down before started: the watcher waits, launching nothing, and once it is back starts the run once and ends it once", async () => {
+    const run = await postRun("cat tree/hello.txt; echo launched >> $$workspace$$/launches; echo the-end >&2; exit 0")
+    await runFossil(["pull", "-R", world.clone], { user: "root" })
+    await serverDown()
+    // the run handed to its watcher as the node hands it, the server gone meanwhile
+    handOff({ root: world.root, repository: world.clone, nodeUser: users.lab2.login, serverUrl: world.url, passwordsFile: world.passwords }, run, {
+      watcherProgram: Path.join(world.root, "current", "ocx2-watcher")
+    })
+    await sleep(6000)
+    const whileDown = {
+      watchers: watcherOfRun(run).length, // it waits: it did not crash
+      launched: Fs.existsSync(Path.join(world.root, "work", run, "launches")),
+      replies: (await replies(run)).length
+    }
+
+    await serverUp()
+    const messages = await waitForKind(run, "ended", 45_000)
+    expect(messages.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
+    expect(messages[1]!.content).toEqual({ outcome: "exited", exit: 0 })
+    expect(Fs.readFileSync(Path.join(world.root, "work", run, "launches"), "utf8")).toBe("launched\n")
+    expect(whileDown).toEqual({ watchers: 1, launched: false, replies: 0 })
+    expect(downTries(run, "reading the run's record")).toBeGreaterThanOrEqual(3)
+    expect(await waitFor(async () => ((await keptLogsOf(run)).length === 1 ? true : undefined), 15_000)).toBe(true)
+    const again = await node()
+    expect(decisionOf(again, run) ?? "ended (exited): nothing to do").toBe("ended (exited): nothing to do")
+    expect((await replies(run)).map((m) => m.kind)).toEqual(["started", "ended"])
+  }, 120_000)
+
+  it("(c) the watcher killed while its reports wait for the server: once it is back, the timer's plain call sends them", async () => {
+    const run = await postRun(gated(7))
+    await node()
+    await waitForKind(run, "started")
+    await logSays(run, "launched:")
+
+    await serverDown()
+    letGo(run)
+    expect(await logSays(run, "the process ended: exited 7")).toBe(true)
+    await sleep(2500) // its reports wait for the server
+    const watchers = watcherOfRun(run)
+    expect(watchers.length).toBe(1)
+    process.kill(watchers[0]!, "SIGKILL")
+    await waitFor(() => (pidsNaming(run).length === 0 ? true : undefined), 10_000, 50)
+    const left = readOutbox(Path.join(world.root, "care"), run).unsent.map((r) => r.kind)
+
+    await serverUp()
+    const answer = await node()
+    expect(answer.output?.check).toBe(false)
+    const messages = await replies(run)
+    expect(messages.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
+    expect(messages[1]!.content).toEqual({ outcome: "exited", exit: 7 })
+    expect(decisionOf(answer, run)).toMatch(/^sent what its watcher left in its outbox: ended [0-9a-f]{12} sent; a report [0-9a-f]{12} sent$/)
+    const logs = await keptLogsOf(run)
+    expect(logs.length).toBe(1)
+    expect(logs[0]!.sender).toBe("lab2")
+    expect(logs[0]!.text).toContain("The process exited 7")
+    expect(left).toEqual(["ended", "report"])
+    expect(Fs.existsSync(Path.join(world.root, "care", `${run}.outbox`))).toBe(false)
+    // neither the next call nor the node starting answers it again (not lost: it has its ended)
+    const again = await node()
+    expect(decisionOf(again, run)).toBeUndefined()
+    const check = await node(["--check"])
+    expect(decisionOf(check, run)).toBeUndefined()
+    expect((await replies(run)).map((m) => m.kind)).toEqual(["started", "ended"])
+  }, 120_000)
+})
