@@ -116,13 +116,59 @@ const openLog = (file: string): number => {
     if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e
   }
   const c = Fs.constants
-  return Fs.openSync(file, c.O_WRONLY | c.O_CREAT | c.O_EXCL | c.O_NOFOLLOW, 0o644)
+  // read-write: a bounded log reads its own end back when it keeps only that (BoundedLog)
+  return Fs.openSync(file, c.O_RDWR | c.O_CREAT | c.O_EXCL | c.O_NOFOLLOW, 0o644)
 }
 
-/** a stream read into a bounded tail and, once it printed a byte, into its log file */
+/**
+ * A log file that never passes `bound` bytes (the run's file_size, which bounds every file the
+ * process writes): when a write would pass it, the file keeps its last part, as the kept logs
+ * keep a stream's end. It then holds the last half of the bound, and grows again from there, so
+ * each rewrite is paid for by half a bound of new bytes; the rewrite copies within the file, a
+ * mebibyte at a time, so its memory is bounded too. No bound: the whole stream.
+ */
+export class BoundedLog {
+  private size = 0
+  constructor(readonly fd: number, readonly bound: number | undefined) {}
+
+  write(chunk: Uint8Array): void {
+    const bound = this.bound
+    if (bound === undefined || this.size + chunk.length <= bound) {
+      this.append(chunk)
+      return
+    }
+    // keep the last half of the bound (all of it for a bound too small to halve)
+    const keep = bound < 2 ? bound : Math.floor(bound / 2)
+    const fromChunk = Math.min(chunk.length, keep)
+    const fromFile = Math.min(this.size, keep - fromChunk)
+    const step = 1024 * 1024
+    const buffer = Buffer.alloc(Math.min(step, Math.max(1, fromFile)))
+    // forward, the destination always before the source: nothing is overwritten before it is read
+    for (let done = 0; done < fromFile;) {
+      const n = Fs.readSync(this.fd, buffer, 0, Math.min(buffer.length, fromFile - done), this.size - fromFile + done)
+      if (n <= 0) break
+      this.writeAt(buffer.subarray(0, n), done)
+      done += n
+    }
+    this.size = fromFile
+    Fs.ftruncateSync(this.fd, this.size)
+    this.append(chunk.subarray(chunk.length - fromChunk))
+  }
+
+  private append(bytes: Uint8Array): void {
+    this.writeAt(bytes, this.size)
+    this.size += bytes.length
+  }
+
+  private writeAt(bytes: Uint8Array, position: number): void {
+    for (let off = 0; off < bytes.length;) off += Fs.writeSync(this.fd, bytes, off, bytes.length - off, position + off)
+  }
+}
+
+/** a stream read into a bounded tail and, once it printed a byte, into its log file (bounded by `logBound`) */
 class StreamSink {
   readonly tail: ByteTail
-  private log: Fs.WriteStream | undefined
+  private log: BoundedLog | undefined
   private logFailed = false
   logPath: string | undefined
   readonly done: Promise<void>
@@ -132,40 +178,38 @@ class StreamSink {
     readable: NodeJS.ReadableStream & { pause(): void; resume(): void },
     keep: number,
     logDir: string | undefined,
-    problems: Array<string>
+    problems: Array<string>,
+    logBound: number | undefined
   ) {
     this.tail = new ByteTail(keep)
     this.done = new Promise<void>((resolve) => {
       readable.on("data", (chunk: Buffer) => {
         this.tail.push(chunk)
         if (logDir === undefined || this.logFailed) return
-        if (this.log === undefined) {
-          const file = Path.join(logDir, `${name}.log`)
-          try {
-            this.log = Fs.createWriteStream(file, { fd: openLog(file) })
-            this.log.on("error", (e) => problems.push(`${file}: ${e.message}`))
+        const file = Path.join(logDir, `${name}.log`)
+        try {
+          if (this.log === undefined) {
+            this.log = new BoundedLog(openLog(file), logBound)
             this.logPath = file
-          } catch (e) {
-            this.logFailed = true
-            problems.push(`${file}: ${(e as Error).message}`)
-            return
           }
-        }
-        if (!this.log.write(chunk)) {
-          readable.pause()
-          this.log.once("drain", () => readable.resume())
+          this.log.write(chunk)
+        } catch (e) {
+          // a log that cannot be written (the disk full, the workspace gone) is given up, not the run
+          this.logFailed = true
+          problems.push(`${file}: ${(e as Error).message}`)
         }
       })
       readable.on("error", () => resolve())
       readable.on("close", () => resolve())
       readable.on("end", () => resolve())
-    }).then(
-      () =>
-        new Promise<void>((resolve) => {
-          if (this.log === undefined) return resolve()
-          this.log.end(() => resolve())
-        })
-    )
+    }).then(() => {
+      if (this.log === undefined) return
+      try {
+        Fs.closeSync(this.log.fd)
+      } catch {
+        // closed
+      }
+    })
   }
 }
 
@@ -308,8 +352,9 @@ const launch = (
       stdinOpen = false
     })
 
-    const out = new StreamSink("stdout", child.stdout!, spec.keep.stdout, spec.logDir, problems)
-    const err = new StreamSink("stderr", child.stderr!, spec.keep.stderr, spec.logDir, problems)
+    // the logs the launcher writes for the process are bounded as the files it writes itself (file_size)
+    const out = new StreamSink("stdout", child.stdout!, spec.keep.stdout, spec.logDir, problems, spec.limits.fileSizeBytes)
+    const err = new StreamSink("stderr", child.stderr!, spec.keep.stderr, spec.logDir, problems, spec.limits.fileSizeBytes)
     const pid = child.pid!
 
     const timers: Array<NodeJS.Timeout> = []

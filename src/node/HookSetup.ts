@@ -123,7 +123,14 @@ export const StatusOutput = Schema.Struct({
       started: Schema.optionalWith(Schema.String, { exact: true })
     })),
     waiting: Schema.Array(Schema.Struct({ user: Schema.String, runs: Schema.Array(Schema.String) }))
-  }), { exact: true })
+  }), { exact: true }),
+  /** the space each run's workspace in ROOT's per-user directories takes on disk */
+  workspaces: Schema.optionalWith(Schema.Array(Schema.Struct({
+    run: Schema.String,
+    path: Schema.String,
+    bytes: Schema.Number.annotations({ description: "the disk space its files take, as du counts it (allocated blocks)" }),
+    complete: Schema.Boolean.annotations({ description: "false: the walk stopped at its bound, so bytes is a lower bound" })
+  })).annotations({ description: "each workspace ROOT/care names that lies within ROOT's per-user directories, walked without following links, to a bound" }), { exact: true })
 })
 export type StatusOutput = typeof StatusOutput.Type
 
@@ -349,6 +356,65 @@ const careOf = (root: string) => ({
   waiting: waitingRuns(releasePaths(root).care)
 })
 
+/** How far status walks the workspaces in all: entries, and milliseconds. */
+export const workspaceWalkBound = { entries: 200_000, ms: 2_000 }
+
+/**
+ * The space each run's workspace takes (ROOT/care/RUN.workspace names it), for those within ROOT
+ * and outside OCX's own directories (ROOT's per-user directories): a walk that follows no link and
+ * stops at `bound`, after which what was not counted shows as complete false.
+ */
+export const workspaceSizes = (root: string, bound: { readonly entries: number; readonly ms: number } = workspaceWalkBound) => {
+  const paths = releasePaths(root)
+  const own = [paths.care, paths.settings, paths.current, paths.previous, paths.next, paths.staged, paths.node].map((p) => Path.resolve(p))
+  const within = (p: string, dir: string) => p === dir || p.startsWith(`${dir}/`)
+  let names: Array<string>
+  try {
+    names = Fs.readdirSync(paths.care).filter((n) => n.endsWith(".workspace")).sort()
+  } catch {
+    return []
+  }
+  const until = Date.now() + bound.ms
+  let entries = 0
+  const out: Array<{ run: string; path: string; bytes: number; complete: boolean }> = []
+  for (const name of names) {
+    let path: string
+    try {
+      path = Path.resolve(Fs.readFileSync(Path.join(paths.care, name), "utf8").replace(/\n$/, ""))
+    } catch {
+      continue
+    }
+    if (!within(path, Path.resolve(root)) || path === Path.resolve(root) || own.some((o) => within(path, o))) continue
+    if (!Fs.existsSync(path)) continue
+    let bytes = 0
+    let complete = true
+    const stack = [path]
+    while (stack.length > 0) {
+      if (entries >= bound.entries || Date.now() > until) {
+        complete = false
+        break
+      }
+      const at = stack.pop()!
+      entries++
+      let st: Fs.Stats
+      try {
+        st = Fs.lstatSync(at)
+      } catch {
+        continue // gone meanwhile
+      }
+      bytes += st.blocks * 512
+      if (!st.isDirectory()) continue
+      try {
+        for (const child of Fs.readdirSync(at)) stack.push(Path.join(at, child))
+      } catch {
+        // unreadable: counted as itself
+      }
+    }
+    out.push({ run: name.slice(0, -".workspace".length), path, bytes, complete })
+  }
+  return out
+}
+
 export const hookStatus = (input: RootOnlyInput, context: ToolContext, programPath: string | undefined) => {
   const log = new OperationsLog(context.dryRun)
   return finishHook(log, Effect.gen(function*() {
@@ -357,7 +423,11 @@ export const hookStatus = (input: RootOnlyInput, context: ToolContext, programPa
     const root = rootForStatus(context.entryPoint === "cgi" ? undefined : input.root, programPath)
     const limits = hostLimits(root)
     if (context.repository === undefined) {
-      const output: StatusOutput = { caller, ...limits, ...(root !== undefined ? { root } : {}) }
+      const output: StatusOutput = {
+        caller,
+        ...limits,
+        ...(root !== undefined ? { root, workspaces: workspaceSizes(root) } : {})
+      }
       return output
     }
     const repository = canonicalRepository(context.repository)
@@ -383,7 +453,7 @@ export const hookStatus = (input: RootOnlyInput, context: ToolContext, programPa
       backoffice: { mode: backoffice.mode, disabled: backoffice.disabled, pollers: backoffice.pollers, words: backoffice.words },
       ...(node !== undefined ? { node: node.user } : {}),
       ...(last !== undefined ? { lastRun: { at: last.at, repository: last.repository, given: last.given, did: last.did } } : {}),
-      ...(root !== undefined ? { care: careOf(root) } : {})
+      ...(root !== undefined ? { care: careOf(root), workspaces: workspaceSizes(root) } : {})
     }
     return output
   }))
