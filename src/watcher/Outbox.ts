@@ -15,7 +15,8 @@ import { readRunRecord, type RunRecord } from "../node/RunRecord.js"
 // Only the run's lock holder reads or writes it: the watcher while it lives, then whoever takes
 // the free lock (the node's next call, or recovery), which sends what is left.
 
-export type ReportKind = "started" | "ended" | "report"
+/** "report": kept logs; "verdict": the ci tag */
+export type ReportKind = "started" | "ended" | "report" | "verdict"
 
 export interface OutboxReport {
   readonly kind: ReportKind
@@ -169,7 +170,7 @@ export const finishOutbox = (run: string) =>
         continue
       }
       const sent = yield* sendReport(run, report, record)
-      const name = report.kind === "report" ? "a report" : report.kind
+      const name = report.kind === "report" ? "a report" : report.kind === "verdict" ? "the verdict" : report.kind
       done.push(sent === "dropped" ? `${name} ${report.hash.slice(0, 12)} dropped (another counts)` : `${name} ${report.hash.slice(0, 12)} sent`)
     }
     yield* removeIfSettled(run)

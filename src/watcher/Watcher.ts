@@ -15,6 +15,8 @@ import { endedBudget, endedLost, endedStopped, type EndedContent } from "../prot
 import { isStepPlaceholder, type Values } from "../protocol/Placeholders.js"
 import { checkRun, endedOfRefusal, refusal, type CheckedRun, type Refusal } from "../protocol/Refusals.js"
 import { ciVerdict, formatVerdict } from "../protocol/Verdicts.js"
+import { composeTag } from "../fossil/Artifact.js"
+import { isFullHash } from "../fossil/Hash.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { endLeftovers } from "../sandbox/cgroups.js"
 import { cloneUsers } from "../node/CloneUsers.js"
@@ -172,11 +174,12 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
      * ended, and the reports that follow it (kept logs), composed once and kept in the outbox;
      * ended is sent only while none counts (the record read back under the lock before each try)
      */
-    const writeEnded = (ended: EndedContent, texts: ReadonlyArray<string> = []) =>
+    const writeEnded = (ended: EndedContent, texts: ReadonlyArray<string> = [], verdict?: { readonly checkin: string; readonly value: string }) =>
       Effect.gen(function*() {
         const endedReport = yield* composeReport(record, config.nodeUser, "ended", writeMessage(endedMessage(run, ended), `Ended: ${endingWords(ended)}.`))
         const following: Array<OutboxReport> = []
         for (const text of texts) following.push(yield* composeReport(record, config.nodeUser, "report", text))
+        if (verdict !== undefined) following.push(composeVerdict(config.nodeUser, verdict.checkin, verdict.value))
         for (const report of [endedReport, ...following]) yield* keepReport(run, report)
         const sendEnded = Effect.flatMap(readRunRecord(run), (now) => sendReport(run, endedReport, now))
         if (options.crashAt === "writing-ended") {
@@ -257,7 +260,11 @@ const startChecked = (
   record: RunRecord,
   checked: CheckedRun,
   log: (line: string) => Effect.Effect<void>,
-  writeEnded: (ended: EndedContent, texts?: ReadonlyArray<string>) => Effect.Effect<void, unknown, Repository | Receipts | CareDirectory>
+  writeEnded: (
+    ended: EndedContent,
+    texts?: ReadonlyArray<string>,
+    verdict?: { readonly checkin: string; readonly value: string }
+  ) => Effect.Effect<void, unknown, Repository | Receipts | CareDirectory>
 ) =>
   Effect.gen(function*() {
     const { config, run } = options
@@ -343,10 +350,13 @@ const startChecked = (
           // the kept logs (2.10) are composed with ended and kept in the outbox with it, so a watcher
           // that dies while the server is down leaves both to the node's next call
           const last = yield* Ref.get(lastResult)
-          const kept = outcome !== undefined && last !== undefined && session?.deliveries !== "start" && outcome.outcome !== "stopped"
-            ? keptLogText(last, outcome, checked.run.process.keep)
+          const ran = outcome !== undefined && last !== undefined && session?.deliveries !== "start" && outcome.outcome !== "stopped"
+          const kept = ran ? keptLogText(last, outcome, checked.run.process.keep) : undefined
+          // and the ci verdict (2.16), on the check-in its steps named (a full hash), after them
+          const verdict = ran && checked.run.process.verdict && values.checkin !== undefined && isFullHash(values.checkin)
+            ? { checkin: values.checkin, value: formatVerdict(ciVerdict(run, outcome)) }
             : undefined
-          yield* writeEnded(ended, kept === undefined ? [] : [kept]).pipe(
+          yield* writeEnded(ended, kept === undefined ? [] : [kept], verdict).pipe(
             Effect.catchAll((e) => log(`could not write ended: ${String(e)}`))
           )
         })
@@ -368,11 +378,19 @@ const placeStarted = (root: string, session: SessionFile, hash: string, log: (li
   }).pipe(Effect.catchAll((e) => log(`the session file keeps no started (the rounds read it from the record): ${String(e)}`)))
 
 /** A kept report sent, the server's outage waited out; one it will not take stays in the outbox. */
-const sendKept = (run: string, report: OutboxReport, log: (line: string) => Effect.Effect<void>) =>
-  untilServerAnswers(sendReport(run, report, undefined), `sending the kept logs (${report.hash})`, log, { otherTries: 2 }).pipe(
-    Effect.zipRight(log(`wrote the kept logs: ${report.hash}`)),
-    Effect.catchAll((e) => log(`could not write the kept logs: ${String(e)}; they stay in the outbox for the node's next call`))
+const sendKept = (run: string, report: OutboxReport, log: (line: string) => Effect.Effect<void>) => {
+  const what = report.kind === "verdict" ? "the verdict" : "the kept logs"
+  return untilServerAnswers(sendReport(run, report, undefined), `sending ${what} (${report.hash})`, log, { otherTries: 2 }).pipe(
+    Effect.zipRight(log(`wrote ${what}: ${report.hash}`)),
+    Effect.catchAll((e) => log(`could not write ${what}: ${String(e)}; it stays in the outbox for the node's next call`))
   )
+}
+
+/** The ci verdict (2.16): a raw tag on the check-in, as the node user, composed once like every report. */
+const composeVerdict = (user: string, checkin: string, value: string): OutboxReport => {
+  const artifact = composeTag({ user, date: new Date(), target: checkin, name: "ci", value })
+  return { kind: "verdict", hash: artifact.hash, user, bytes: artifact.bytes.toString("base64") }
+}
 
 /** A process's kept logs (2.10): a reply where the run is, when a stream it keeps printed a byte; kept in the outbox, then sent. */
 const writeKeptLogs = (
@@ -471,7 +489,7 @@ const launchAndWait = <E, R>(
     })
   )
 
-/** After ended and the kept logs (2.10): the unversioned files and their reply, the ci verdict. */
+/** After ended, the kept logs and the verdict (2.10): the unversioned files and their reply; a verdict not composed with ended. */
 const afterProcess = (
   options: WatcherOptions,
   record: RunRecord,
@@ -488,7 +506,7 @@ const afterProcess = (
       for (const p of published) yield* log(p._tag === "Published" ? `published ${p.as}: ${p.hash}` : `did not publish ${p.as}: ${p.why}`)
       yield* writeWhereTheRunIs(record, config.nodeUser, publicationText(published)).pipe(Effect.ignore)
     }
-    if (checked.run.process.verdict && values.checkin !== undefined) {
+    if (checked.run.process.verdict && values.checkin !== undefined && !isFullHash(values.checkin)) {
       const value = formatVerdict(ciVerdict(run, ended))
       const tagged = yield* repository.tag({ user: config.nodeUser, checkin: values.checkin, name: "ci", value }).pipe(Effect.either)
       yield* log(Either.isRight(tagged) ? `wrote the verdict ci = ${value}` : `could not write the verdict: ${String(tagged.left)}`)

@@ -35,6 +35,7 @@ interface World {
   readonly extroot: string
   readonly url: string
   readonly port: number
+  readonly trunk: string
   readonly root: string
   readonly clone: string
   readonly cloneCode: string
@@ -65,6 +66,7 @@ beforeAll(async () => {
     const r = await runFossil(args, { user: "alice", cwd: checkout })
     if (r.code !== 0) throw new Error(`fossil ${args.join(" ")}: ${r.stderr}${r.stdout}`)
   }
+  const trunk = /artifact:\s+([0-9a-f]{64})/.exec(await fossil(["whatis", "trunk", "-R", served]))![1]!
   const extroot = Path.join(dir, "ext")
   Fs.mkdirSync(extroot)
   Fs.writeFileSync(Path.join(extroot, "ocx2-cgi"), `#!/bin/sh\nexec ${process.execPath} ${cgi}\n`, { mode: 0o755 })
@@ -85,7 +87,7 @@ beforeAll(async () => {
   const cloneCode = (await fossil(["sql", "-R", clone, "SELECT value FROM config WHERE name='server-code'"])).trim().replace(/'/g, "")
   const passwords = Path.join(host, "passwords.json")
   Fs.writeFileSync(passwords, JSON.stringify({ user: users.lab2.login, password: users.lab2.password }), { mode: 0o600 })
-  world = { dir, served, extroot, url: server.url, port: server.port, root, clone, cloneCode, passwords }
+  world = { dir, served, extroot, url: server.url, port: server.port, trunk, root, clone, cloneCode, passwords }
 }, 90_000)
 
 afterAll(async () => {
@@ -159,10 +161,15 @@ const waitForKind = async (run: string, kind: string, ms = 30_000) => {
   return replies(run)
 }
 
+/** The ci verdicts against the run on trunk, with each sender as the server received it. */
+const verdictsOf = async (run: string) =>
+  (await servedRepository((r) => r.tags(world.trunk))).history.flatMap((h) =>
+    h.tags.filter((t) => t.name === "ci" && (t.value ?? "").includes(run)).map((t) => ({ value: t.value, sender: h.sender })))
+
 const keptLogsOf = async (run: string) => (await threadOf(run)).filter((p) => p.text.startsWith("The process exited"))
 
 /** A run posted on the server through the forum's web form by alice. */
-const postRun = async (script: string) => {
+const postRun = async (script: string, process: object = {}) => {
   const session = await webLogin(world.url, users.alice.login, users.alice.password)
   const run = {
     clone: world.cloneCode,
@@ -170,7 +177,7 @@ const postRun = async (script: string) => {
     workspace: [{ step: "directory", at: "$$root$$/work/$$run$$" }, { step: "files", of: "trunk", into: "$$workspace$$/tree" }],
     sandbox: sandbox(),
     limits: { wall: "3m" },
-    process: { user: users.builder.login, command: ["sh", "-c", script], env: { PATH: "/usr/bin:/bin" } }
+    process: { user: users.builder.login, command: ["sh", "-c", script], env: { PATH: "/usr/bin:/bin" }, ...process }
   }
   return webNewThread({ repository: world.served }, session, {
     title: "a run for lab2",
@@ -223,7 +230,7 @@ describe("a node on another host while its server is down", () => {
   }, 30_000)
 
   it("(a) the server down when the process exits: once it is back, one started, one ended with the real outcome, and the kept logs", async () => {
-    const run = await postRun(gated(4))
+    const run = await postRun(gated(4), { cwd: "$$workspace$$", verdict: true })
     const answer = await node()
     expect(decisionOf(answer, run)).toBe("handed to a watcher, which starts it")
     await waitForKind(run, "started")
@@ -250,7 +257,9 @@ describe("a node on another host while its server is down", () => {
     expect(logs![0]!.text).toContain("The process exited 4")
     expect(logs![0]!.text).toContain("the-end")
     expect(logs![0]!.text).toContain("hello from trunk")
-    expect(whileDown).toEqual({ outbox: ["ended", "report"], watchers: 1, kinds: ["started"] })
+    expect(await waitFor(async () => ((await verdictsOf(run)).length > 0 ? true : undefined), 15_000)).toBe(true)
+    expect(await verdictsOf(run)).toEqual([{ value: `fail: exit 4 (against ${run})`, sender: "lab2" }])
+    expect(whileDown).toEqual({ outbox: ["ended", "report", "verdict"], watchers: 1, kinds: ["started"] })
     expect(careLog(run)).toMatch(/sending ended .*the server does not answer.*tried again in 8 s/)
     // everything sent: the outbox is gone, and the watcher with it
     expect(await waitFor(() => (Fs.existsSync(Path.join(world.root, "care", `${run}.outbox`)) ? undefined : true), 10_000)).toBe(true)
@@ -290,7 +299,7 @@ describe("a node on another host while its server is down", () => {
   }, 120_000)
 
   it("(c) the watcher killed while its reports wait for the server: once it is back, the timer's plain call sends them", async () => {
-    const run = await postRun(gated(7))
+    const run = await postRun(gated(7), { cwd: "$$workspace$$", verdict: true })
     await node()
     await waitForKind(run, "started")
     await logSays(run, "launched:")
@@ -311,12 +320,13 @@ describe("a node on another host while its server is down", () => {
     const messages = await replies(run)
     expect(messages.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
     expect(messages[1]!.content).toEqual({ outcome: "exited", exit: 7 })
-    expect(decisionOf(answer, run)).toMatch(/^sent what its watcher left in its outbox: ended [0-9a-f]{12} sent; a report [0-9a-f]{12} sent$/)
+    expect(decisionOf(answer, run)).toMatch(/^sent what its watcher left in its outbox: ended [0-9a-f]{12} sent; a report [0-9a-f]{12} sent; the verdict [0-9a-f]{12} sent$/)
+    expect(await verdictsOf(run)).toEqual([{ value: `fail: exit 7 (against ${run})`, sender: "lab2" }])
     const logs = await keptLogsOf(run)
     expect(logs.length).toBe(1)
     expect(logs[0]!.sender).toBe("lab2")
     expect(logs[0]!.text).toContain("The process exited 7")
-    expect(left).toEqual(["ended", "report"])
+    expect(left).toEqual(["ended", "report", "verdict"])
     expect(Fs.existsSync(Path.join(world.root, "care", `${run}.outbox`))).toBe(false)
     // neither the next call nor the node starting answers it again (not lost: it has its ended)
     const again = await node()
