@@ -241,6 +241,8 @@ describe("a node on another host while its server is down", () => {
     expect(await logSays(run, "the process ended: exited 4")).toBe(true)
     // down longer than a watcher used to try (about 6 s): it keeps trying, holding the run, its reports on disk
     await sleep(9000)
+    // (on a slow machine, until its fourth try has failed)
+    await logSays(run, /sending ended .*the server does not answer.*tried again in 8 s/, 20_000)
     const whileDown = {
       outbox: readOutbox(Path.join(world.root, "care"), run).unsent.map((r) => r.kind),
       watchers: watcherOfRun(run).length,
@@ -308,6 +310,7 @@ describe("a node on another host while its server is down", () => {
     letGo(run)
     expect(await logSays(run, "the process ended: exited 7")).toBe(true)
     await sleep(2500) // its reports wait for the server
+    await logSays(run, /sending ended .*the server does not answer/, 10_000)
     const watchers = watcherOfRun(run)
     expect(watchers.length).toBe(1)
     process.kill(watchers[0]!, "SIGKILL")
