@@ -45,7 +45,7 @@ const linesOf = (run: string): ReadonlyArray<Record<string, unknown>> => {
   }
 }
 
-const waitLines = async (run: string, count: number, ms = 20_000) =>
+const waitLines = async (run: string, count: number, ms = 60_000) =>
   (await waitFor(() => (linesOf(run).length >= count ? linesOf(run) : undefined), ms)) ?? linesOf(run)
 
 const reply = (as: WebSession, to: string, text: string) => webReply(world.server, as, { to, text })
@@ -113,7 +113,7 @@ describe("a session fed what its thread is told", () => {
     await world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it."))
     expect(await endedOf(run)).toEqual([{ outcome: "stopped" }])
     expect(Fs.existsSync(Path.join(world.root, "care", `${run}.session`))).toBe(false)
-  }, 120_000)
+  }, 180_000)
 
   it("a session in a ticket is given the changes to its ticket by heard users", async () => {
     const ticket = await webNewTicket(alice, { title: "a session in a ticket", icomment: world.runText(sessionRun(recordLines, {})) })
@@ -133,7 +133,7 @@ describe("a session fed what its thread is told", () => {
     await webEditTicket(alice, { ticket, icomment: writeMessage({ ocx: 2, re: run!, stop: {} }, "Stop it.") })
     const careLog = Path.join(world.root, "care", `${run}.log`)
     expect(await waitFor(() => (/wrote ended stopped/.test(Fs.readFileSync(careLog, "utf8")) ? true : undefined), 20_000)).toBe(true)
-  }, 60_000)
+  }, 120_000)
 
   it("a manual session is given only what arrives after its started", async () => {
     const run = await webNewThread(world.server, alice, { title: "a manual session", text: world.runText(sessionRun(recordLines, { manual: true })) })
@@ -149,7 +149,7 @@ describe("a session fed what its thread is told", () => {
     expect(linesOf(run)).toEqual([lines[0], { post: after, from: users.admin.login, text: "after it started" }])
     await world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it."))
     expect(await endedOf(run)).toEqual([{ outcome: "stopped" }])
-  }, 60_000)
+  }, 120_000)
 })
 
 describe("a session on a terminal", () => {
@@ -168,7 +168,7 @@ describe("a session on a terminal", () => {
     ])
     await world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it."))
     expect(await endedOf(run)).toEqual([{ outcome: "stopped" }])
-  }, 60_000)
+  }, 120_000)
 })
 
 describe("deliveries: start", () => {
