@@ -139,6 +139,24 @@ export const make = (config: FossilRepositoryConfig) =>
     // The served file is shared with the server: a write that meets another's transaction gets
     // "database is locked" at once (SQLite refuses to wait where waiting could deadlock). Nothing
     // was written, so it is tried again after a pause, for up to about ten seconds.
+    //
+    // People's posts must never get that refusal because of the node (issue 13; docs/architecture.md,
+    // "Writing beside the server"). Fossil's forum page reads in a deferred transaction and only then
+    // asks for the write lock, which SQLite refuses at once, without waiting, while another process
+    // holds it. So on a repository in rollback-journal mode the node's fossil runs with SQLite's
+    // unix-excl VFS: it takes the file's exclusive lock at its first read and keeps it until it exits,
+    // and a person's request arriving meanwhile waits for it (Fossil's 15 s busy timeout) instead of
+    // starting a transaction the node would refuse. And the node's writes run one at a time (a lock
+    // file beside the repository), so a person waiting is let in between two of them.
+    const exclusive = (): ReadonlyArray<string> => {
+      try {
+        return String(open().pragma("journal_mode", { simple: true })).toLowerCase() === "wal" ? [] : ["--vfs", "unix-excl"]
+      } catch {
+        return []
+      }
+    }
+    const writeLock = Path.join(Path.dirname(path), `.${Path.basename(path)}.ocx2-write.lock`)
+
     const fossil = (operation: string, user: string, args: ReadonlyArray<string>) =>
       fossilOnce(operation, user, args).pipe(
         Effect.retry({
@@ -154,7 +172,11 @@ export const make = (config: FossilRepositoryConfig) =>
     const fossilOnce = (operation: string, user: string, args: ReadonlyArray<string>) =>
       Effect.gen(function*() {
         const r = yield* Effect.tryPromise({
-          try: () => runFossil(args, { user, ...(config.holdFds !== undefined ? { holdFds: config.holdFds } : {}) }),
+          try: () => runFossil([...exclusive(), ...args], {
+            user,
+            oneAtATime: { lockFile: writeLock },
+            ...(config.holdFds !== undefined ? { holdFds: config.holdFds } : {})
+          }),
           catch: (e) => new WriteFailed({ operation, reason: `cannot run fossil: ${message(e)}` })
         })
         const out = `${r.stdout}\n${r.stderr}`.trim()

@@ -22,11 +22,19 @@ export const runFossil = (
     readonly input?: string
     /** descriptors the child inherits (as fds 3, 4, ...): a lock passed this way is held until it ends */
     readonly holdFds?: ReadonlyArray<number>
+    /**
+     * A lock file: fossil runs under util-linux `flock` on it (waiting up to `waitSeconds`, default
+     * 60), so the writes of every process that names the same file run one at a time.
+     */
+    readonly oneAtATime?: { readonly lockFile: string; readonly waitSeconds?: number }
   }
 ): Promise<FossilResult> =>
   new Promise((resolve, reject) => {
+    const [program, argv] = options.oneAtATime === undefined
+      ? [fossilBinary, [...args]]
+      : ["flock", ["--exclusive", "--wait", String(options.oneAtATime.waitSeconds ?? 60), options.oneAtATime.lockFile, fossilBinary, ...args]]
     // spawn, not execFile: execFile ignores `stdio`, and held descriptors must reach the child
-    const child = ChildProcess.spawn(fossilBinary, [...args], {
+    const child = ChildProcess.spawn(program, argv, {
       cwd: options.cwd,
       env: { ...process.env, USER: options.user },
       stdio: ["pipe", "pipe", "pipe", ...(options.holdFds ?? [])]

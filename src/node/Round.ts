@@ -25,6 +25,7 @@ import { arrivalOf, deliverArrivals } from "./Deliveries.js"
 import { anySession } from "./SessionFiles.js"
 import { watcherOf } from "./HandOff.js"
 import { handOffRun } from "./SpareClient.js"
+import { appendWaitingOnce, handedLately, markHanded, processUserFileName, readWaiting, takeNextWaiting } from "./ProcessUserFiles.js"
 import { advanceCursor, cursorFileOf, readCursor, writeCursor } from "./HookFiles.js"
 import { hostSettings, repositoryName, type NodeConfig } from "./NodeConfig.js"
 import { writeWhereTheRunIs } from "./Reports.js"
@@ -153,13 +154,39 @@ export const decideRun = (
         return "a stop came first: handed to a watcher, which writes ended stopped"
       case "Start": {
         if (liveness === "alive") return "its watcher holds it"
-        // one run per process user in care: the watcher takes the user's lock, or writes the run
-        // down as waiting for it (and is woken when the holder's run is over)
+        // one run per process user in care, and one watcher at a time for it (issue 13): while a run
+        // of the user's is in care, or was just handed to a watcher, or runs wait before it, this run
+        // is written down as waiting (with its place in the server's order) and no watcher is started
+        // for it; the run before it wakes the first waiting one when it is over
         const processUser = (record.message.block["run"] as { process?: { user?: unknown } } | undefined)?.process?.user
-        const busy = typeof processUser === "string" && (yield* care.userBusy(processUser))
-        if (busy) {
-          yield* toWatcher(`its process user ${String(processUser)} has another run in care: the watcher writes it down as waiting`)
-          return `waits: its process user ${String(processUser)} has another run in this node's care; it starts once that one is over`
+        if (typeof processUser === "string") {
+          const careDir = care.path
+          const busy = yield* care.userBusy(processUser)
+          const before = busy || handedLately(careDir, processUser) !== undefined || readWaiting(careDir, processUser).length > 0
+          if (before) {
+            yield* act("wait", `write ${run} down in ${careDir}/${processUserFileName(processUser, "waiting")}`,
+              Effect.try(() => appendWaitingOnce(careDir, processUser, {
+                run, ...(options.personStart === true ? { personStart: true } : {}), at: [record.rcvid, record.rid]
+              })))
+            // nobody left to wake it (the run before was over meanwhile, or its watcher was killed):
+            // the first waiting run, in the server's order, is handed to a watcher now
+            if (!(yield* care.userBusy(processUser)) && handedLately(careDir, processUser) === undefined) {
+              yield* act("hand off", `hand the first run waiting for ${processUser} to the node's spare watcher, or start ${options.watcherProgram} for it`,
+                Effect.promise(async () => {
+                  const { next } = takeNextWaiting(careDir, processUser)
+                  if (next === undefined) return
+                  markHanded(careDir, processUser, next.run)
+                  await handOffRun(config, next.run, {
+                    watcherProgram: options.watcherProgram,
+                    ...(next.personStart === true ? { personStart: true } : {})
+                  })
+                }))
+            }
+            return busy
+              ? `waits: its process user ${processUser} has another run in this node's care; it starts once that one is over`
+              : `waits: runs of its process user ${processUser} came before it; it starts once they are over`
+          }
+          yield* act("hand off", `note that ${run} is on its way to ${processUser}'s lock`, Effect.sync(() => markHanded(careDir, processUser, run)))
         }
         yield* toWatcher("it can start")
         return "handed to a watcher, which starts it"

@@ -64,8 +64,21 @@ export const handOffRun = async (config: NodeConfig, run: string, options: HandO
   return { pid: handOff(config, run, options), warm: false }
 }
 
+/** A spare watcher of this root still starting: its process there, not listening yet. */
+export const spareStarting = (root: string): boolean =>
+  Fs.readdirSync("/proc").some((e) => {
+    if (!/^\d+$/.test(e) || Number(e) === process.pid) return false
+    try {
+      const argv = Fs.readFileSync(`/proc/${e}/cmdline`, "utf8").split("\0")
+      return argv.includes("--spare") && argv.includes(root)
+    } catch {
+      return false
+    }
+  })
+
 /**
- * Starts a spare for the node unless one answers, or ROOT/settings/spare-watcher says off. It is
+ * Starts a spare for the node unless one answers, or one is still starting (a second would only
+ * find the first's lock and end: a Node start for nothing), or ROOT/settings/spare-watcher says off. It is
  * started detached, from the given watcher program (the served release's), with the asker's
  * environment less anything a test set for one watcher.
  */
@@ -74,6 +87,7 @@ export const ensureSpare = async (config: NodeConfig, watcherProgram: string): P
   const files = spareFiles(config.root)
   if (!socketPathFits(files.socket)) return undefined
   if ((await askSpare(config.root, { ping: true }, 500)) !== undefined) return undefined
+  if (spareStarting(config.root)) return undefined
   try {
     Fs.mkdirSync(files.dir, { mode: 0o700 })
   } catch (e) {

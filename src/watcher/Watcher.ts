@@ -20,8 +20,9 @@ import { isFullHash } from "../fossil/Hash.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { endLeftovers } from "../sandbox/cgroups.js"
 import { cloneUsers } from "../node/CloneUsers.js"
-import { watcherOf } from "../node/HandOff.js"
-import { handOffRun } from "../node/SpareClient.js"
+import { nodeArgs, watcherOf } from "../node/HandOff.js"
+import { askSpare, handOffRun, spareStarting } from "../node/SpareClient.js"
+import { appendWaitingOnce, clearHanded, handedLately, markHanded, takeNextWaiting } from "../node/ProcessUserFiles.js"
 import { hostSettings, launchOwnPaths, type NodeConfig } from "../node/NodeConfig.js"
 import { writeWhereTheRunIs } from "../node/Reports.js"
 import { writeMessage } from "../protocol/Envelope.js"
@@ -87,7 +88,7 @@ const describeCause = (cause: Cause.Cause<unknown>): string => {
 
 export const watchRun = (options: WatcherOptions, recordLayer: RecordLayer) =>
   Effect.gen(function*() {
-    const held: HeldUser = { user: undefined }
+    const held: HeldUser = { user: undefined, known: undefined, waits: false }
     yield* Effect.scoped(
       Effect.gen(function*() {
         const care = yield* CareDirectory
@@ -98,57 +99,86 @@ export const watchRun = (options: WatcherOptions, recordLayer: RecordLayer) =>
     ).pipe(Effect.ensuring(wakeWaiting(options, held)))
   })
 
-/** The process user whose lock this watcher held (one run per process user in care, 2.13). */
+/** The run's process user, and whether this watcher held its lock (one run per process user in care, 2.13). */
 interface HeldUser {
+  /** the process user whose lock this watcher held */
   user: string | undefined
+  /** the run's process user, once the record has said it */
+  known: string | undefined
+  /** this run was written down as waiting for its process user: its holder wakes it */
+  waits: boolean
 }
 
 /**
- * Once the user's lock is let go: every run that waited for it is handed to a watcher of its own,
- * which decides it again (the first takes the lock; the others wait again). A watcher killed
+ * Once this watcher is done with its run: the first run waiting for its process user, in the
+ * server's order, is handed to ONE watcher (the spare where one waits), which decides it again;
+ * the others go on waiting, each woken in turn as the run before it is over (issue 13: not every
+ * waiting run to a watcher of its own, most of which would only find the user busy again).
+ *
+ * The holder of the user's lock wakes the next once it has let the lock go. A watcher that was
+ * handed a waiting run and did not take the lock (the run was stopped, refused or over meanwhile)
+ * passes the turn on the same way, as does any watcher of the user's that finds the user free and
+ * no hand-off on its way, so no run is left waiting behind a run that is not there. A watcher killed
  * before this leaves them to the node's next start, which decides every open run.
  */
 const wakeWaiting = (options: WatcherOptions, held: HeldUser) =>
   Effect.gen(function*() {
-    if (held.user === undefined) return
+    const user = held.user ?? held.known
+    if (user === undefined || held.waits) return
     const care = yield* CareDirectory
-    const lines = yield* care.takeWaiting(held.user)
-    for (const line of lines) {
-      // a damaged line must not keep the runs after it waiting
-      let waiting: { run?: unknown; personStart?: unknown }
-      try {
-        waiting = JSON.parse(line) as typeof waiting
-      } catch {
-        yield* care.appendLog(options.run, `${new Date().toISOString()} a waiting line that is not JSON was dropped: ${line.slice(0, 200)}\n`)
-        continue
-      }
-      const run = waiting?.run
-      if (typeof run !== "string") continue
-      const { pid, warm } = yield* Effect.promise(() => handOffRun(options.config, run, {
-        watcherProgram: watcherOf(options.config.root),
-        ...(waiting.personStart === true ? { personStart: true } : {})
-      }))
-      yield* care.appendLog(options.run, `${new Date().toISOString()} its process user is free: handed ${run} to ${warm ? "the spare" : "watcher"} ${pid}\n`)
+    const log = (line: string) => care.appendLog(options.run, `${new Date().toISOString()} ${line}\n`)
+    if (held.user === undefined) {
+      // not the holder: the turn is this watcher's to pass on only when no other hand-off is on its way
+      const lately = handedLately(care.path, user)
+      if (lately !== undefined && lately !== options.run) return
     }
+    clearHanded(care.path, user, options.run)
+    // a run of the user's took the lock meanwhile: its watcher wakes the next when it is over
+    if (yield* care.userBusy(user)) return
+    const { next, dropped } = takeNextWaiting(care.path, user)
+    if (dropped > 0) yield* log(`${dropped} waiting line(s) that are not a run were dropped (the record keeps every run)`)
+    if (next === undefined) return
+    markHanded(care.path, user, next.run)
+    const { pid, warm } = yield* Effect.promise(() => handToNext(options.config, next))
+    yield* log(`its process user is free: handed ${next.run} to ${warm ? "the spare" : "watcher"} ${pid}`)
   }).pipe(Effect.catchAll(() => Effect.void))
+
+/**
+ * The next waiting run to one watcher: the spare, waited for a little while one is still starting
+ * (the run before started it; a watcher started beside it would make two processes for one run),
+ * else a watcher started for it.
+ */
+const handToNext = async (config: NodeConfig, next: { readonly run: string; readonly personStart?: boolean }) => {
+  const watcherProgram = watcherOf(config.root)
+  const request = { run: next.run, personStart: next.personStart === true, program: watcherProgram, node: nodeArgs(config) }
+  const deadline = Date.now() + 3000
+  while (Date.now() < deadline && spareStarting(config.root)) {
+    const answer = await askSpare(config.root, request, 500)
+    if (answer !== undefined && "taken" in answer) return { pid: answer.taken, warm: true }
+    if (answer !== undefined && "declined" in answer) break
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  return handOffRun(config, next.run, { watcherProgram, ...(next.personStart === true ? { personStart: true } : {}) })
+}
 
 /**
  * Takes the process user's lock; when another run holds it, this run is written down as waiting
  * first and the lock tried again, so a holder ending in between still wakes it.
  */
-const takeProcessUser = (options: WatcherOptions, held: HeldUser, user: unknown) =>
+const takeProcessUser = (options: WatcherOptions, held: HeldUser, user: unknown, at: readonly [number, number]) =>
   Effect.gen(function*() {
     if (typeof user !== "string") return false
     const care = yield* CareDirectory
-    if (Option.isSome(yield* care.lockUser(user))) {
+    const took = () => {
       held.user = user
+      // the hand-off (this one's or another's) has arrived: the next arrival of the user's waits
+      clearHanded(care.path, user)
       return false
     }
-    yield* care.appendWaiting(user, JSON.stringify({ run: options.run, ...(options.personStart === true ? { personStart: true } : {}) }))
-    if (Option.isSome(yield* care.lockUser(user))) {
-      held.user = user
-      return false
-    }
+    if (Option.isSome(yield* care.lockUser(user))) return took()
+    yield* Effect.try(() => appendWaitingOnce(care.path, user, { run: options.run, ...(options.personStart === true ? { personStart: true } : {}), at }))
+    if (Option.isSome(yield* care.lockUser(user))) return took()
+    held.waits = true
     return true
   })
 
@@ -200,6 +230,9 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
         yield* removeIfSettled(run).pipe(Effect.ignore)
       })
 
+    // known before anything is decided: a run handed over as the next waiting one passes the turn on however it ends
+    const processUser = (record.message?.block["run"] as { process?: { user?: unknown } } | undefined)?.process?.user
+    if (typeof processUser === "string") held.known = processUser
     if (record.ended !== undefined) return yield* log("the run has ended; nothing to do")
     if (record.message === undefined) return yield* log("the artifact holds no run; nothing to do")
     if (record.started !== undefined) {
@@ -213,7 +246,6 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
     yield* log("read the record")
     const capabilities = yield* launcher.capabilities
     const host = hostSettings(config, capabilities)
-    const processUser = (record.message.block["run"] as { process?: { user?: unknown } } | undefined)?.process?.user
     const processUserCapabilities = typeof processUser === "string"
       ? yield* untilServerAnswers(receipts.capabilitiesOf(processUser), "asking the server for the process user", log)
       : undefined
@@ -228,7 +260,7 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
     })
     const event: LifeEvent = options.personStart === true ? { _tag: "PersonStart" } : { _tag: "Arrival" }
     const startable = Either.isRight(check) && record.stops.length === 0 && (!check.right.run.process.manual || options.personStart === true)
-    const processUserBusy = startable ? yield* takeProcessUser(options, held, processUser) : false
+    const processUserBusy = startable ? yield* takeProcessUser(options, held, processUser, [record.rcvid, record.rid]) : false
     const action = decide({
       senderKnown: record.sender !== undefined,
       check,

@@ -149,6 +149,12 @@ const watch = (options: WatcherOptions) => {
     )
   NodeRuntime.runMain(program, {
     disableErrorReporting: true,
-    teardown: (exit, onExit) => onExit(Exit.isSuccess(exit) ? 0 : Cause.isInterruptedOnly(exit.cause) ? 130 : 1)
+    // the run is over and everything written: end now, not when the last idle handle (a spare's,
+    // a socket's) lets the event loop go, so a node's watchers are only those with a run (issue 13)
+    teardown: (exit, onExit) => {
+      const code = Exit.isSuccess(exit) ? 0 : Cause.isInterruptedOnly(exit.cause) ? 130 : 1
+      onExit(code)
+      process.exit(code)
+    }
   })
 }
