@@ -10,102 +10,25 @@ import { composeForumPost } from "../../src/fossil/Artifact.js"
 import { writeBundle } from "../../src/fossil/Bundle.js"
 import { runFossil } from "../../src/fossil/Command.js"
 import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
-import { bundle } from "../adapters/extServer.js"
-import {
-  cloneAs, createRepository, fossil, makeTempDir, pushArtifacts, startServer, webLogin, webNewThread, webReply, type RunningServer, type TestUser
-} from "../support/fossilServer.js"
+import { fossil, makeTempDir, pushArtifacts, webLogin, webNewThread, webReply } from "../support/fossilServer.js"
 import { sandbox } from "../support/nodeWorld.js"
 import { askSpare } from "../../src/node/SpareClient.js"
+import { closeCloneWorld, cloneUsers, type CloneWorld, makeCloneWorld } from "./cloneWorld.js"
 import { pidsNaming, waitFor } from "./hookWorld.js"
 
-// A node on another host, simulated on this machine: the server (a real fossil server whose
-// extension root runs the OCX CGI, so the node can ask its receipt tool) on one side; on the
-// other a host of its own: a clone made as the node user lab2 (holding o and i only), its own
-// release root and care directory, a passwords file; `ocx2 node` run as its timer would run it,
+// A node on another host (test/node/cloneWorld.ts): `ocx2 node` run as its timer would run it,
 // real watchers and real bubblewrap. Everything is read back from the served repository, with
 // each sender as the server received it.
 
-const users = {
-  alice: { login: "alice", capabilities: "s", password: "alice-pw" },
-  lab2: { login: "lab2", capabilities: "oi", password: "lab2-pw" },
-  builder: { login: "builder", capabilities: "oi", password: "builder-pw" }
-} satisfies Record<string, TestUser>
+const users = cloneUsers
 
-interface World {
-  readonly dir: string
-  readonly served: string
-  readonly url: string
-  readonly trunk: string
-  readonly root: string
-  readonly clone: string
-  readonly cloneCode: string
-  readonly passwords: string
-  readonly server: RunningServer
-}
-
-let world: World
-
-const project = Path.join(import.meta.dirname, "../..")
+let world: CloneWorld
 
 beforeAll(async () => {
-  const dir = makeTempDir("ocx2-clone-")
-  Fs.chmodSync(dir, 0o755) // the sandbox's uid 1000 reaches the workspaces under it
-  const build = Path.join(dir, "build")
-  Fs.mkdirSync(build)
-  const bin = (name: string) => Path.join(project, "bin", `${name}.ts`)
-  const [cli, watcher, cgi] = await Promise.all([
-    bundle(bin("ocx2"), build, "ocx2"),
-    bundle(bin("ocx2-watcher"), build, "ocx2-watcher"),
-    bundle(bin("ocx2-cgi"), build, "ocx2-cgi")
-  ])
-
-  // the server's host: the served repository, a check-in on trunk, the CGI in the extension root
-  const served = await createRepository(Path.join(dir, "served.fossil"), Object.values(users))
-  const checkout = Path.join(dir, "checkout")
-  Fs.mkdirSync(checkout)
-  for (const args of [["open", served], ["add", "hello.txt"], ["commit", "-m", "the first check-in", "--user-override", "alice"]]) {
-    if (args[0] === "add") Fs.writeFileSync(Path.join(checkout, "hello.txt"), "hello from trunk\n")
-    const r = await runFossil(args, { user: "alice", cwd: checkout })
-    if (r.code !== 0) throw new Error(`fossil ${args.join(" ")}: ${r.stderr}${r.stdout}`)
-  }
-  const trunk = /artifact:\s+([0-9a-f]{64})/.exec(await fossil(["whatis", "trunk", "-R", served]))![1]!
-  const extroot = Path.join(dir, "ext")
-  Fs.mkdirSync(extroot)
-  Fs.writeFileSync(Path.join(extroot, "ocx2-cgi"), `#!/bin/sh\nexec ${process.execPath} ${cgi}\n`, { mode: 0o755 })
-  // served as a service manager serves it: from /, with a bare environment
-  const server = await startServer(served, { extroot })
-  const url = server.url
-
-  // the other host: a release root of its own, a clone made as lab2, the passwords file
-  const host = Path.join(dir, "lab2-host")
-  const root = Path.join(host, "root")
-  const release = Path.join(root, "staged", "0123456789ab")
-  Fs.mkdirSync(release, { recursive: true })
-  Fs.chmodSync(host, 0o755)
-  Fs.chmodSync(root, 0o755)
-  Fs.copyFileSync(cli, Path.join(release, "ocx2"))
-  Fs.copyFileSync(watcher, Path.join(release, "ocx2-watcher"))
-  Fs.writeFileSync(Path.join(release, "package.json"), JSON.stringify({ type: "module" }))
-  Fs.symlinkSync(Path.join(project, "node_modules"), Path.join(release, "node_modules"))
-  Fs.symlinkSync("staged/0123456789ab", Path.join(root, "current"))
-  const clone = await cloneAs(url, users.lab2.login, users.lab2.password, Path.join(host, "lab2.fossil"))
-  const cloneCode = (await fossil(["sql", "-R", clone, "SELECT value FROM config WHERE name='server-code'"])).trim().replace(/'/g, "")
-  const passwords = Path.join(host, "passwords.json")
-  Fs.writeFileSync(passwords, JSON.stringify({ user: users.lab2.login, password: users.lab2.password }), { mode: 0o600 })
-  world = { dir, served, url, trunk, root, clone, cloneCode, passwords, server }
+  world = await makeCloneWorld("ocx2-clone-")
 }, 90_000)
 
-afterAll(async () => {
-  if (world === undefined) return
-  for (const pid of pidsNaming(world.root)) {
-    try {
-      process.kill(pid, "SIGKILL")
-    } catch { /* gone */ }
-  }
-  // the server, and Fossil's backoffice, which leaves the server's process group (setsid)
-  await world.server.stop()
-  if (process.env.OCX2_KEEP_TEST_DIR === undefined) Fs.rmSync(world.dir, { recursive: true, force: true })
-})
+afterAll(() => closeCloneWorld(world))
 
 interface Answer {
   readonly operations: ReadonlyArray<{ readonly op: string; readonly detail: string; readonly done: boolean }>

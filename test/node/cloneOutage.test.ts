@@ -9,11 +9,9 @@ import { runFossil } from "../../src/fossil/Command.js"
 import { handOff } from "../../src/node/HandOff.js"
 import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
 import { readOutbox } from "../../src/watcher/Outbox.js"
-import { bundle } from "../adapters/extServer.js"
-import {
-  cloneAs, createRepository, fossil, makeTempDir, restartServer, startServer, webLogin, webNewThread, type RunningServer, type TestUser
-} from "../support/fossilServer.js"
+import { fossil, restartServer, webLogin, webNewThread, type RunningServer } from "../support/fossilServer.js"
 import { sandbox } from "../support/nodeWorld.js"
+import { closeCloneWorld, cloneUsers, type CloneWorld, makeCloneWorld } from "./cloneWorld.js"
 import { pidsNaming, waitFor } from "./hookWorld.js"
 
 // A node on another host while its server goes down and comes back (issue 13): the server is a
@@ -23,83 +21,18 @@ import { pidsNaming, waitFor } from "./hookWorld.js"
 // and sent once the server takes it again: each run ends with exactly one started and one ended,
 // its real outcome, and its kept logs.
 
-const users = {
-  alice: { login: "alice", capabilities: "s", password: "alice-pw" },
-  lab2: { login: "lab2", capabilities: "oi", password: "lab2-pw" },
-  builder: { login: "builder", capabilities: "oi", password: "builder-pw" }
-} satisfies Record<string, TestUser>
+const users = cloneUsers
 
-interface World {
-  readonly dir: string
-  readonly served: string
-  readonly extroot: string
-  readonly url: string
-  readonly port: number
-  readonly trunk: string
-  readonly root: string
-  readonly clone: string
-  readonly cloneCode: string
-  readonly passwords: string
-}
-
-let world: World
+let world: CloneWorld
+/** the server running now: the world's first, then each one restarted */
 let server: RunningServer | undefined
 
-const project = Path.join(import.meta.dirname, "../..")
-
 beforeAll(async () => {
-  const dir = makeTempDir("ocx2-clone-outage-")
-  Fs.chmodSync(dir, 0o755) // the sandbox's uid 1000 reaches the workspaces under it
-  const build = Path.join(dir, "build")
-  Fs.mkdirSync(build)
-  const bin = (name: string) => Path.join(project, "bin", `${name}.ts`)
-  const [cli, watcher, cgi] = await Promise.all([
-    bundle(bin("ocx2"), build, "ocx2"),
-    bundle(bin("ocx2-watcher"), build, "ocx2-watcher"),
-    bundle(bin("ocx2-cgi"), build, "ocx2-cgi")
-  ])
-  const served = await createRepository(Path.join(dir, "served.fossil"), Object.values(users))
-  const checkout = Path.join(dir, "checkout")
-  Fs.mkdirSync(checkout)
-  for (const args of [["open", served], ["add", "hello.txt"], ["commit", "-m", "the first check-in", "--user-override", "alice"]]) {
-    if (args[0] === "add") Fs.writeFileSync(Path.join(checkout, "hello.txt"), "hello from trunk\n")
-    const r = await runFossil(args, { user: "alice", cwd: checkout })
-    if (r.code !== 0) throw new Error(`fossil ${args.join(" ")}: ${r.stderr}${r.stdout}`)
-  }
-  const trunk = /artifact:\s+([0-9a-f]{64})/.exec(await fossil(["whatis", "trunk", "-R", served]))![1]!
-  const extroot = Path.join(dir, "ext")
-  Fs.mkdirSync(extroot)
-  Fs.writeFileSync(Path.join(extroot, "ocx2-cgi"), `#!/bin/sh\nexec ${process.execPath} ${cgi}\n`, { mode: 0o755 })
-  server = await startServer(served, { extroot })
-
-  const host = Path.join(dir, "lab2-host")
-  const root = Path.join(host, "root")
-  const release = Path.join(root, "staged", "0123456789ab")
-  Fs.mkdirSync(release, { recursive: true })
-  Fs.chmodSync(host, 0o755)
-  Fs.chmodSync(root, 0o755)
-  Fs.copyFileSync(cli, Path.join(release, "ocx2"))
-  Fs.copyFileSync(watcher, Path.join(release, "ocx2-watcher"))
-  Fs.writeFileSync(Path.join(release, "package.json"), JSON.stringify({ type: "module" }))
-  Fs.symlinkSync(Path.join(project, "node_modules"), Path.join(release, "node_modules"))
-  Fs.symlinkSync("staged/0123456789ab", Path.join(root, "current"))
-  const clone = await cloneAs(server.url, users.lab2.login, users.lab2.password, Path.join(host, "lab2.fossil"))
-  const cloneCode = (await fossil(["sql", "-R", clone, "SELECT value FROM config WHERE name='server-code'"])).trim().replace(/'/g, "")
-  const passwords = Path.join(host, "passwords.json")
-  Fs.writeFileSync(passwords, JSON.stringify({ user: users.lab2.login, password: users.lab2.password }), { mode: 0o600 })
-  world = { dir, served, extroot, url: server.url, port: server.port, trunk, root, clone, cloneCode, passwords }
+  world = await makeCloneWorld("ocx2-clone-outage-")
+  server = world.server
 }, 90_000)
 
-afterAll(async () => {
-  if (world === undefined) return
-  for (const pid of pidsNaming(world.root)) {
-    try {
-      process.kill(pid, "SIGKILL")
-    } catch { /* gone */ }
-  }
-  await server?.stop()
-  if (process.env.OCX2_KEEP_TEST_DIR === undefined) Fs.rmSync(world.dir, { recursive: true, force: true })
-})
+afterAll(() => closeCloneWorld(world, server))
 
 /** The server goes down: its process group ended, the port closed. */
 const serverDown = async () => {

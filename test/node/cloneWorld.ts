@@ -1,0 +1,97 @@
+/**
+ * A node on another host, simulated on this machine: the server (a real `fossil server` whose
+ * extension root runs the OCX CGI, so the node can ask its receipt tool) on one side; on the other
+ * a host of its own: a clone made as the node user lab2 (holding o and i only), its own release
+ * root and care directory, a passwords file. The clone tests and the outage tests share it.
+ */
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { runFossil } from "../../src/fossil/Command.js"
+import { bundle } from "../adapters/extServer.js"
+import { cloneAs, createRepository, fossil, makeTempDir, startServer, type RunningServer, type TestUser } from "../support/fossilServer.js"
+import { pidsNaming } from "./hookWorld.js"
+
+export const cloneUsers = {
+  alice: { login: "alice", capabilities: "s", password: "alice-pw" },
+  lab2: { login: "lab2", capabilities: "oi", password: "lab2-pw" },
+  builder: { login: "builder", capabilities: "oi", password: "builder-pw" }
+} satisfies Record<string, TestUser>
+
+export interface CloneWorld {
+  readonly dir: string
+  readonly served: string
+  /** the server's extension root, holding the OCX CGI */
+  readonly extroot: string
+  readonly url: string
+  readonly port: number
+  readonly trunk: string
+  /** the clone's host's release root */
+  readonly root: string
+  readonly clone: string
+  readonly cloneCode: string
+  readonly passwords: string
+  /** the server as started; a test that restarts it keeps its own handle */
+  readonly server: RunningServer
+}
+
+const project = Path.join(import.meta.dirname, "../..")
+
+export const makeCloneWorld = async (prefix: string): Promise<CloneWorld> => {
+  const dir = makeTempDir(prefix)
+  Fs.chmodSync(dir, 0o755) // the sandbox's uid 1000 reaches the workspaces under it
+  const build = Path.join(dir, "build")
+  Fs.mkdirSync(build)
+  const bin = (name: string) => Path.join(project, "bin", `${name}.ts`)
+  const [cli, watcher, cgi] = await Promise.all([
+    bundle(bin("ocx2"), build, "ocx2"),
+    bundle(bin("ocx2-watcher"), build, "ocx2-watcher"),
+    bundle(bin("ocx2-cgi"), build, "ocx2-cgi")
+  ])
+
+  // the server's host: the served repository, a check-in on trunk, the CGI in the extension root
+  const served = await createRepository(Path.join(dir, "served.fossil"), Object.values(cloneUsers))
+  const checkout = Path.join(dir, "checkout")
+  Fs.mkdirSync(checkout)
+  for (const args of [["open", served], ["add", "hello.txt"], ["commit", "-m", "the first check-in", "--user-override", "alice"]]) {
+    if (args[0] === "add") Fs.writeFileSync(Path.join(checkout, "hello.txt"), "hello from trunk\n")
+    const r = await runFossil(args, { user: "alice", cwd: checkout })
+    if (r.code !== 0) throw new Error(`fossil ${args.join(" ")}: ${r.stderr}${r.stdout}`)
+  }
+  const trunk = /artifact:\s+([0-9a-f]{64})/.exec(await fossil(["whatis", "trunk", "-R", served]))![1]!
+  const extroot = Path.join(dir, "ext")
+  Fs.mkdirSync(extroot)
+  Fs.writeFileSync(Path.join(extroot, "ocx2-cgi"), `#!/bin/sh\nexec ${process.execPath} ${cgi}\n`, { mode: 0o755 })
+  // served as a service manager serves it: from /, with a bare environment
+  const server = await startServer(served, { extroot })
+
+  // the other host: a release root of its own, a clone made as lab2, the passwords file
+  const host = Path.join(dir, "lab2-host")
+  const root = Path.join(host, "root")
+  const release = Path.join(root, "staged", "0123456789ab")
+  Fs.mkdirSync(release, { recursive: true })
+  Fs.chmodSync(host, 0o755)
+  Fs.chmodSync(root, 0o755)
+  Fs.copyFileSync(cli, Path.join(release, "ocx2"))
+  Fs.copyFileSync(watcher, Path.join(release, "ocx2-watcher"))
+  Fs.writeFileSync(Path.join(release, "package.json"), JSON.stringify({ type: "module" }))
+  Fs.symlinkSync(Path.join(project, "node_modules"), Path.join(release, "node_modules"))
+  Fs.symlinkSync("staged/0123456789ab", Path.join(root, "current"))
+  const clone = await cloneAs(server.url, cloneUsers.lab2.login, cloneUsers.lab2.password, Path.join(host, "lab2.fossil"))
+  const cloneCode = (await fossil(["sql", "-R", clone, "SELECT value FROM config WHERE name='server-code'"])).trim().replace(/'/g, "")
+  const passwords = Path.join(host, "passwords.json")
+  Fs.writeFileSync(passwords, JSON.stringify({ user: cloneUsers.lab2.login, password: cloneUsers.lab2.password }), { mode: 0o600 })
+  return { dir, served, extroot, url: server.url, port: server.port, trunk, root, clone, cloneCode, passwords, server }
+}
+
+/** Ends every process under the world's root, the server (`server`: the one running now) and the files. */
+export const closeCloneWorld = async (world: CloneWorld | undefined, server: RunningServer | undefined = world?.server): Promise<void> => {
+  if (world === undefined) return
+  for (const pid of pidsNaming(world.root)) {
+    try {
+      process.kill(pid, "SIGKILL")
+    } catch { /* gone */ }
+  }
+  // the server, and Fossil's backoffice, which leaves the server's process group (setsid)
+  await server?.stop()
+  if (process.env.OCX2_KEEP_TEST_DIR === undefined) Fs.rmSync(world.dir, { recursive: true, force: true })
+}
