@@ -141,6 +141,20 @@ export interface ServerOptions {
   readonly extroot?: string
 }
 
+/** Until the server at `url` answers (true), or it has exited or the deadline passed (false). */
+const answers = async (server: ChildProcess.ChildProcess, url: string, deadline: number): Promise<boolean> => {
+  while (Date.now() < deadline && server.exitCode === null) {
+    try {
+      const res = await fetch(url + "robots.txt", { signal: AbortSignal.timeout(1000) })
+      await res.arrayBuffer()
+      return true
+    } catch {
+      await sleep(25)
+    }
+  }
+  return false
+}
+
 /**
  * Serves `repository` with `fossil server --nojail --localhost` on a free loopback port, started
  * as a service manager starts it (spawnAsService), and waits until it answers.
@@ -167,16 +181,7 @@ export const startServer = async (repository: string, options: ServerOptions = {
       const port = await freePort()
       const server = spawn(["server", "--nojail", "--localhost", "--port", String(port), ...extroot, abs])
       const url = `http://127.0.0.1:${port}/`
-      const deadline = Date.now() + 10_000
-      while (Date.now() < deadline && server.exitCode === null) {
-        try {
-          const res = await fetch(url + "robots.txt", { signal: AbortSignal.timeout(1000) })
-          await res.arrayBuffer()
-          return { repository: abs, port, url, stop }
-        } catch {
-          await sleep(25)
-        }
-      }
+      if (await answers(server, url, Date.now() + 10_000)) return { repository: abs, port, url, stop }
       await killGroup(server)
       if (attempt >= 2) throw new Error(`fossil server for ${abs} did not answer`)
     }
@@ -206,16 +211,7 @@ export const restartServer = async (repository: string, port: number, options: S
     while (Date.now() < deadline) {
       const server = spawnAsService(["server", "--nojail", "--localhost", "--port", String(port), ...extroot, abs])
       children.push(server)
-      const tryUntil = Math.min(deadline, Date.now() + 5000)
-      while (Date.now() < tryUntil && server.exitCode === null) {
-        try {
-          const res = await fetch(url + "robots.txt", { signal: AbortSignal.timeout(1000) })
-          await res.arrayBuffer()
-          return { repository: abs, port, url, stop }
-        } catch {
-          await sleep(25)
-        }
-      }
+      if (await answers(server, url, Math.min(deadline, Date.now() + 5000))) return { repository: abs, port, url, stop }
       await killGroup(server)
       await sleep(200)
     }
