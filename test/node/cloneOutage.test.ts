@@ -1,4 +1,3 @@
-import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Effect from "effect/Effect"
@@ -11,7 +10,7 @@ import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
 import { readOutbox } from "../../src/watcher/Outbox.js"
 import { fossil, restartServer, webLogin, webNewThread, type RunningServer } from "../support/fossilServer.js"
 import { sandbox } from "../support/nodeWorld.js"
-import { closeCloneWorld, cloneUsers, type CloneWorld, makeCloneWorld } from "./cloneWorld.js"
+import { closeCloneWorld, cloneUsers, type CloneWorld, makeCloneWorld, type NodeAnswer, runNode } from "./cloneWorld.js"
 import { pidsNaming, waitFor } from "./hookWorld.js"
 
 // A node on another host while its server goes down and comes back (issue 13): the server is a
@@ -47,32 +46,10 @@ const serverUp = async () => {
   expect(server.url).toBe(world.url)
 }
 
-interface Answer {
-  readonly operations: ReadonlyArray<{ readonly op: string; readonly detail: string; readonly done: boolean }>
-  readonly output?: { readonly check: boolean; readonly why: string; readonly runs: ReadonlyArray<{ readonly run: string; readonly action: string }> }
-  readonly stopped: { readonly reason: string; readonly message?: string }
-}
+type Answer = NodeAnswer
 
 /** `ocx2 --json --repository CLONE node URL FILE ...` as the timer runs it. */
-const node = (args: ReadonlyArray<string> = []) =>
-  new Promise<Answer & { readonly code: number | null }>((resolve, reject) => {
-    const program = Path.join(world.root, "current", "ocx2")
-    const child = ChildProcess.spawn(process.execPath, [program, "--json", "--repository", world.clone, "node", world.url, world.passwords, ...args], {
-      env: { ...process.env, USER: "root" }, stdio: ["ignore", "pipe", "pipe"]
-    })
-    let out = ""
-    let err = ""
-    child.stdout.on("data", (c: Buffer) => (out += c.toString()))
-    child.stderr.on("data", (c: Buffer) => (err += c.toString()))
-    child.once("error", reject)
-    child.once("close", (code) => {
-      try {
-        resolve({ ...(JSON.parse(out) as Answer), code })
-      } catch {
-        reject(new Error(`ocx2 node printed no answer (exit ${code}): ${out}${err}`))
-      }
-    })
-  })
+const node = (args: ReadonlyArray<string> = []) => runNode(world, args)
 
 const servedRepository = <A, E>(f: (r: typeof Repository.Service) => Effect.Effect<A, E>) =>
   Effect.runPromise(Effect.scoped(Effect.flatMap(FossilRepository.make({ path: world.served }), f)))

@@ -4,6 +4,7 @@
  * a host of its own: a clone made as the node user lab2 (holding o and i only), its own release
  * root and care directory, a passwords file. The clone tests and the outage tests share it.
  */
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { runFossil } from "../../src/fossil/Command.js"
@@ -95,3 +96,31 @@ export const closeCloneWorld = async (world: CloneWorld | undefined, server: Run
   await server?.stop()
   if (process.env.OCX2_KEEP_TEST_DIR === undefined) Fs.rmSync(world.dir, { recursive: true, force: true })
 }
+
+/** What `ocx2 --json ... node` answers. */
+export interface NodeAnswer {
+  readonly operations: ReadonlyArray<{ readonly op: string; readonly detail: string; readonly done: boolean }>
+  readonly output?: { readonly check: boolean; readonly why: string; readonly runs: ReadonlyArray<{ readonly run: string; readonly action: string }> }
+  readonly stopped: { readonly reason: string; readonly message?: string }
+}
+
+/** `ocx2 --json --repository CLONE node URL FILE ...` as the timer runs it: the release's own program, its root by default. */
+export const runNode = (world: CloneWorld, args: ReadonlyArray<string> = [], passwords = world.passwords) =>
+  new Promise<NodeAnswer & { readonly code: number | null }>((resolve, reject) => {
+    const program = Path.join(world.root, "current", "ocx2")
+    const child = ChildProcess.spawn(process.execPath, [program, "--json", "--repository", world.clone, "node", world.url, passwords, ...args], {
+      env: { ...process.env, USER: "root" }, stdio: ["ignore", "pipe", "pipe"]
+    })
+    let out = ""
+    let err = ""
+    child.stdout.on("data", (c: Buffer) => (out += c.toString()))
+    child.stderr.on("data", (c: Buffer) => (err += c.toString()))
+    child.once("error", reject)
+    child.once("close", (code) => {
+      try {
+        resolve({ ...(JSON.parse(out) as NodeAnswer), code })
+      } catch {
+        reject(new Error(`ocx2 node printed no answer (exit ${code}): ${out}${err}`))
+      }
+    })
+  })
