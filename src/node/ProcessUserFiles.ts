@@ -143,6 +143,25 @@ export const handedLately = (careDir: string, user: string, now = Date.now()): s
   }
 }
 
+/** The notes of hand-offs on their way (~USER.handed), as paths. */
+export const handedNotes = (careDir: string): ReadonlyArray<string> => {
+  try {
+    return Fs.readdirSync(careDir).filter((name) => name.startsWith("~") && name.endsWith(".handed")).map((name) => Path.join(careDir, name))
+  } catch {
+    return []
+  }
+}
+
+/**
+ * Forgets every hand-off on its way (the node's start, which decides every open run again): a hook
+ * killed between noting a hand-off and making it leaves a note that would keep that run, and every
+ * run of its user after it, waiting for a watcher that never comes. Handing a run twice is safe,
+ * since only the holder of its lock watches it.
+ */
+export const clearAllHanded = (careDir: string): void => {
+  for (const note of handedNotes(careDir)) Fs.rmSync(note, { force: true })
+}
+
 /** The hand-off has arrived (its watcher took the user's lock) or come to nothing (its watcher ends). */
 export const clearHanded = (careDir: string, user: string, run?: string): void => {
   try {

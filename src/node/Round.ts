@@ -25,7 +25,7 @@ import { arrivalOf, deliverArrivals } from "./Deliveries.js"
 import { anySession } from "./SessionFiles.js"
 import { watcherOf } from "./HandOff.js"
 import { handOffRun } from "./SpareClient.js"
-import { appendWaitingOnce, handedLately, markHanded, processUserFileName, readWaiting, takeNextWaiting } from "./ProcessUserFiles.js"
+import { appendWaitingOnce, clearAllHanded, handedLately, handedNotes, markHanded, processUserFileName, readWaiting, takeNextWaiting } from "./ProcessUserFiles.js"
 import { advanceCursor, cursorFileOf, readCursor, writeCursor } from "./HookFiles.js"
 import { hostSettings, repositoryName, type NodeConfig } from "./NodeConfig.js"
 import { writeWhereTheRunIs } from "./Reports.js"
@@ -368,6 +368,11 @@ export const startNode = (config: NodeConfig, act: Act, options: { readonly watc
     const repository = yield* Repository
     return yield* care.withRoundLock(Effect.gen(function*() {
       const { serverCode } = yield* repository.codes()
+      // every open run is decided again: no hand-off noted before counts as on its way
+      const notes = handedNotes(care.path)
+      if (notes.length > 0) {
+        yield* act("hand off", `forget ${notes.join(", ")}: every open run is decided again`, Effect.sync(() => clearAllHanded(care.path)))
+      }
       const found = yield* nodeMessagesAfter(config.nodeUser, startCursor)
       const decisions: Array<RunDecision> = []
       for (const run of found.messages.filter((m) => m.kind === "run").map((m) => m.run)) {

@@ -89,6 +89,27 @@ describe("the node restarting (hook --node USER again)", () => {
     expect(recovered).toBeLessThan(30_000)
   }, 120_000)
 
+  it("a hand-off noted by a hook killed before it made it holds nothing up: hook --node starts that run and the one waiting behind it", async () => {
+    expect((await world.call(unhook, { root: world.root })).stopped.reason).toBe("completed")
+    const post = (run: object) => webNewThread(world.server, alice, { title: "a run", text: world.runText(run) })
+    const user = users.runner.login
+    const handed = await post(counting("true", user))
+    const behind = await post(counting("true", user))
+    // what a hook killed between its note and its hand-off leaves: the first noted as on its way
+    // to the user's lock, the second written down as waiting for it
+    const care = Path.join(world.root, "care")
+    Fs.mkdirSync(care, { recursive: true, mode: 0o700 })
+    Fs.writeFileSync(Path.join(care, `~${user}.handed`), `${handed}\n`, { mode: 0o600 })
+    Fs.writeFileSync(Path.join(care, `~${user}.waiting`), `${JSON.stringify({ run: behind })}\n`, { mode: 0o600 })
+    const again = await world.call(hook, { node: users.node.login, root: world.root })
+    expect(again.stopped, JSON.stringify(again.operations)).toEqual({ reason: "completed" })
+    for (const run of [handed, behind]) {
+      const replies = (await world.waitEnded(run, 30_000)).filter((m) => m.kind === "started" || m.kind === "ended")
+      expect(replies.map((m) => [m.kind, m.sender])).toEqual([["started", "lab"], ["ended", "lab"]])
+      expect(launched(run)).toBe(1)
+    }
+  }, 90_000)
+
   it("hooks SIGKILLed mid-round leave nothing undone or done twice: hook --node decides what they left", async () => {
     expect((await world.call(unhook, { root: world.root })).stopped.reason).toBe("completed")
     await sleep(2000)
