@@ -27,7 +27,7 @@ import { composeForumPost, type Artifact } from "../src/fossil/Artifact.js"
 import { hook } from "../src/tools/hook.js"
 import { addUsers, cloneAs, pushArtifacts, webLogin, webNewThread, webReplyOnce, type WebSession } from "../test/support/fossilServer.js"
 import { shellRun, users } from "../test/support/nodeWorld.js"
-import { endWatchers, makeHookWorld, sleep, type HookWorld } from "../test/node/hookWorld.js"
+import { endWatchers, makeHookWorld, makeReleaseRoot, sleep, type HookWorld } from "../test/node/hookWorld.js"
 import { countWatchers, type WatcherCount } from "../test/node/watcherCount.js"
 
 const args = process.argv.slice(2)
@@ -42,23 +42,6 @@ const project = Path.dirname(import.meta.dirname)
 
 const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`
 const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(0)} MB`
-
-/** ROOT/staged/NAME from a dist directory's bundles, served as current, with ROOT/ocx2-hook (as test/node/hookWorld does). */
-const releaseFrom = (root: string, dist: string, nodeModules: string) => {
-  const name = "0123456789ab"
-  const release = Path.join(root, "staged", name)
-  Fs.mkdirSync(release, { recursive: true })
-  for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher"]) {
-    Fs.copyFileSync(Path.join(dist, `${program}.mjs`), Path.join(release, program))
-    Fs.chmodSync(Path.join(release, program), 0o755)
-    const code = Path.join(dist, `${program}.cjs`)
-    if (Fs.existsSync(code)) Fs.copyFileSync(code, Path.join(release, `${program}.cjs`))
-  }
-  Fs.writeFileSync(Path.join(release, "package.json"), JSON.stringify({ type: "module" }))
-  Fs.symlinkSync(nodeModules, Path.join(release, "node_modules"))
-  Fs.symlinkSync(`staged/${name}`, Path.join(root, "current"))
-  Fs.symlinkSync("current/ocx2-hook", Path.join(root, "ocx2-hook"))
-}
 
 /** when the served repository received each artifact (epoch ms), undefined for one it has not */
 const receivedAt = (repository: string, hashes: ReadonlyArray<string>): Array<number | undefined> => {
@@ -131,7 +114,7 @@ const line = (b: Burst) =>
 /** one node, as `dist` built it: the bursts (and, when asked, the runs one after another) */
 const measure = async (label: string, dist: string, nodeModules: string, options: { readonly byHand: boolean }) => {
   const world = await makeHookWorld({ fastHooks: true, release: false })
-  releaseFrom(world.root, dist, nodeModules)
+  makeReleaseRoot(world.root, "0123456789ab", { dist, nodeModules })
   const out: Array<string> = []
   try {
     const installed = await world.call(hook, { node: users.node.login, root: world.root })

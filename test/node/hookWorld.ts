@@ -30,20 +30,20 @@ export const dist = Path.join(project, "dist")
 const nodeModules = Path.join(project, "node_modules")
 
 /** ROOT/staged/NAME holding the dist bundles as programs, served as current, with ROOT/ocx2-hook. */
-export const makeReleaseRoot = (root: string, name = "0123456789ab"): string => {
+export const makeReleaseRoot = (root: string, name = "0123456789ab", from: { readonly dist: string; readonly nodeModules: string } = { dist, nodeModules }): string => {
   const release = Path.join(root, "staged", name)
   Fs.mkdirSync(release, { recursive: true })
   for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher"]) {
-    const source = Path.join(dist, `${program}.mjs`)
+    const source = Path.join(from.dist, `${program}.mjs`)
     if (!Fs.existsSync(source)) throw new Error(`${source} is missing: npm run build first`)
     Fs.copyFileSync(source, Path.join(release, program))
     Fs.chmodSync(Path.join(release, program), 0o755)
     // a program run through the code cache has its bundle beside it (bin/build.mjs)
-    const code = Path.join(dist, `${program}.cjs`)
+    const code = Path.join(from.dist, `${program}.cjs`)
     if (Fs.existsSync(code)) Fs.copyFileSync(code, Path.join(release, `${program}.cjs`))
   }
   Fs.writeFileSync(Path.join(release, "package.json"), JSON.stringify({ type: "module" }))
-  Fs.symlinkSync(nodeModules, Path.join(release, "node_modules"))
+  Fs.symlinkSync(from.nodeModules, Path.join(release, "node_modules"))
   Fs.symlinkSync(`staged/${name}`, Path.join(root, "current"))
   Fs.symlinkSync("current/ocx2-hook", Path.join(root, "ocx2-hook"))
   return release

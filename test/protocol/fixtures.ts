@@ -1,5 +1,6 @@
 // Shared inputs of the protocol tests: the two runs of 2.19 made concrete, a host, a
 // fake resolver following a few links.
+import { seedBuildRun, seedSessionRun } from "../../src/demo/SeedExamples.js"
 import { writeMessage } from "../../src/protocol/Envelope.js"
 import { providesAll, type CheckInput, type HostSettings } from "../../src/protocol/Refusals.js"
 
@@ -43,57 +44,18 @@ export const admin = { login: "alice", capabilities: "aei" }
 export const setup = { login: "sam", capabilities: "s" }
 
 /** 2.19, the build */
-export const buildRun = () => ({
-  clone: SERVER_CODE,
-  objective: "build trunk for the lab board and send the image",
-  workspace: [
-    { step: "directory", at: "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$" },
-    { step: "files", of: "trunk", into: "$$workspace$$/tree" }
-  ],
-  sandbox: {
-    uid: 1000, gid: 1000, linux_capabilities: [], network: false,
-    isolate_terminal: true, ends_with_parent: true,
-    proc: "/proc", dev: "/dev", tmp: "/tmp",
-    read_only: ["/usr", "/etc/alternatives"], read_write: ["$$workspace$$"],
-    homes: [], created_files: []
-  },
-  limits: { wall: "1h", cpu: 3000, processes: 256, file_size: "2G" },
-  process: {
-    user: "builder",
-    command: ["make", "-C", "$$tree$$", "image"],
-    env: { PATH: "/usr/bin:/bin", HOME: "$$workspace$$" },
-    verdict: true,
-    unversioned_files: [{ at: "$$workspace$$/tree/out/board.img", as: "builds/board.img" }]
-  }
-})
+export const buildRun = () => seedBuildRun({ serverCode: SERVER_CODE, buildUser: "builder" })
 export const buildBlock = (): Record<string, unknown> => ({ ocx: 2, to: "lab-2", run: buildRun() })
 
 /** 2.19, the session */
-export const sessionRun = () => ({
-  clone: SERVER_CODE,
-  objective: "answer each post in this thread about the parser",
-  workspace: [
-    { step: "directory", at: "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$" },
-    { step: "password" },
-    { step: "clone", into: "$$workspace$$/clone", password: "$$password$$" },
-    { step: "checkout", of: "trunk", into: "$$workspace$$/tree" }
-  ],
-  sandbox: {
-    uid: 1000, gid: 1000, linux_capabilities: [], network: true,
-    isolate_terminal: true, ends_with_parent: true,
-    proc: "/proc", dev: "/dev", tmp: "/tmp",
-    read_only: ["/usr", "/bin", "/lib", "/etc/resolv.conf", "/etc/ssl/certs", "$$release$$"],
-    read_write: ["$$workspace$$"],
-    homes: ["/home/agent/.claude"], created_files: []
-  },
-  limits: { wall: "8h" },
-  process: {
-    user: "agent",
-    command: ["/usr/bin/agent", "--answer"],
-    cwd: "$$tree$$",
-    session: true, hears: ["carol"], deliveries: "start"
-  }
-})
+export const sessionRun = () =>
+  seedSessionRun({
+    serverCode: SERVER_CODE,
+    agentSignIn: "/home/agent/.claude",
+    agentUser: "agent",
+    agentCommand: ["/usr/bin/agent", "--answer"],
+    personUser: "carol"
+  })
 export const sessionBlock = (): Record<string, unknown> => ({ ocx: 2, to: "lab-2", run: sessionRun() })
 
 export const sessionText = () => `Please answer in this thread.\n\n${writeMessage(sessionBlock())}`
