@@ -197,29 +197,33 @@ export const make = (config: FossilRepositoryConfig) =>
         return { hash: r.hash, rid: r.rid, rcvid: r.rcvid, sender: r.sender }
       })
 
-    const putServed = (user: string, artifact: Artifact) =>
+    const putServed = (user: string, artifacts: ReadonlyArray<Artifact>) =>
       Effect.gen(function*() {
-        const existing = yield* read((d) => Read.receipt(d, artifact.hash))
-        if (existing !== undefined) {
-          const receipt = yield* confirmServed(user, artifact.hash)
-          return { hash: artifact.hash, receipt, sent: false } satisfies Written
-        }
-        if ((yield* read((d) => Read.user(d, user))) === undefined) {
-          return yield* new WriteRefused({ user, reason: `no such user in ${path}` })
-        }
-        const { projectCode } = yield* read(Read.codes)
-        yield* withTempDir((dir) =>
-          Effect.gen(function*() {
-            const bundle = Path.join(dir, "write.bundle")
-            yield* Effect.try({
-              try: () => writeBundle(bundle, projectCode, [artifact]),
-              catch: (e) => new WriteFailed({ operation: "write a bundle", reason: message(e) })
+        const held = new Set<string>()
+        for (const a of artifacts) if ((yield* read((d) => Read.receipt(d, a.hash))) !== undefined) held.add(a.hash)
+        const toSend = artifacts.filter((a) => !held.has(a.hash))
+        if (toSend.length > 0) {
+          if ((yield* read((d) => Read.user(d, user))) === undefined) {
+            return yield* new WriteRefused({ user, reason: `no such user in ${path}` })
+          }
+          const { projectCode } = yield* read(Read.codes)
+          yield* withTempDir((dir) =>
+            Effect.gen(function*() {
+              const bundle = Path.join(dir, "write.bundle")
+              yield* Effect.try({
+                try: () => writeBundle(bundle, projectCode, toSend),
+                catch: (e) => new WriteFailed({ operation: "write a bundle", reason: message(e) })
+              })
+              yield* fossil("fossil bundle import", user, ["bundle", "import", bundle, "--publish", "-U", user, "-R", path])
             })
-            yield* fossil("fossil bundle import", user, ["bundle", "import", bundle, "--publish", "-U", user, "-R", path])
-          })
-        )
-        const receipt = yield* confirmServed(user, artifact.hash)
-        return { hash: artifact.hash, receipt, sent: true } satisfies Written
+          )
+        }
+        const written: Array<Written> = []
+        for (const a of artifacts) {
+          const receipt = yield* confirmServed(user, a.hash)
+          written.push({ hash: a.hash, receipt, sent: !held.has(a.hash) })
+        }
+        return written
       })
 
     // ---------- writes from a clone ----------
@@ -256,32 +260,40 @@ export const make = (config: FossilRepositoryConfig) =>
     const pullCard = (login: XferLogin) => `pull ${clientCode} ${login.projectCode}\n`
     const pushCard = (login: XferLogin) => `push ${clientCode} ${login.projectCode}\n`
 
-    const serverHolds = (login: XferLogin, hash: string) =>
-      exchange("ask the server for the artifact", login, Buffer.from(`${pullCard(login)}gimme ${hash}\n`)).pipe(
-        Effect.map((reply) => heldHashes(reply.cards).has(hash))
+    /** which of `hashes` the server holds, asked in one exchange */
+    const serverHolds = (login: XferLogin, hashes: ReadonlyArray<string>) =>
+      exchange("ask the server for the artifact", login, Buffer.from(`${pullCard(login)}${hashes.map((h) => `gimme ${h}\n`).join("")}`)).pipe(
+        Effect.map((reply) => heldHashes(reply.cards))
       )
 
-    const putClone = (user: string, artifact: Artifact) =>
+    const putClone = (user: string, artifacts: ReadonlyArray<Artifact>) =>
       Effect.gen(function*() {
         const login = yield* loginFor(user)
-        if (yield* serverHolds(login, artifact.hash)) {
-          return { hash: artifact.hash, receipt: undefined, sent: false } satisfies Written
+        const held = yield* serverHolds(login, artifacts.map((a) => a.hash))
+        const toSend = artifacts.filter((a) => !held.has(a.hash))
+        if (toSend.length > 0) {
+          yield* exchange("push", login, Buffer.concat([Buffer.from(pushCard(login)), ...toSend.map((a) => fileCard(a.hash, a.bytes))]))
+          const after = yield* serverHolds(login, toSend.map((a) => a.hash))
+          const missing = toSend.find((a) => !after.has(a.hash))
+          if (missing !== undefined) {
+            return yield* new WriteNotConfirmed({ hash: missing.hash, reason: `${url} does not return it after the push` })
+          }
         }
-        yield* exchange("push", login, Buffer.concat([Buffer.from(pushCard(login)), fileCard(artifact.hash, artifact.bytes)]))
-        if (!(yield* serverHolds(login, artifact.hash))) {
-          return yield* new WriteNotConfirmed({ hash: artifact.hash, reason: `${url} does not return it after the push` })
-        }
-        return { hash: artifact.hash, receipt: undefined, sent: true } satisfies Written
+        return artifacts.map((a) => ({ hash: a.hash, receipt: undefined, sent: !held.has(a.hash) }) satisfies Written)
       })
 
-    const put = (user: string, artifact: Artifact) =>
+    const putAll = (user: string, artifacts: ReadonlyArray<Artifact>) =>
       Effect.gen(function*() {
         yield* checkUser(user)
-        if (sha3(artifact.bytes) !== artifact.hash) {
-          return yield* new InvalidInput({ field: "artifact", reason: `its hash ${artifact.hash} is not the SHA3-256 of its bytes` })
+        for (const artifact of artifacts) {
+          if (sha3(artifact.bytes) !== artifact.hash) {
+            return yield* new InvalidInput({ field: "artifact", reason: `its hash ${artifact.hash} is not the SHA3-256 of its bytes` })
+          }
         }
-        return yield* (role === "served" ? putServed(user, artifact) : putClone(user, artifact))
+        if (artifacts.length === 0) return []
+        return yield* (role === "served" ? putServed(user, artifacts) : putClone(user, artifacts))
       })
+    const put = (user: string, artifact: Artifact) => Effect.map(putAll(user, [artifact]), (written) => written[0]!)
 
     const putUnversioned: RepositoryService["putUnversioned"] = (input) =>
       Effect.gen(function*() {
@@ -443,7 +455,8 @@ export const make = (config: FossilRepositoryConfig) =>
           return yield* put(input.user, artifact)
         }),
       putUnversioned,
-      put
+      put,
+      putAll
     }
     return service
   })

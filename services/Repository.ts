@@ -211,6 +211,13 @@ export interface RepositoryService {
    * artifact, never a re-composed one (a new D card is a new artifact).
    */
   readonly put: (user: string, artifact: Artifact) => Effect.Effect<Written, WriteError>
+  /**
+   * Several composed artifacts as `user` in one write (one transaction on the server's host, one
+   * push from a clone), in their order: a run's ended with its kept logs and verdict. Each write
+   * to the served file holds it whole, so one write instead of three keeps the node out of people's
+   * way. Idempotent as `put`; all or none is received.
+   */
+  readonly putAll: (user: string, artifacts: ReadonlyArray<Artifact>) => Effect.Effect<ReadonlyArray<Written>, WriteError>
 }
 
 export class Repository extends Context.Tag("ocx2/Repository")<Repository, RepositoryService>() {}

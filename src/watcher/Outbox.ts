@@ -124,34 +124,50 @@ export const removeIfSettled = (run: string) =>
 export type Sent = "sent" | "already" | "dropped"
 
 /**
- * Sends one kept report, idempotently. A started or ended is sent only while none counts in
- * `record` (read under the run's lock just before); one of the same hash counting is this one,
- * already received. Settled in the outbox once the server holds it.
+ * Sends kept reports, idempotently, in one write where they share a user (one `fossil` process
+ * on the server's host holds the served file once, not once per report). A started or ended is
+ * sent only while none counts in `record` (read under the run's lock just before); one of the
+ * same hash counting is this one, already received. Each is settled in the outbox once the
+ * server holds it. All of one write land or none does.
  */
-export const sendReport = (run: string, report: OutboxReport, record: RunRecord | undefined) =>
+export const sendReports = (run: string, reports: ReadonlyArray<OutboxReport>, record: RunRecord | undefined) =>
   Effect.gen(function*() {
     const repository = yield* Repository
-    const counted = report.kind === "ended" ? record?.ended : report.kind === "started" ? record?.started : undefined
-    if (counted !== undefined) {
-      if (counted.hash === report.hash) {
+    const outcome = new Map<string, Sent>()
+    const toSend: Array<OutboxReport> = []
+    for (const report of reports) {
+      const counted = report.kind === "ended" ? record?.ended : report.kind === "started" ? record?.started : undefined
+      if (counted === undefined) toSend.push(report)
+      else if (counted.hash === report.hash) {
         yield* settle(run, report.hash, "sent")
-        return "already" as Sent
+        outcome.set(report.hash, "already")
+      } else {
+        yield* settle(run, report.hash, "dropped", `another ${report.kind} counts: ${counted.hash}`)
+        outcome.set(report.hash, "dropped")
       }
-      yield* settle(run, report.hash, "dropped", `another ${report.kind} counts: ${counted.hash}`)
-      return "dropped" as Sent
     }
-    yield* repository.put(report.user, artifactOf(report))
-    yield* settle(run, report.hash, "sent")
-    return "sent" as Sent
+    for (const user of [...new Set(toSend.map((r) => r.user))]) {
+      const own = toSend.filter((r) => r.user === user)
+      yield* repository.putAll(user, own.map(artifactOf))
+      for (const report of own) {
+        yield* settle(run, report.hash, "sent")
+        outcome.set(report.hash, "sent")
+      }
+    }
+    return reports.map((r) => outcome.get(r.hash)!)
   })
+
+/** One kept report, as `sendReports`. */
+export const sendReport = (run: string, report: OutboxReport, record: RunRecord | undefined) =>
+  Effect.map(sendReports(run, [report], record), (sent) => sent[0]!)
 
 /**
  * What a watcher that is gone left unsent, sent now by whoever holds the run's lock (the node's
  * next call, recovery, or the run's next watcher), after reading the run's record: an ended while
  * none counts, kept logs and other reports always (the same artifact is kept once). A started
  * left unsent is dropped: its program was never launched (it waits for the server's receipt of
- * started), and the run is decided again. Fails at the first report the server does not take; the
- * rest stay for the next try.
+ * started), and the run is decided again. The rest go in one write; when the server does not
+ * take it, they all stay for the next try.
  */
 export const finishOutbox = (run: string) =>
   Effect.gen(function*() {
@@ -163,16 +179,18 @@ export const finishOutbox = (run: string) =>
     }
     const record = yield* readRunRecord(run)
     const done: Array<string> = []
+    const rest: Array<OutboxReport> = []
     for (const report of unsent) {
       if (report.kind === "started" && record.started?.hash !== report.hash) {
         yield* settle(run, report.hash, "dropped", "its watcher ended before the server took it: its program was never launched")
         done.push(`started ${report.hash.slice(0, 12)} dropped (never launched)`)
-        continue
-      }
-      const sent = yield* sendReport(run, report, record)
-      const name = report.kind === "report" ? "a report" : report.kind === "verdict" ? "the verdict" : report.kind
-      done.push(sent === "dropped" ? `${name} ${report.hash.slice(0, 12)} dropped (another counts)` : `${name} ${report.hash.slice(0, 12)} sent`)
+      } else rest.push(report)
     }
+    const sent = yield* sendReports(run, rest, record)
+    rest.forEach((report, i) => {
+      const name = report.kind === "report" ? "a report" : report.kind === "verdict" ? "the verdict" : report.kind
+      done.push(sent[i] === "dropped" ? `${name} ${report.hash.slice(0, 12)} dropped (another counts)` : `${name} ${report.hash.slice(0, 12)} sent`)
+    })
     yield* removeIfSettled(run)
     return done as ReadonlyArray<string>
   })

@@ -31,7 +31,7 @@ import { removeSessionFile, writeSessionFile, type SessionFile } from "../node/S
 import type { Run } from "../protocol/Run.js"
 import { endingWords, keptLogText } from "./KeptLogs.js"
 import { followInbox } from "./Inbox.js"
-import { composeReport, finishOutbox, keepReport, readOutbox, removeIfSettled, sendReport, untilServerAnswers, type OutboxReport } from "./Outbox.js"
+import { composeReport, finishOutbox, keepReport, readOutbox, removeIfSettled, sendReport, sendReports, untilServerAnswers, type OutboxReport } from "./Outbox.js"
 import { deliveryBound, makeSessionInbox, sessionOf, startEach } from "./Session.js"
 import { launchSpec } from "./LaunchPlan.js"
 import { publicationText, publish } from "./Publications.js"
@@ -211,22 +211,35 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
         for (const text of texts) following.push(yield* composeReport(record, config.nodeUser, "report", text))
         if (verdict !== undefined) following.push(composeVerdict(config.nodeUser, verdict.checkin, verdict.value))
         for (const report of [endedReport, ...following]) yield* keepReport(run, report)
-        const sendEnded = Effect.flatMap(readRunRecord(run), (now) => sendReport(run, endedReport, now))
+        // ended and what follows it go in one write: each write holds the served file whole, and
+        // people's posts wait for it (docs/architecture.md, "Writing beside the server")
+        const sendAll = Effect.flatMap(readRunRecord(run), (now) => sendReports(run, [endedReport, ...following], now))
         if (options.crashAt === "writing-ended") {
           // die while the write is in flight: the fossil child holds the lock until it lands
-          yield* Effect.forkDaemon(sendEnded)
+          yield* Effect.forkDaemon(sendAll)
           yield* Effect.sleep("30 millis")
           yield* crash(options, "writing-ended")
         }
-        const sent = yield* untilServerAnswers(sendEnded, `sending ended (${endedReport.hash})`, log, { otherTries: 5 }).pipe(Effect.either)
-        if (Either.isLeft(sent)) {
-          yield* log(`could not write ended: ${String(sent.left)}; it stays in ${care.path}/${run}.outbox for the node's next call`)
-        } else if (sent.right === "dropped") {
-          yield* log(`ended already counts; ${endedReport.hash} not written`)
+        const sent = yield* untilServerAnswers(sendAll, `sending ended (${endedReport.hash}) and ${following.length} report(s) after it`, log, { otherTries: 2 }).pipe(Effect.either)
+        if (Either.isRight(sent)) {
+          yield* log(sent.right[0] === "dropped"
+            ? `ended already counts; ${endedReport.hash} not written`
+            : `wrote ended ${ended.outcome}${ended.note !== undefined ? ` (${ended.note})` : ""}: ${endedReport.hash}`)
+          for (const report of following) yield* log(`wrote ${report.kind === "verdict" ? "the verdict" : "the kept logs"}: ${report.hash}`)
         } else {
-          yield* log(`wrote ended ${ended.outcome}${ended.note !== undefined ? ` (${ended.note})` : ""}: ${endedReport.hash}`)
+          // one of them the server will not take must not keep ended from it: each alone, ended first
+          yield* log(`could not write ended with what follows it (${String(sent.left)}); each alone`)
+          const sendEnded = Effect.flatMap(readRunRecord(run), (now) => sendReport(run, endedReport, now))
+          const alone = yield* untilServerAnswers(sendEnded, `sending ended (${endedReport.hash})`, log, { otherTries: 3 }).pipe(Effect.either)
+          if (Either.isLeft(alone)) {
+            yield* log(`could not write ended: ${String(alone.left)}; it stays in ${care.path}/${run}.outbox for the node's next call`)
+          } else if (alone.right === "dropped") {
+            yield* log(`ended already counts; ${endedReport.hash} not written`)
+          } else {
+            yield* log(`wrote ended ${ended.outcome}${ended.note !== undefined ? ` (${ended.note})` : ""}: ${endedReport.hash}`)
+          }
+          for (const report of following) yield* sendKept(run, report, log)
         }
-        for (const report of following) yield* sendKept(run, report, log)
         yield* removeIfSettled(run).pipe(Effect.ignore)
       })
 

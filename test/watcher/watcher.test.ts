@@ -57,6 +57,14 @@ describe("the watcher", () => {
     // the unversioned file, and the reply naming it
     expect(await fossil(["uv", "cat", "builds/board.img", "-R", world.repository])).toBe("board\n")
     expect(thread.some((p) => p.text.includes("builds/board.img: 6 bytes, hash"))).toBe(true)
+    // ended, the kept logs and the verdict arrived in one write: one receipt, so one hold of the served file
+    const receiptOf = async (where: string) =>
+      (await fossil(["sql", "-R", world.repository, `SELECT rcvid FROM blob WHERE ${where}`])).trim()
+    const endedReceipt = await receiptOf(`uuid='${replies[1]!.hash}'`)
+    expect(endedReceipt).toMatch(/^\d+$/)
+    expect(await receiptOf(`uuid='${kept.hash}'`)).toBe(endedReceipt)
+    expect(await receiptOf(`rid=(SELECT srcid FROM tagxref JOIN tag USING(tagid) WHERE tagname='ci' AND rid=(SELECT rid FROM blob WHERE uuid='${world.trunk}'))`)).toBe(endedReceipt)
+    expect(await receiptOf(`uuid='${replies[0]!.hash}'`)).not.toBe(endedReceipt)
     // Fossil's own page shows the ended reply
     const session = await webLogin(world.server.url, users.admin.login, users.admin.password)
     const page = await webPage(`${world.server.url}forumpost/${replies[1]!.hash}`, session)
