@@ -19,6 +19,7 @@ import type { NodeConfig } from "./NodeConfig.js"
 import { waitingRuns } from "./ProcessUserFiles.js"
 import { readSessionFiles } from "./SessionFiles.js"
 import { type Act, servedNodeLayer, startNode, watcherOf } from "./Round.js"
+import { finishLeftOutboxes } from "./Recovery.js"
 
 // hook, unhook and status (seed 001, "Install or remove the hook"): what each does, once; the
 // tools in src/tools only name them.
@@ -213,12 +214,17 @@ export const installHook = (input: HookInput, context: ToolContext, programPath:
         ? "asked with --check: the node starts, and every open run for its user is decided again"
         : "installing with --node is the node starting: every open run for its user is decided"
       log.note("check", `${why} (${input.node})`)
+      // what dead watchers left unsent (kept logs after an ended that counts, say) goes first
+      const left = yield* finishLeftOutboxes(act).pipe(
+        Effect.provide(servedNodeLayer(config)),
+        Effect.mapError((e) => new HookError(`the node could not send what its watchers left: ${String((e as { message?: unknown }).message ?? e)}`))
+      )
       const started = yield* startNode(config, act, { watcherProgram: watcherOf(root), dryRun: context.dryRun }).pipe(
         Effect.provide(servedNodeLayer(config)),
         Effect.mapError((e) => new HookError(`the node could not check its runs: ${String((e as { message?: unknown }).message ?? e)}`))
       )
       log.note("node", `${started.decisions.length} open run${started.decisions.length === 1 ? "" : "s"} for ${input.node} checked`)
-      runs = started.decisions
+      runs = [...left, ...started.decisions]
     }
 
     let backoffice = yield* backofficeOf(repository)

@@ -1,7 +1,11 @@
+import * as Effect from "effect/Effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as FossilRepository from "../../layers/FossilRepository.js"
+import { Repository } from "../../services/Repository.js"
+import { composeForumPost } from "../../src/fossil/Artifact.js"
 import { writeMessage } from "../../src/protocol/Envelope.js"
 import { hook } from "../../src/tools/hook.js"
 import { unhook } from "../../src/tools/unhook.js"
@@ -88,6 +92,23 @@ describe("the node restarting (hook --node USER again)", () => {
     }
     expect(recovered).toBeLessThan(30_000)
   }, 120_000)
+
+  it("what a dead watcher left in an ended run's outbox (its kept logs) is sent when the node starts", async () => {
+    expect((await world.call(unhook, { root: world.root })).stopped.reason).toBe("completed")
+    const run = await webNewThread(world.server, alice, { title: "a run", text: world.runText(counting("true", users.runner.login)) })
+    const hooked = await world.call(hook, { node: users.node.login, root: world.root })
+    expect(hooked.stopped).toEqual({ reason: "completed" })
+    await world.waitEnded(run, 30_000)
+    // a watcher killed after keeping a report and before sending it leaves this behind
+    const kept = composeForumPost({ user: users.node.login, date: new Date(), root: run, replyTo: run, text: "kept logs left behind" })
+    Fs.appendFileSync(Path.join(world.root, "care", `${run}.outbox`),
+      `${JSON.stringify({ keep: { kind: "report", hash: kept.hash, user: users.node.login, bytes: kept.bytes.toString("base64") } })}\n`)
+    const again = await world.call(hook, { node: users.node.login, root: world.root, check: true })
+    expect(again.stopped, JSON.stringify(again.operations)).toEqual({ reason: "completed" })
+    const thread = await Effect.runPromise(Effect.flatMap(Repository, (r) => r.thread(run)).pipe(Effect.provide(FossilRepository.layer({ path: world.repository }))))
+    expect(thread.filter((p) => p.text === "kept logs left behind").map((p) => [p.hash, p.sender])).toEqual([[kept.hash, users.node.login]])
+    expect(Fs.existsSync(Path.join(world.root, "care", `${run}.outbox`))).toBe(false)
+  }, 90_000)
 
   it("a hand-off noted by a hook killed before it made it holds nothing up: hook --node starts that run and the one waiting behind it", async () => {
     expect((await world.call(unhook, { root: world.root })).stopped.reason).toBe("completed")
