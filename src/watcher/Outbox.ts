@@ -4,6 +4,7 @@ import * as Path from "node:path"
 import { CareDirectory } from "../../services/CareDirectory.js"
 import { Repository } from "../../services/Repository.js"
 import { type Artifact, cardValue, composeForumPost, composeTicketChange, parseArtifact } from "../fossil/Artifact.js"
+import { sha3 } from "../fossil/Hash.js"
 import { readRunRecord, type RunRecord } from "../node/RunRecord.js"
 
 // ROOT/care/RUN.outbox (2.15): every report a watcher has to send for its run, kept on disk
@@ -25,15 +26,52 @@ export interface OutboxReport {
   readonly user: string
   /** the artifact's bytes, base64 */
   readonly bytes: string
+  /** the publications entry this reply names the files of */
+  readonly for?: string
 }
+
+/**
+ * An unversioned file of the run's `unversioned_files`, kept once its process ended: its bytes in
+ * RUN.outbox.d/CONTENT (the outbox's lines stay small). `hash` names the entry (the file's name
+ * and content), `content` is the bytes' SHA3-256.
+ */
+export interface OutboxUnversioned {
+  readonly kind: "unversioned"
+  readonly hash: string
+  readonly user: string
+  readonly name: string
+  readonly content: string
+  readonly size: number
+}
+
+/**
+ * The reply naming the run's published files (2.10), to be composed once every file in it is
+ * sent or dropped: what each became is known only then. `files` in the run's order; `entry` for
+ * a file kept to be sent, `why` for one that is not published.
+ */
+export interface OutboxPublications {
+  readonly kind: "publications"
+  readonly hash: string
+  readonly user: string
+  readonly files: ReadonlyArray<{ readonly as: string; readonly entry?: string; readonly why?: string }>
+}
+
+export type OutboxEntry = OutboxReport | OutboxUnversioned | OutboxPublications
 
 export interface OutboxState {
-  readonly reports: ReadonlyArray<OutboxReport>
+  readonly reports: ReadonlyArray<OutboxEntry>
   /** kept and neither sent nor dropped, in the order kept */
-  readonly unsent: ReadonlyArray<OutboxReport>
+  readonly unsent: ReadonlyArray<OutboxEntry>
+  /** entries dropped, and why */
+  readonly dropped: ReadonlyMap<string, string>
 }
 
+const isArtifactReport = (e: OutboxEntry): e is OutboxReport =>
+  e.kind === "started" || e.kind === "ended" || e.kind === "report" || e.kind === "verdict"
+
 export const outboxFile = (careDir: string, run: string): string => Path.join(careDir, `${run}.outbox`)
+/** where kept unversioned files wait, by their content's hash */
+const filesDir = (careDir: string, run: string): string => Path.join(careDir, `${run}.outbox.d`)
 
 const appendLine = (file: string, value: object) => {
   const fd = Fs.openSync(file, "a", 0o600)
@@ -51,27 +89,36 @@ export const readOutbox = (careDir: string, run: string): OutboxState => {
   try {
     text = Fs.readFileSync(outboxFile(careDir, run), "utf8")
   } catch {
-    return { reports: [], unsent: [] }
+    return { reports: [], unsent: [], dropped: new Map() }
   }
-  const reports: Array<OutboxReport> = []
+  const reports: Array<OutboxEntry> = []
   const settled = new Set<string>()
+  const dropped = new Map<string, string>()
   for (const line of text.split("\n")) {
     if (line.trim() === "") continue
-    let event: { keep?: OutboxReport; sent?: unknown; dropped?: unknown }
+    let event: { keep?: OutboxEntry; sent?: unknown; dropped?: unknown; why?: unknown }
     try {
       event = JSON.parse(line) as typeof event
     } catch {
       continue
     }
     const kept = event.keep
-    if (kept !== undefined && typeof kept.hash === "string" && typeof kept.bytes === "string" && typeof kept.user === "string") {
+    if (kept !== undefined && typeof kept.hash === "string" && typeof kept.user === "string" && wellFormed(kept)) {
       if (!reports.some((r) => r.hash === kept.hash)) reports.push(kept)
     }
     if (typeof event.sent === "string") settled.add(event.sent)
-    if (typeof event.dropped === "string") settled.add(event.dropped)
+    if (typeof event.dropped === "string") {
+      settled.add(event.dropped)
+      dropped.set(event.dropped, typeof event.why === "string" ? event.why : "dropped")
+    }
   }
-  return { reports, unsent: reports.filter((r) => !settled.has(r.hash)) }
+  return { reports, unsent: reports.filter((r) => !settled.has(r.hash)), dropped }
 }
+
+const wellFormed = (e: OutboxEntry): boolean =>
+  e.kind === "unversioned" ? typeof e.name === "string" && typeof e.content === "string"
+  : e.kind === "publications" ? Array.isArray(e.files)
+  : typeof e.bytes === "string"
 
 /** The runs whose outbox is on this host (settled or not). */
 export const outboxRuns = (careDir: string): ReadonlyArray<string> => {
@@ -102,10 +149,46 @@ export const composeReport = (record: Pick<RunRecord, "hash" | "place">, user: s
   })
 
 /** Keeps a composed report in the run's outbox (on disk, synced) before anything tries to send it. */
-export const keepReport = (run: string, report: OutboxReport) =>
+export const keepReport = (run: string, report: OutboxEntry) =>
   Effect.gen(function*() {
     const care = yield* CareDirectory
     yield* Effect.try(() => appendLine(outboxFile(care.path, run), { keep: report }))
+  })
+
+/**
+ * Keeps the run's files to publish (their bytes as they are now) and the reply that will name
+ * them, before ended is written: a watcher that dies after ended leaves them to whoever takes
+ * the run's lock next, and an outage of any length is waited out.
+ */
+export const keepPublications = (
+  run: string,
+  user: string,
+  files: ReadonlyArray<{ readonly as: string; readonly content: Buffer } | { readonly as: string; readonly why: string }>
+) =>
+  Effect.gen(function*() {
+    const care = yield* CareDirectory
+    const dir = filesDir(care.path, run)
+    const listed: Array<{ as: string; entry?: string; why?: string }> = []
+    for (const file of files) {
+      if ("why" in file) {
+        listed.push({ as: file.as, why: file.why })
+        continue
+      }
+      const content = sha3(file.content)
+      const entry: OutboxUnversioned = { kind: "unversioned", hash: sha3(Buffer.from(`${file.as}\0${content}`)), user, name: file.as, content, size: file.content.length }
+      yield* Effect.try(() => {
+        Fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
+        const to = Path.join(dir, content)
+        if (!Fs.existsSync(to)) {
+          Fs.writeFileSync(`${to}.part`, file.content, { mode: 0o600 })
+          Fs.renameSync(`${to}.part`, to)
+        }
+      })
+      yield* keepReport(run, entry)
+      listed.push({ as: file.as, entry: entry.hash })
+    }
+    const publications: OutboxPublications = { kind: "publications", hash: sha3(Buffer.from(`${run}\0${JSON.stringify(listed)}`)), user, files: listed }
+    yield* keepReport(run, publications)
   })
 
 const settle = (run: string, hash: string, how: "sent" | "dropped", why?: string) =>
@@ -114,11 +197,70 @@ const settle = (run: string, hash: string, how: "sent" | "dropped", why?: string
     yield* Effect.try(() => appendLine(outboxFile(care.path, run), how === "sent" ? { sent: hash } : { dropped: hash, why }))
   })
 
-/** The outbox file goes once everything in it is sent or dropped. */
+/** The outbox file (and its kept files) go once everything in it is sent or dropped. */
 export const removeIfSettled = (run: string) =>
   Effect.gen(function*() {
     const care = yield* CareDirectory
-    if (readOutbox(care.path, run).unsent.length === 0) Fs.rmSync(outboxFile(care.path, run), { force: true })
+    if (readOutbox(care.path, run).unsent.length === 0) {
+      Fs.rmSync(filesDir(care.path, run), { recursive: true, force: true })
+      Fs.rmSync(outboxFile(care.path, run), { force: true })
+    }
+  })
+
+/**
+ * Sends one kept unversioned file. The server being down fails it (it stays for the next try);
+ * a server that will not take it has it dropped, with its words, for the reply to say.
+ */
+export const sendUnversioned = (run: string, entry: OutboxUnversioned) =>
+  Effect.gen(function*() {
+    const care = yield* CareDirectory
+    const repository = yield* Repository
+    const content = yield* Effect.try({
+      try: () => Fs.readFileSync(Path.join(filesDir(care.path, run), entry.content)),
+      catch: () => "its kept bytes are gone" as const
+    }).pipe(Effect.either)
+    if (content._tag === "Left") {
+      yield* settle(run, entry.hash, "dropped", content.left)
+      return "dropped" as Sent
+    }
+    const written = yield* repository.putUnversioned({ user: entry.user, name: entry.name, content: content.right }).pipe(
+      Effect.catchAll((e) => serverDown(e) ? Effect.fail(e) : Effect.succeed(e.message))
+    )
+    if (typeof written === "string") {
+      yield* settle(run, entry.hash, "dropped", written)
+      return "dropped" as Sent
+    }
+    yield* settle(run, entry.hash, "sent")
+    return "sent" as Sent
+  })
+
+/**
+ * The reply naming the published files, composed once every file it names is settled (sent, or
+ * dropped with the server's words) and kept like every report; composed at most once, even by
+ * a next holder of the run's lock after a death between the two.
+ */
+export const composePublicationsReply = (run: string, publications: OutboxPublications) =>
+  Effect.gen(function*() {
+    const care = yield* CareDirectory
+    const state = readOutbox(care.path, run)
+    const already = state.reports.find((r): r is OutboxReport => isArtifactReport(r) && r.for === publications.hash)
+    if (already !== undefined) {
+      yield* settle(run, publications.hash, "sent")
+      return already
+    }
+    const entries = new Map(state.reports.filter((r): r is OutboxUnversioned => r.kind === "unversioned").map((r) => [r.hash, r]))
+    const lines = publications.files.map((f) => {
+      const entry = f.entry === undefined ? undefined : entries.get(f.entry)
+      if (entry === undefined) return `- ${f.as}: not published: ${f.why ?? "it was not kept"}`
+      const why = state.dropped.get(entry.hash)
+      return why === undefined ? `- ${f.as}: ${entry.size} bytes, hash ${entry.content}` : `- ${f.as}: not published: ${why}`
+    })
+    const record = yield* readRunRecord(run)
+    const composed = yield* composeReport(record, publications.user, "report", ["Unversioned files:", "", ...lines].join("\n"))
+    const reply: OutboxReport = { ...composed, for: publications.hash }
+    yield* keepReport(run, reply)
+    yield* settle(run, publications.hash, "sent")
+    return reply
   })
 
 export type Sent = "sent" | "already" | "dropped"
@@ -166,8 +308,9 @@ export const sendReport = (run: string, report: OutboxReport, record: RunRecord 
  * next call, recovery, or the run's next watcher), after reading the run's record: an ended while
  * none counts, kept logs and other reports always (the same artifact is kept once). A started
  * left unsent is dropped: its program was never launched (it waits for the server's receipt of
- * started), and the run is decided again. The rest go in one write; when the server does not
- * take it, they all stay for the next try.
+ * started), and the run is decided again. The rest go in one write, then the unversioned files
+ * and the reply naming them; what the server does not take because it is down stays for the
+ * next try.
  */
 export const finishOutbox = (run: string) =>
   Effect.gen(function*() {
@@ -181,6 +324,7 @@ export const finishOutbox = (run: string) =>
     const done: Array<string> = []
     const rest: Array<OutboxReport> = []
     for (const report of unsent) {
+      if (!isArtifactReport(report)) continue
       if (report.kind === "started" && record.started?.hash !== report.hash) {
         yield* settle(run, report.hash, "dropped", "its watcher ended before the server took it: its program was never launched")
         done.push(`started ${report.hash.slice(0, 12)} dropped (never launched)`)
@@ -191,6 +335,18 @@ export const finishOutbox = (run: string) =>
       const name = report.kind === "report" ? "a report" : report.kind === "verdict" ? "the verdict" : report.kind
       done.push(sent[i] === "dropped" ? `${name} ${report.hash.slice(0, 12)} dropped (another counts)` : `${name} ${report.hash.slice(0, 12)} sent`)
     })
+    // the published files, then the reply naming them
+    for (const entry of unsent) {
+      if (entry.kind !== "unversioned") continue
+      const how = yield* sendUnversioned(run, entry)
+      done.push(`the unversioned file ${entry.name} ${how === "dropped" ? "not published (the server would not take it)" : "published"}`)
+    }
+    for (const entry of unsent) {
+      if (entry.kind !== "publications") continue
+      const reply = yield* composePublicationsReply(run, entry)
+      yield* sendReports(run, [reply], undefined)
+      done.push(`the reply naming the published files ${reply.hash.slice(0, 12)} sent`)
+    }
     yield* removeIfSettled(run)
     return done as ReadonlyArray<string>
   })

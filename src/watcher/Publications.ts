@@ -42,28 +42,37 @@ export const publishable = (at: string, workspace: string): { readonly content: 
   }
 }
 
+/** A file of a run's `unversioned_files` once its process has ended: its bytes, or why it is not published. */
+export type PlannedFile =
+  | { readonly _tag: "Publishable"; readonly as: string; readonly at: string; readonly content: Buffer }
+  | { readonly _tag: "NotPublished"; readonly as: string; readonly at: string; readonly why: string }
+
+/** What the files hold now, checked as 2.10 says; nothing is sent. */
+export const planPublications = (run: Run, values: Values): ReadonlyArray<PlannedFile> =>
+  run.process.unversioned_files.map((file) => {
+    const atText = substitute(file.at, values)
+    const asText = substitute(file.as, values)
+    const at = atText._tag === "Right" ? atText.right : file.at
+    const as = asText._tag === "Right" ? asText.right : file.as
+    if (values.workspace === undefined) return { _tag: "NotPublished", as, at, why: "the run has no workspace" }
+    const found = publishable(at, values.workspace)
+    return "why" in found ? { _tag: "NotPublished", as, at, why: found.why } : { _tag: "Publishable", as, at, content: found.content }
+  })
+
+/** Publishes the files now, each tried once (a publish asked for again; a run's own go through its outbox). */
 export const publish = (run: Run, values: Values, nodeUser: string) =>
   Effect.gen(function*() {
     const repository = yield* Repository
-    const workspace = values.workspace
     const out: Array<Publication> = []
-    for (const file of run.process.unversioned_files) {
-      const atText = substitute(file.at, values)
-      const asText = substitute(file.as, values)
-      const at = atText._tag === "Right" ? atText.right : file.at
-      const as = asText._tag === "Right" ? asText.right : file.as
-      if (workspace === undefined) {
-        out.push({ _tag: "NotPublished", as, at, why: "the run has no workspace" })
+    for (const file of planPublications(run, values)) {
+      if (file._tag === "NotPublished") {
+        out.push(file)
         continue
       }
-      const found = publishable(at, workspace)
-      if ("why" in found) {
-        out.push({ _tag: "NotPublished", as, at, why: found.why })
-        continue
-      }
-      const written = yield* repository.putUnversioned({ user: nodeUser, name: as, content: found.content }).pipe(Effect.either)
+      const { as, at, content } = file
+      const written = yield* repository.putUnversioned({ user: nodeUser, name: as, content }).pipe(Effect.either)
       out.push(written._tag === "Right"
-        ? { _tag: "Published", as, at, hash: written.right.hash, size: found.content.length }
+        ? { _tag: "Published", as, at, hash: written.right.hash, size: content.length }
         : { _tag: "NotPublished", as, at, why: written.left.message })
     }
     return out

@@ -24,17 +24,19 @@ import { nodeArgs, watcherOf } from "../node/HandOff.js"
 import { askSpare, handOffRun, spareStarting } from "../node/SpareClient.js"
 import { appendWaitingOnce, clearHanded, handedLately, markHanded, takeNextWaiting } from "../node/ProcessUserFiles.js"
 import { hostSettings, launchOwnPaths, type NodeConfig } from "../node/NodeConfig.js"
-import { writeWhereTheRunIs } from "../node/Reports.js"
 import { writeMessage } from "../protocol/Envelope.js"
 import { readRunRecord, type RunRecord } from "../node/RunRecord.js"
 import { removeSessionFile, writeSessionFile, type SessionFile } from "../node/SessionFiles.js"
 import type { Run } from "../protocol/Run.js"
 import { endingWords, keptLogText } from "./KeptLogs.js"
 import { followInbox } from "./Inbox.js"
-import { composeReport, finishOutbox, keepReport, readOutbox, removeIfSettled, sendReport, sendReports, untilServerAnswers, type OutboxReport } from "./Outbox.js"
+import {
+  composePublicationsReply, composeReport, finishOutbox, keepPublications, keepReport, readOutbox, removeIfSettled, sendReport, sendReports,
+  sendUnversioned, untilServerAnswers, type OutboxReport
+} from "./Outbox.js"
 import { deliveryBound, makeSessionInbox, sessionOf, startEach } from "./Session.js"
 import { launchSpec } from "./LaunchPlan.js"
-import { publicationText, publish } from "./Publications.js"
+import { planPublications } from "./Publications.js"
 import { serveTerminal } from "./TerminalServer.js"
 import { fileSizeLimitOf, performSteps } from "./Workspace.js"
 
@@ -401,6 +403,14 @@ const startChecked = (
           const verdict = ran && checked.run.process.verdict && values.checkin !== undefined && isFullHash(values.checkin)
             ? { checkin: values.checkin, value: formatVerdict(ciVerdict(run, outcome)) }
             : undefined
+          // the files to publish (2.10) are kept as they are now, before ended: nothing is lost
+          // if this watcher dies after it, and an outage of any length is waited out
+          if (ran && checked.run.process.unversioned_files.length > 0) {
+            const files = planPublications(checked.run, values).map((f) => f._tag === "Publishable" ? { as: f.as, content: f.content } : { as: f.as, why: f.why })
+            yield* keepPublications(run, config.nodeUser, files).pipe(
+              Effect.catchAll((e) => log(`could not keep the files to publish: ${String(e)}`))
+            )
+          }
           yield* writeEnded(ended, kept === undefined ? [] : [kept], verdict).pipe(
             Effect.catchAll((e) => log(`could not write ended: ${String(e)}`))
           )
@@ -424,7 +434,7 @@ const placeStarted = (root: string, session: SessionFile, hash: string, log: (li
 
 /** A kept report sent, the server's outage waited out; one it will not take stays in the outbox. */
 const sendKept = (run: string, report: OutboxReport, log: (line: string) => Effect.Effect<void>) => {
-  const what = report.kind === "verdict" ? "the verdict" : "the kept logs"
+  const what = report.kind === "verdict" ? "the verdict" : report.for !== undefined ? "the reply naming the published files" : "the kept logs"
   return untilServerAnswers(sendReport(run, report, undefined), `sending ${what} (${report.hash})`, log, { otherTries: 2 }).pipe(
     Effect.zipRight(log(`wrote ${what}: ${report.hash}`)),
     Effect.catchAll((e) => log(`could not write ${what}: ${String(e)}; it stays in the outbox for the node's next call`))
@@ -534,6 +544,27 @@ const launchAndWait = <E, R>(
     })
   )
 
+/**
+ * The unversioned files kept in the outbox, each sent when the server takes it (its outage waited
+ * out), then the reply naming what each became, composed once and sent like every report.
+ */
+const sendPublications = (run: string, log: (line: string) => Effect.Effect<void>) =>
+  Effect.gen(function*() {
+    const care = yield* CareDirectory
+    const { unsent } = readOutbox(care.path, run)
+    for (const entry of unsent) {
+      if (entry.kind !== "unversioned") continue
+      const how = yield* untilServerAnswers(sendUnversioned(run, entry), `publishing ${entry.name}`, log)
+      yield* log(how === "dropped" ? `did not publish ${entry.name}: ${readOutbox(care.path, run).dropped.get(entry.hash) ?? ""}` : `published ${entry.name}: ${entry.content}`)
+    }
+    for (const entry of unsent) {
+      if (entry.kind !== "publications") continue
+      const reply = yield* composePublicationsReply(run, entry)
+      yield* sendKept(run, reply, log)
+    }
+    yield* removeIfSettled(run).pipe(Effect.ignore)
+  })
+
 /** After ended, the kept logs and the verdict (2.10): the unversioned files and their reply; a verdict not composed with ended. */
 const afterProcess = (
   options: WatcherOptions,
@@ -546,11 +577,7 @@ const afterProcess = (
   Effect.gen(function*() {
     const { config, run } = options
     const repository = yield* Repository
-    if (checked.run.process.unversioned_files.length > 0) {
-      const published = yield* publish(checked.run, values, config.nodeUser)
-      for (const p of published) yield* log(p._tag === "Published" ? `published ${p.as}: ${p.hash}` : `did not publish ${p.as}: ${p.why}`)
-      yield* writeWhereTheRunIs(record, config.nodeUser, publicationText(published)).pipe(Effect.ignore)
-    }
+    yield* sendPublications(run, log).pipe(Effect.catchAll((e) => log(`could not publish: ${String(e)}; what is left stays in the outbox for the node's next call`)))
     if (checked.run.process.verdict && values.checkin !== undefined && !isFullHash(values.checkin)) {
       const value = formatVerdict(ciVerdict(run, ended))
       const tagged = yield* repository.tag({ user: config.nodeUser, checkin: values.checkin, name: "ci", value }).pipe(Effect.either)

@@ -29,6 +29,8 @@ let server: RunningServer | undefined
 beforeAll(async () => {
   world = await makeCloneWorld("ocx2-clone-outage-")
   server = world.server
+  // lab2 may publish unversioned files: they are reports too, kept until the server takes them
+  await fossil(["user", "capabilities", "lab2", "oiy", "-R", world.served])
 }, 90_000)
 
 afterAll(() => closeCloneWorld(world, server))
@@ -77,6 +79,10 @@ const verdictsOf = async (run: string) =>
     h.tags.filter((t) => t.name === "ci" && (t.value ?? "").includes(run)).map((t) => ({ value: t.value, sender: h.sender })))
 
 const keptLogsOf = async (run: string) => (await threadOf(run)).filter((p) => p.text.startsWith("The process exited"))
+const publicationRepliesOf = async (run: string) => (await threadOf(run)).filter((p) => p.text.startsWith("Unversioned files:"))
+const uv = (name: string) => fossil(["uv", "cat", name, "-R", world.served]).catch(() => undefined)
+/** a file the process writes, published as `as` */
+const publishing = (as: string) => ({ unversioned_files: [{ at: "$$workspace$$/out.txt", as }] })
 
 /** A run posted on the server through the forum's web form by alice. */
 const postRun = async (script: string, process: object = {}) => {
@@ -97,7 +103,7 @@ const postRun = async (script: string, process: object = {}) => {
 
 /** A process that ends only when the test says so (a file `go` in its workspace), printing to both streams. */
 const gated = (exit: number) =>
-  `while [ ! -e $$workspace$$/go ]; do sleep 0.1; done; cat tree/hello.txt; echo the-end >&2; exit ${exit}`
+  `echo built ${exit} > $$workspace$$/out.txt; while [ ! -e $$workspace$$/go ]; do sleep 0.1; done; cat tree/hello.txt; echo the-end >&2; exit ${exit}`
 
 const careLog = (run: string) => {
   try {
@@ -139,8 +145,8 @@ describe("a node on another host while its server is down", () => {
     expect(started.stopped).toEqual({ reason: "completed" })
   }, 30_000)
 
-  it("(a) the server down when the process exits: once it is back, one started, one ended with the real outcome, and the kept logs", async () => {
-    const run = await postRun(gated(4), { cwd: "$$workspace$$", verdict: true })
+  it("(a) the server down when the process exits: once it is back, one started, one ended with the real outcome, the kept logs and the published file", async () => {
+    const run = await postRun(gated(4), { cwd: "$$workspace$$", verdict: true, ...publishing("builds/outage-a.txt") })
     const answer = await node()
     expect(decisionOf(answer, run)).toBe("handed to a watcher, which starts it")
     await waitForKind(run, "started")
@@ -171,7 +177,11 @@ describe("a node on another host while its server is down", () => {
     expect(logs![0]!.text).toContain("hello from trunk")
     expect(await waitFor(async () => ((await verdictsOf(run)).length > 0 ? true : undefined), 15_000)).toBe(true)
     expect(await verdictsOf(run)).toEqual([{ value: `fail: exit 4 (against ${run})`, sender: "lab2" }])
-    expect(whileDown).toEqual({ outbox: ["ended", "report", "verdict"], watchers: 1, kinds: ["started"] })
+    expect(whileDown).toEqual({ outbox: ["unversioned", "publications", "ended", "report", "verdict"], watchers: 1, kinds: ["started"] })
+    // the file, and the reply naming it
+    expect(await waitFor(async () => ((await uv("builds/outage-a.txt")) === "built 4\n" ? true : undefined), 15_000)).toBe(true)
+    const named = await waitFor(async () => ((await publicationRepliesOf(run)).length > 0 ? publicationRepliesOf(run) : undefined), 15_000)
+    expect(named?.map((p) => [p.sender, p.text.includes("builds/outage-a.txt: 8 bytes, hash")])).toEqual([["lab2", true]])
     expect(careLog(run)).toMatch(/sending ended .*the server does not answer.*tried again in 8 s/)
     // everything sent: the outbox is gone, and the watcher with it
     expect(await waitFor(() => (Fs.existsSync(Path.join(world.root, "care", `${run}.outbox`)) ? undefined : true), 10_000)).toBe(true)
@@ -211,7 +221,7 @@ describe("a node on another host while its server is down", () => {
   }, 120_000)
 
   it("(c) the watcher killed while its reports wait for the server: once it is back, the timer's plain call sends them", async () => {
-    const run = await postRun(gated(7), { cwd: "$$workspace$$", verdict: true })
+    const run = await postRun(gated(7), { cwd: "$$workspace$$", verdict: true, ...publishing("builds/outage-c.txt") })
     await node()
     await waitForKind(run, "started")
     await logSays(run, "launched:")
@@ -233,13 +243,17 @@ describe("a node on another host while its server is down", () => {
     const messages = await replies(run)
     expect(messages.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
     expect(messages[1]!.content).toEqual({ outcome: "exited", exit: 7 })
-    expect(decisionOf(answer, run)).toMatch(/^sent what its watcher left in its outbox: ended [0-9a-f]{12} sent; a report [0-9a-f]{12} sent; the verdict [0-9a-f]{12} sent$/)
+    expect(decisionOf(answer, run)).toMatch(
+      /^sent what its watcher left in its outbox: ended [0-9a-f]{12} sent; a report [0-9a-f]{12} sent; the verdict [0-9a-f]{12} sent; the unversioned file builds\/outage-c\.txt published; the reply naming the published files [0-9a-f]{12} sent$/
+    )
+    expect(await uv("builds/outage-c.txt")).toBe("built 7\n")
+    expect((await publicationRepliesOf(run)).map((p) => [p.sender, p.text.includes("builds/outage-c.txt: 8 bytes, hash")])).toEqual([["lab2", true]])
     expect(await verdictsOf(run)).toEqual([{ value: `fail: exit 7 (against ${run})`, sender: "lab2" }])
     const logs = await keptLogsOf(run)
     expect(logs.length).toBe(1)
     expect(logs[0]!.sender).toBe("lab2")
     expect(logs[0]!.text).toContain("The process exited 7")
-    expect(left).toEqual(["ended", "report", "verdict"])
+    expect(left).toEqual(["unversioned", "publications", "ended", "report", "verdict"])
     expect(Fs.existsSync(Path.join(world.root, "care", `${run}.outbox`))).toBe(false)
     // neither the next call nor the node starting answers it again (not lost: it has its ended)
     const again = await node()
