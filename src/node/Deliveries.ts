@@ -8,6 +8,7 @@ import { cloneUsers } from "./CloneUsers.js"
 import type { NodeConfig } from "./NodeConfig.js"
 import { readRunRecord } from "./RunRecord.js"
 import { readSessionFiles, type SessionFile } from "./SessionFiles.js"
+import { deliveryDiskBound, inboxWaiting } from "../watcher/Inbox.js"
 
 // 2.11 on the node's side: as the node acts on what arrived (the hook's round on the server, the
 // poll's round on a clone), each arrival that passes a session's seven filters is appended to
@@ -64,6 +65,27 @@ const alreadyInInbox = (run: string) =>
   })
 
 /**
+ * Appends a delivery to the run's inbox unless the inbox would then hold more than the disk bound
+ * (ROOT/settings/delivery-disk-bound) that its watcher has not given: such a delivery is never
+ * given (2.11: a process that does not read is given nothing more), and the run's log names it.
+ */
+export const appendWithinBound = (root: string, run: string, line: string, hash: string) =>
+  Effect.gen(function*() {
+    const care = yield* CareDirectory
+    const bound = deliveryDiskBound(releasePaths(root).settings).bytes
+    const waiting = inboxWaiting(care.path, run)
+    const bytes = Buffer.byteLength(line) + 1
+    if (waiting + bytes > bound) {
+      yield* care.appendLog(run,
+        `${new Date().toISOString()} delivery ${hash} not given: its inbox holds ${waiting} bytes its process has not read, and ${bytes} more would pass the disk bound of ${bound}\n`
+      ).pipe(Effect.ignore)
+      return false
+    }
+    yield* care.appendInbox(run, line)
+    return true
+  })
+
+/**
  * Appends each arrival (in the server's order) to the inbox of every session in care it passes
  * the filters of; says what it did, one line per session given anything.
  */
@@ -92,12 +114,18 @@ export const deliverArrivals = (config: NodeConfig, arrivals: ReadonlyArray<Arri
       if (passing.length === 0) continue
       const inInbox = yield* alreadyInInbox(session.run)
       let appended = 0
+      let past = 0
       for (const arrival of passing) {
         if (inInbox.has(arrival.hash)) continue
-        yield* care.appendInbox(session.run, JSON.stringify({ deliver: arrival.hash, line: deliveryLine(arrival) }))
+        const line = JSON.stringify({ deliver: arrival.hash, line: deliveryLine(arrival) })
+        if (!(yield* appendWithinBound(config.root, session.run, line, arrival.hash))) {
+          past++
+          continue
+        }
         appended++
       }
-      did.push(`${session.run}: ${appended} ${appended === 1 ? "delivery" : "deliveries"} to its inbox`)
+      did.push(`${session.run}: ${appended} ${appended === 1 ? "delivery" : "deliveries"} to its inbox` +
+        (past > 0 ? `; ${past} not given: its inbox holds past the disk bound what its process has not read` : ""))
     }
     return did
   })

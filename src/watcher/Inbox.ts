@@ -16,6 +16,8 @@ import { CareDirectory } from "../../services/CareDirectory.js"
 // is not yet given stays on disk, not in memory, and is given later, in order. A delivery that
 // lands while more than the disk bound (ROOT/settings/delivery-disk-bound, bytes; 1 GiB unless
 // set) of the inbox waits ungiven before it is never given: the handler is told ("Overflow").
+// The rounds that append deliveries hold to the same bound (RUN.inbox.given says how far the
+// watcher has given), so the inbox on disk never grows past it with lines nobody will give.
 
 export type InboxEntry =
   | { readonly _tag: "Stop"; readonly hash: string }
@@ -54,6 +56,37 @@ export const deliveryDiskBound = (settings: string): { readonly bytes: number; r
   return /^\d+$/.test(text) && n > 0 && Number.isSafeInteger(n)
     ? { bytes: n }
     : { bytes: defaultDeliveryDiskBound, problem: `${file} holds ${JSON.stringify(text.slice(0, 40))}, not a number of bytes above 0: the disk bound is ${defaultDeliveryDiskBound}` }
+}
+
+/**
+ * How far the run's watcher has given its inbox (bytes from its start), in RUN.inbox.given: what
+ * lies past it waits on disk, and the node's rounds append nothing that would take that past the
+ * disk bound. Written by the watcher after each batch it gives, atomically.
+ */
+export const givenFile = (careDir: string, run: string): string => Path.join(careDir, `${run}.inbox.given`)
+
+const writeGiven = (careDir: string, run: string, offset: number) => {
+  const file = givenFile(careDir, run)
+  Fs.writeFileSync(`${file}.part`, String(offset), { mode: 0o600 })
+  Fs.renameSync(`${file}.part`, file)
+}
+
+/** The bytes of the run's inbox its watcher has not given yet (all of it before it gave any). */
+export const inboxWaiting = (careDir: string, run: string): number => {
+  let size: number
+  try {
+    size = Fs.statSync(Path.join(careDir, `${run}.inbox`)).size
+  } catch {
+    return 0
+  }
+  let given = 0
+  try {
+    const n = Number(Fs.readFileSync(givenFile(careDir, run), "utf8").trim())
+    if (Number.isSafeInteger(n) && n >= 0) given = n
+  } catch {
+    // not given anything yet
+  }
+  return Math.max(0, size - given)
 }
 
 /**
@@ -154,6 +187,8 @@ export const followInbox = <R>(
           }
           given = line.end
         }
+        const reached = given
+        yield* Effect.sync(() => writeGiven(care.path, run, reached)).pipe(Effect.ignore)
       }
     })
     yield* Effect.forkScoped(deliveries)
