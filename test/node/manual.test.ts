@@ -32,7 +32,8 @@ describe("run: a person starts a manual run", () => {
   it("a manual run waits; run starts it, and it gets one started and one ended from the node user", async () => {
     const created = await createRun("echo by-hand", { manual: true })
     const hash = created.output!.run!
-    expect(created.output?.acted).toMatch(/waits: a manual run waits/)
+    // decided by create's own call of the node, or by the hook that Fossil's poller ran first
+    expect(created.output?.acted).toMatch(/waits: a manual run waits|found nothing to do/)
     await sleep(500)
     expect(await world.replies(hash)).toEqual([])
 
