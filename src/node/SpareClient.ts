@@ -64,6 +64,22 @@ export const handOffRun = async (config: NodeConfig, run: string, options: HandO
   return { pid: handOff(config, run, options), warm: false }
 }
 
+/**
+ * A spare of this root waits: the pid its lock file names (written once it holds the lock, cleared
+ * when it takes a run) is a spare of this root. Read from files alone, so a spare too busy to
+ * answer a ping on a loaded host is not taken for none (a second would start only to end).
+ */
+export const spareWaits = (root: string): boolean => {
+  const pid = sparePid(root)
+  if (pid === undefined) return false
+  try {
+    const argv = Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
+    return argv.includes("--spare") && argv.includes(root)
+  } catch {
+    return false
+  }
+}
+
 /** A spare watcher of this root still starting: its process there, not listening yet. */
 export const spareStarting = (root: string): boolean =>
   Fs.readdirSync("/proc").some((e) => {
@@ -86,6 +102,7 @@ export const ensureSpare = async (config: NodeConfig, watcherProgram: string): P
   if (spareSetting(config.root).idleSeconds === "off") return undefined
   const files = spareFiles(config.root)
   if (!socketPathFits(files.socket)) return undefined
+  if (spareWaits(config.root)) return undefined
   if ((await askSpare(config.root, { ping: true }, 500)) !== undefined) return undefined
   if (spareStarting(config.root)) return undefined
   try {
