@@ -25,6 +25,7 @@ import * as Path from "node:path"
 import { type Artifact, composeForumPost, composeTag, composeTicketChange } from "../src/fossil/Artifact.js"
 import { writeBundle } from "../src/fossil/Bundle.js"
 import { errorLines, runFossil } from "../src/fossil/Command.js"
+import { addEntry, alive, type HeldLock, holdLock, readEntries, removeEntry, spoolDirOf } from "../src/fossil/WriteSpool.js"
 import { content } from "../src/fossil/Content.js"
 import { isFullHash, isHashPrefix, sha1, sha3 } from "../src/fossil/Hash.js"
 import * as Read from "../src/fossil/Read.js"
@@ -157,25 +158,24 @@ export const make = (config: FossilRepositoryConfig) =>
     }
     const writeLock = Path.join(Path.dirname(path), `.${Path.basename(path)}.ocx2-write.lock`)
 
-    const fossil = (operation: string, user: string, args: ReadonlyArray<string>) =>
-      fossilOnce(operation, user, args).pipe(
-        Effect.retry({
-          schedule: Schedule.exponential("20 millis", 1.5).pipe(
-            Schedule.union(Schedule.spaced("500 millis")),
-            Schedule.jittered,
-            Schedule.upTo("10 seconds")
-          ),
-          while: (e) => e._tag === "WriteFailed" && /database is locked|SQLITE_BUSY/i.test(e.reason)
-        })
-      )
+    const lockedRetry = Schedule.exponential("20 millis", 1.5).pipe(
+      Schedule.union(Schedule.spaced("500 millis")),
+      Schedule.jittered,
+      Schedule.upTo("10 seconds")
+    )
+    const isLocked = (e: { readonly _tag: string }) => e._tag === "WriteFailed" && /database is locked|SQLITE_BUSY/i.test((e as WriteFailed).reason)
 
-    const fossilOnce = (operation: string, user: string, args: ReadonlyArray<string>) =>
+    /** a write by `fossil` under the write lock: taken for it (`flock`), or held already (its descriptor, which the child keeps) */
+    const fossil = (operation: string, user: string, args: ReadonlyArray<string>) =>
+      fossilOnce(operation, user, args, { lockFile: writeLock }).pipe(Effect.retry({ schedule: lockedRetry, while: isLocked }))
+
+    const fossilOnce = (operation: string, user: string, args: ReadonlyArray<string>, lock: { readonly lockFile: string } | { readonly heldFd: number }) =>
       Effect.gen(function*() {
         const r = yield* Effect.tryPromise({
           try: () => runFossil([...exclusive(), ...args], {
             user,
-            oneAtATime: { lockFile: writeLock },
-            ...(config.holdFds !== undefined ? { holdFds: config.holdFds } : {})
+            ...("lockFile" in lock ? { oneAtATime: { lockFile: lock.lockFile } } : {}),
+            holdFds: [...(config.holdFds ?? []), ...("heldFd" in lock ? [lock.heldFd] : [])]
           }),
           catch: (e) => new WriteFailed({ operation, reason: `cannot run fossil: ${message(e)}` })
         })
@@ -186,6 +186,93 @@ export const make = (config: FossilRepositoryConfig) =>
         }
         return r
       })
+
+    // ---------- the spool: many writers' artifacts in one write (src/fossil/WriteSpool.ts) ----------
+
+    const spool = spoolDirOf(path)
+    const received = (hash: string) => read((d) => Read.receipt(d, hash) !== undefined)
+    const withWriteLock = <A, E>(f: (lock: HeldLock) => Effect.Effect<A, E>) =>
+      Effect.acquireUseRelease(
+        Effect.tryPromise({ try: () => holdLock(writeLock), catch: (e) => new WriteFailed({ operation: "take the write lock", reason: message(e) }) }),
+        f,
+        (lock) => Effect.sync(() => lock.release())
+      )
+
+    const importBundle = (user: string, artifacts: ReadonlyArray<Artifact>, lock: HeldLock, projectCode: string) =>
+      withTempDir((dir) =>
+        Effect.gen(function*() {
+          const bundle = Path.join(dir, "write.bundle")
+          yield* Effect.try({
+            try: () => writeBundle(bundle, projectCode, artifacts),
+            catch: (e) => new WriteFailed({ operation: "write a bundle", reason: message(e) })
+          })
+          yield* fossilOnce("fossil bundle import", user, ["bundle", "import", bundle, "--publish", "-U", user, "-R", path], { heldFd: lock.fd })
+        })
+      )
+
+    /** at most this much in one write, so one write never holds the file for long */
+    const batchLimit = { artifacts: 256, bytes: 8 * 1024 * 1024 }
+
+    /**
+     * One turn under the write lock: unless another's turn wrote them already, `mine`'s artifacts
+     * and those every live writer of the same user left waiting, in one import. One the server
+     * will not take must not hold the others up: on a failure that is not the lock, mine alone.
+     */
+    const writeTurn = (user: string, mine: string, artifacts: ReadonlyArray<Artifact>, projectCode: string) =>
+      withWriteLock((lock) =>
+        Effect.gen(function*() {
+          const waiting: Array<Artifact> = []
+          for (const a of artifacts) if (!(yield* received(a.hash))) waiting.push(a)
+          if (waiting.length === 0) return
+          const entries = readEntries(spool)
+          if (!entries.some((e) => e.file === mine)) {
+            return yield* new WriteFailed({ operation: "fossil bundle import", reason: "its write was withdrawn (its run's recovery took it back)" })
+          }
+          const batch: Array<Artifact> = [...waiting]
+          const taken: Array<string> = []
+          let bytes = waiting.reduce((n, a) => n + a.bytes.length, 0)
+          for (const e of entries) {
+            if (e.file === mine || e.user !== user) continue
+            if (!alive(e.pid)) {
+              removeEntry(e.file) // never written: its writer is gone
+              continue
+            }
+            const more: Array<Artifact> = []
+            for (const a of e.artifacts) if (!batch.some((b) => b.hash === a.hash) && !(yield* received(a.hash))) more.push(a)
+            const size = more.reduce((n, a) => n + a.bytes.length, 0)
+            if (batch.length + more.length > batchLimit.artifacts || bytes + size > batchLimit.bytes) break
+            batch.push(...more)
+            bytes += size
+            taken.push(e.file)
+          }
+          const together = yield* importBundle(user, batch, lock, projectCode).pipe(Effect.either)
+          if (together._tag === "Left") {
+            if (taken.length === 0 || isLocked(together.left)) return yield* Effect.fail(together.left)
+            yield* importBundle(user, waiting, lock, projectCode)
+            return
+          }
+          for (const file of taken) removeEntry(file)
+        })
+      )
+
+    const spooledWrite = (user: string, artifacts: ReadonlyArray<Artifact>, projectCode: string) =>
+      Effect.acquireUseRelease(
+        Effect.try({
+          try: () => addEntry(spool, user, artifacts),
+          catch: (e) => new WriteFailed({ operation: "leave the write in the spool", reason: message(e) })
+        }),
+        (mine) => writeTurn(user, mine, artifacts, projectCode).pipe(Effect.retry({ schedule: lockedRetry, while: isLocked })),
+        (mine) => Effect.sync(() => removeEntry(mine))
+      )
+
+    const withdraw: RepositoryService["withdraw"] = (hashes) =>
+      role !== "served" || hashes.length === 0 || readEntries(spool).length === 0
+        ? Effect.void
+        : withWriteLock(() =>
+          Effect.sync(() => {
+            for (const e of readEntries(spool)) if (e.artifacts.some((a) => hashes.includes(a.hash))) removeEntry(e.file)
+          })
+        )
 
     const confirmServed = (user: string, hash: string) =>
       Effect.gen(function*() {
@@ -207,16 +294,7 @@ export const make = (config: FossilRepositoryConfig) =>
             return yield* new WriteRefused({ user, reason: `no such user in ${path}` })
           }
           const { projectCode } = yield* read(Read.codes)
-          yield* withTempDir((dir) =>
-            Effect.gen(function*() {
-              const bundle = Path.join(dir, "write.bundle")
-              yield* Effect.try({
-                try: () => writeBundle(bundle, projectCode, toSend),
-                catch: (e) => new WriteFailed({ operation: "write a bundle", reason: message(e) })
-              })
-              yield* fossil("fossil bundle import", user, ["bundle", "import", bundle, "--publish", "-U", user, "-R", path])
-            })
-          )
+          yield* spooledWrite(user, toSend, projectCode)
         }
         const written: Array<Written> = []
         for (const a of artifacts) {
@@ -456,7 +534,8 @@ export const make = (config: FossilRepositoryConfig) =>
         }),
       putUnversioned,
       put,
-      putAll
+      putAll,
+      withdraw
     }
     return service
   })

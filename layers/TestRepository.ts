@@ -154,6 +154,7 @@ export const make = (options: TestRepositoryOptions = {}): TestRepositoryHandle 
         uv.set(input.name, { file, content })
         return { name: input.name, hash, rcvid: role === "served" ? file.rcvid : undefined, sender: file.sender }
       }),
+    withdraw: () => Effect.void,
     putAll: (user, artifacts) => Effect.forEach(artifacts, (artifact) => service.put(user, artifact)),
     put: (user, artifact) =>
       Effect.gen(function*() {

@@ -218,6 +218,12 @@ export interface RepositoryService {
    * way. Idempotent as `put`; all or none is received.
    */
   readonly putAll: (user: string, artifacts: ReadonlyArray<Artifact>) => Effect.Effect<ReadonlyArray<Written>, WriteError>
+  /**
+   * Takes back writes a dead writer left waiting to be written with others' (on the server's host,
+   * several writers' artifacts go in one write): after it, none of `hashes` is written unless it
+   * already was. Recovery calls it before it reads a run's record.
+   */
+  readonly withdraw: (hashes: ReadonlyArray<string>) => Effect.Effect<void, WriteError>
 }
 
 export class Repository extends Context.Tag("ocx2/Repository")<Repository, RepositoryService>() {}

@@ -320,6 +320,9 @@ export const finishOutbox = (run: string) =>
       yield* removeIfSettled(run)
       return [] as ReadonlyArray<string>
     }
+    // what the watcher left waiting to be written with others' is taken back first: nothing of it
+    // lands after the record is read below (it is sent from here, under the run's lock, or dropped)
+    yield* (yield* Repository).withdraw(unsent.filter(isArtifactReport).map((r) => r.hash))
     const record = yield* readRunRecord(run)
     const done: Array<string> = []
     const rest: Array<OutboxReport> = []
