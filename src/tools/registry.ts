@@ -4,6 +4,7 @@ import { attach } from "./attach.js"
 import { audit } from "./audit.js"
 import { create } from "./create.js"
 import { echo } from "./echo.js"
+import { gitExport } from "./export.js"
 import { hook } from "./hook.js"
 import { node } from "./node.js"
 import { post } from "./post.js"
@@ -34,5 +35,6 @@ export const tools: ReadonlyArray<Tool> = [
   rollback,
   node,
   hook,
-  unhook
+  unhook,
+  gitExport
 ]
