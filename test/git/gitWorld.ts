@@ -8,8 +8,11 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { runFossil } from "../../src/fossil/Command.js"
-import { fossil } from "../support/fossilServer.js"
+import { addUsers, fossil, type TestUser } from "../support/fossilServer.js"
 import { makeHookWorld, type HookWorld } from "../node/hookWorld.js"
+
+/** a person who may read and write the forum, but not read code (no o) */
+export const talker = { login: "talker", capabilities: "234", password: "talker-pw" } satisfies TestUser
 
 export interface GitWorld extends HookWorld {
   /** the git export's URL: BASE/ext/git/served.git */
@@ -35,6 +38,7 @@ export const makeGitWorld = async (): Promise<GitWorld> => {
   })
   await fossil(["user", "capabilities", "nobody", "", "-R", world.repository])
   await fossil(["user", "capabilities", "anonymous", "", "-R", world.repository])
+  await addUsers(world.repository, [talker])
   const commitAndPush: GitWorld["commitAndPush"] = async (checkout, file, text, comment) => {
     Fs.writeFileSync(Path.join(checkout, file), text)
     const run = async (args: ReadonlyArray<string>) => {

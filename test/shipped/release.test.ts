@@ -4,7 +4,10 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { chromium, type Browser, type Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { runFossil } from "../../src/fossil/Command.js"
+import { cloneAs } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
+import { git } from "../git/gitWorld.js"
 import { LineCheckingTransport, makeShippedWorld, runProgram, shellEnvironment, type ShippedWorld, waitFor } from "./shippedWorld.js"
 
 // The release as shipped (issue 11): this checkout staged and accepted into a fresh ROOT as the
@@ -66,7 +69,7 @@ describe("the release as installed", () => {
   it("is staged, accepted and hooked as the README says, with its programs and the addon in ROOT/current", () => {
     const current = Fs.realpathSync(Path.join(world.root, "current"))
     expect(Path.dirname(current)).toBe(Path.join(Fs.realpathSync(world.root), "staged"))
-    for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher", "ocx2-cgi", "ocx2-mcp", "ocx2-mcp-server"]) {
+    for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher", "ocx2-cgi", "ocx2-mcp", "ocx2-mcp-server", "ocx2-git"]) {
       expect(Fs.statSync(Path.join(current, program)).mode & 0o111, program).not.toBe(0)
     }
     expect(Fs.existsSync(Path.join(current, "node_modules", "better-sqlite3", "package.json"))).toBe(true)
@@ -246,4 +249,39 @@ describe("the OCX pages as installed, in Chromium", () => {
       console.log(`screenshots of the shipped pages: ${screenshots}`)
     }, 180_000)
   }
+})
+
+describe("the git export as installed", () => {
+  it("export through ROOT/current/ocx2, kept current by the hook, fetched from the extension root's git and git-next", async () => {
+    const mirror = Path.join(world.node.dir, "mirror")
+    const made = await ocx2(["export", "--mirror", mirror])
+    expect(made.answer.stopped.reason, made.stdout).toBe("completed")
+    const dry = await ocx2(["export", "--dry-run"])
+    expect(dry.answer.stopped.reason).toBe("dry_run")
+    expect(dry.answer.output.awaits).toBe("up-to-date")
+    const url = `${world.node.server.url}ext/git/served.git`
+    const cloned = Path.join(world.node.dir, "git-clone")
+    git(["clone", "--quiet", url, cloned])
+    expect(git(["rev-parse", "HEAD"], { cwd: cloned }).stdout.trim()).toBe(git(["rev-parse", "refs/heads/master"], { cwd: mirror }).stdout.trim())
+    // the pre-release candidate's program serves the same export
+    const next = await fetch(`${world.node.server.url}ext/git-next/served.git/info/refs?service=git-upload-pack`)
+    expect(next.status).toBe(200)
+    expect(Buffer.from(await next.arrayBuffer()).toString()).toContain("# service=git-upload-pack")
+
+    // a check-in pushed to the server reaches the clone through the hook
+    const clone = await cloneAs(world.node.server.url, users.admin.login, users.admin.password, Path.join(world.node.dir, "git-alice.fossil"))
+    const checkout = Path.join(world.node.dir, "git-alice")
+    Fs.mkdirSync(checkout)
+    for (const args of [["open", clone], ["addremove"], ["commit", "--no-warnings", "-m", "shipped to git"], ["push"]]) {
+      if (args[0] === "addremove") Fs.writeFileSync(Path.join(checkout, "shipped.txt"), "shipped\n")
+      const r = await runFossil(args, { user: users.admin.login, cwd: checkout })
+      expect(r.code, `fossil ${args.join(" ")}: ${r.stderr}`).toBe(0)
+    }
+    const fetched = await waitFor(async () => {
+      git(["pull", "--quiet", "--ff-only"], { cwd: cloned })
+      return git(["log", "-1", "--format=%s"], { cwd: cloned }).stdout.trim() === "shipped to git" ? true : undefined
+    }, 60_000, 250)
+    expect(fetched).toBe(true)
+    expect(git(["push", "origin", "HEAD:refs/heads/master"], { cwd: cloned, allowFail: true }).code).not.toBe(0)
+  }, 120_000)
 })
