@@ -6,6 +6,7 @@ import { create } from "./create.js"
 import { echo } from "./echo.js"
 import { gitExport } from "./export.js"
 import { hook } from "./hook.js"
+import { gitImport } from "./import.js"
 import { node } from "./node.js"
 import { post } from "./post.js"
 import { receipt } from "./receipt.js"
@@ -36,5 +37,6 @@ export const tools: ReadonlyArray<Tool> = [
   node,
   hook,
   unhook,
-  gitExport
+  gitExport,
+  gitImport
 ]
