@@ -14,8 +14,8 @@ export const exportStateFileOf = (repository: string): string =>
   Path.join(Path.dirname(repository), `.${Path.basename(repository)}.ocx2-export.json`)
 
 export interface ExportState {
-  /** the last export that ran to the end: when, into which mirror, and the newest check-in's receipt it covered */
-  readonly exported?: { readonly at: string; readonly mirror: string; readonly rcvid: number; readonly said: string }
+  /** the last export that ran to the end: when, into which mirror, and the newest check-in (its rid) it covered */
+  readonly exported?: { readonly at: string; readonly mirror: string; readonly rid: number; readonly said: string }
   /** the last export that failed: when, and what Fossil said */
   readonly failed?: { readonly at: string; readonly mirror: string; readonly said: string }
 }
@@ -45,12 +45,15 @@ export const exportMirrorOf = (db: BetterSqlite3.Database): string | undefined =
 }
 
 /**
- * The receipt (rcvid) of the newest check-in received after `rcvid`, or undefined when none was:
- * posts, ticket changes and tags alone give the export nothing to do.
+ * The newest check-in (its rid) after `rid`, or undefined when none is: posts, ticket changes
+ * and tags alone give the export nothing to do. A range of event's primary key, so the hook's
+ * question costs what arrived, not the repository's size. (A check-in whose artifact was a
+ * phantom before the cursor is not seen here; the next check-in's export carries it, since
+ * `fossil git export` exports every check-in it has not.)
  */
-export const checkinAfter = (db: BetterSqlite3.Database, rcvid: number): number | undefined => {
+export const checkinAfter = (db: BetterSqlite3.Database, rid: number): number | undefined => {
   const row = db.prepare<[number], { newest: number | null }>(
-    "SELECT max(b.rcvid) AS newest FROM blob b JOIN event e ON e.objid = b.rid WHERE e.type = 'ci' AND b.rcvid > ?"
-  ).get(rcvid)
+    "SELECT max(objid) AS newest FROM event WHERE objid > ? AND type = 'ci'"
+  ).get(rid)
   return row === undefined || row.newest === null ? undefined : row.newest
 }

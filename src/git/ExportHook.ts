@@ -16,14 +16,14 @@ export const exportUser = (): string => process.env["USER"] ?? process.env["LOGN
 const waitSeconds = 600
 
 /** What arrived for the export: the mirror and the newest check-in after its cursor, or nothing to do. */
-const due = (repository: string): { readonly mirror: string; readonly rcvid: number } | undefined => {
+const due = (repository: string): { readonly mirror: string; readonly rid: number } | undefined => {
   const db = openDatabase(repository, { readonly: true, fileMustExist: true })
   try {
     db.pragma("busy_timeout = 5000")
     const mirror = exportMirrorOf(db)
     if (mirror === undefined) return undefined
-    const rcvid = checkinAfter(db, readExportState(repository).exported?.rcvid ?? 0)
-    return rcvid === undefined ? undefined : { mirror, rcvid }
+    const rid = checkinAfter(db, readExportState(repository).exported?.rid ?? 0)
+    return rid === undefined ? undefined : { mirror, rid }
   } finally {
     db.close()
   }
@@ -36,7 +36,7 @@ const due = (repository: string): { readonly mirror: string; readonly rcvid: num
 export const exportWhenDue = async (repository: string, program: string | undefined): Promise<string | undefined> => {
   const awaiting = due(repository)
   if (awaiting === undefined) return undefined
-  const what = `a check-in arrived after the git export (receipt ${awaiting.rcvid})`
+  const what = `a check-in arrived after the git export (rid ${awaiting.rid})`
   const real = program === undefined ? undefined : (() => {
     try {
       return Fs.realpathSync(program)

@@ -9,7 +9,7 @@ import { checkinAfter, exportLockOf, exportMirrorOf, readExportState, writeExpor
 // small bundle carries it.
 
 export type ExportResult =
-  | { readonly _tag: "Exported"; readonly mirror: string; readonly said: string; readonly rcvid: number }
+  | { readonly _tag: "Exported"; readonly mirror: string; readonly said: string; readonly rid: number }
   | { readonly _tag: "NoMirror" }
   | { readonly _tag: "Failed"; readonly mirror: string; readonly said: string }
   | { readonly _tag: "Busy"; readonly waited: number }
@@ -80,7 +80,7 @@ export const exportNow = async (repository: string, options: ExportOptions): Pro
     if (lock === "busy") return { _tag: "Busy", waited: options.waitSeconds }
     if (lock !== "held") throw new Error(lock)
     const state = readExportState(repository)
-    const cursor = state.exported?.rcvid ?? 0
+    const cursor = state.exported?.rid ?? 0
     const before = snapshot(repository, options.onlyWhenDue === true ? cursor : -1)
     const mirror = options.mirror ?? before.mirror
     if (mirror === undefined) return { _tag: "NoMirror" }
@@ -96,9 +96,9 @@ export const exportNow = async (repository: string, options: ExportOptions): Pro
       writeExportState(repository, { ...state, failed: { at, mirror, said: failedSaid } })
       return { _tag: "Failed", mirror, said: failedSaid }
     }
-    const rcvid = Math.max(cursor, before.newest ?? 0)
-    writeExportState(repository, { ...state, exported: { at, mirror, rcvid, said } })
-    return { _tag: "Exported", mirror, said, rcvid }
+    const rid = Math.max(cursor, before.newest ?? 0)
+    writeExportState(repository, { ...state, exported: { at, mirror, rid, said } })
+    return { _tag: "Exported", mirror, said, rid }
   } finally {
     Fs.closeSync(fd)
   }

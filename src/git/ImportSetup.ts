@@ -2,6 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import * as BwrapSandbox from "../../layers/BwrapSandbox.js"
 import { runFossil } from "../fossil/Command.js"
@@ -148,6 +149,8 @@ export const importRepository = (input: ImportInput, context: ToolContext): Effe
   // what was made so far, undone in reverse when a later step fails
   const undo: Array<{ readonly what: string; readonly effect: Effect.Effect<unknown, unknown> }> = []
   const program = Effect.gen(function*() {
+    // Fossil's settings need a home, and Fossil runs the web pages with none: the account's own
+    if (process.env["HOME"] === undefined) process.env["HOME"] = Os.homedir()
     if (context.repository === undefined) return yield* refuse("import makes a repository beside the served one: name it with --repository REPO before the tool's name")
     const caller = context.caller.user
     if (caller === undefined) return yield* refuse("import makes you the new repository's admin, and this call names no user: sign in")
@@ -194,8 +197,10 @@ export const importRepository = (input: ImportInput, context: ToolContext): Effe
       }))
     yield* log.perform("place", `${repository}, its admin ${caller} (its password random and kept nowhere)`, Effect.try({
       try: () => {
-        Fs.linkSync(imported!.repository, repository) // fails rather than replace one that appeared meanwhile
+        // a link fails rather than replace one that appeared meanwhile; one name only, as SQLite wants
+        Fs.linkSync(imported!.repository, repository)
         undo.push({ what: `remove ${repository}`, effect: Effect.sync(() => Fs.rmSync(repository, { force: true })) })
+        Fs.unlinkSync(imported!.repository)
       },
       catch: (e) => new ImportFailed(`${repository}: ${(e as Error).message}`)
     }))

@@ -120,7 +120,7 @@ describe("the hook keeps the export current", () => {
     const exported = await waitFor(() => (headComment() === "a check-in pushed to the server" ? true : undefined), 60_000)
     expect(exported, `the export's head is still: ${headComment()}; hook log: ${JSON.stringify(hookEntries())}`).toBe(true)
     const entry = hookEntries().find((e) => e.did.some((d) => d.startsWith("a check-in arrived after the git export")))
-    expect(entry?.did[0]).toMatch(/^a check-in arrived after the git export \(receipt \d+\): exporting to .*mirror, detached \(pid \d+\)$/)
+    expect(entry?.did[0]).toMatch(/^a check-in arrived after the git export \(rid \d+\): exporting to .*mirror, detached \(pid \d+\)$/)
   }, 90_000)
 
   it("a post alone exports nothing", async () => {

@@ -5,9 +5,10 @@ import * as Path from "node:path"
 import { chromium, type Browser, type Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runFossil } from "../../src/fossil/Command.js"
-import { cloneAs } from "../support/fossilServer.js"
+import { cloneAs, webLogin } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
 import { git } from "../git/gitWorld.js"
+import { pidsNaming } from "../node/hookWorld.js"
 import { LineCheckingTransport, makeShippedWorld, runProgram, shellEnvironment, type ShippedWorld, waitFor } from "./shippedWorld.js"
 
 // The release as shipped (issue 11): this checkout staged and accepted into a fresh ROOT as the
@@ -283,5 +284,39 @@ describe("the git export as installed", () => {
     }, 60_000, 250)
     expect(fetched).toBe(true)
     expect(git(["push", "origin", "HEAD:refs/heads/master"], { cwd: cloned, allowFail: true }).code).not.toBe(0)
+  }, 120_000)
+
+  it("export and import through the installed pages and ROOT/current/ocx2: a git repository becomes a repository beside the served one", async () => {
+    const alice = await webLogin(world.node.server.url, users.admin.login, users.admin.password)
+    const page = `${world.pagesUrl}/export`
+    const dry: any = await (await fetch(`${page}?format=json`, { headers: { Cookie: alice.cookie } })).json()
+    expect(dry.stopped.reason).toBe("dry_run")
+    expect(dry.output.mirror).toBe(Path.join(world.node.dir, "mirror"))
+
+    const upstream = Path.join(world.node.dir, "upstream")
+    Fs.mkdirSync(upstream)
+    git(["init", "--quiet", "-b", "main"], { cwd: upstream })
+    Fs.writeFileSync(Path.join(upstream, "README"), "upstream\n")
+    git(["add", "README"], { cwd: upstream })
+    git(["-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "--quiet", "-m", "upstream's first"], { cwd: upstream })
+    const cliDry = await ocx2(["import", upstream, "fromcli", "--dry-run"])
+    expect(cliDry.answer.stopped.reason).toBe("dry_run")
+    expect(Fs.existsSync(Path.join(world.node.dir, "fromcli.fossil"))).toBe(false)
+
+    const made = await fetch(`${world.pagesUrl}/import`, {
+      method: "POST",
+      headers: { Cookie: alice.cookie, "Content-Type": "application/x-www-form-urlencoded", Referer: `${world.pagesUrl}/import` },
+      body: new URLSearchParams({ upstream, name: "fromweb", format: "json" }).toString()
+    })
+    const answer: any = await made.json()
+    expect(answer.stopped, JSON.stringify(answer)).toEqual({ reason: "completed" })
+    expect(answer.output).toMatchObject({ repository: Path.join(Fs.realpathSync(world.node.dir), "fromweb.fossil"), trunk: "main", admin: users.admin.login })
+    expect(git(["rev-parse", "refs/heads/main"], { cwd: answer.output.mirror }).stdout.trim()).toBe(git(["rev-parse", "main"], { cwd: upstream }).stdout.trim())
+    // the import started a poller for the new repository, as the served one has (hook --fast)
+    for (const pid of pidsNaming(answer.output.repository)) {
+      try {
+        process.kill(pid, "SIGKILL")
+      } catch { /* gone */ }
+    }
   }, 120_000)
 })
