@@ -14,7 +14,7 @@ import type { Answer, Tool } from "../../src/tools/Tool.js"
 import { createRepository, fossil, makeTempDir, spawnAsService, startServer, webLogin, type RunningServer } from "../support/fossilServer.js"
 import { users } from "../support/nodeWorld.js"
 import { endWatchers, makeReleaseRoot, pidsNaming, waitFor } from "../node/hookWorld.js"
-import { git } from "./gitWorld.js"
+import { git, linkGit } from "./gitWorld.js"
 
 // import against a real fossil server serving a directory of repositories (so a new one is
 // served at the served one's URL with its own name), real git and a real sandbox.
@@ -67,7 +67,9 @@ beforeAll(async () => {
   Fs.mkdirSync(repos, { mode: 0o755 })
   served = await createRepository(Path.join(repos, "served.fossil"), Object.values(users))
   await fossil(["settings", "backoffice-disable", "on", "-R", served])
-  server = await startServer(repos)
+  const extroot = Path.join(dir, "ext")
+  linkGit(extroot, root)
+  server = await startServer(repos, { extroot })
   await fossil(["sql", "-R", served, `REPLACE INTO config(name, value, mtime) VALUES('email-url', '${server.url}served', now())`])
   Fs.mkdirSync(mirrors())
   spawnAsService(["backoffice", "--poll", "1", served]).unref()
@@ -203,4 +205,16 @@ describe("import", () => {
     git(["fetch", "--quiet", mirror, "refs/heads/main:refs/heads/main"], { cwd: bare })
     expect(git(["rev-parse", "refs/heads/main"], { cwd: bare }).stdout.trim()).toBe(head)
   }, 180_000)
+
+  it("imports from a git URL: the served repository's own export, fetched over HTTP from the sandbox", async () => {
+    const url = `${server.url}served/ext/git/served.git`
+    const r = await call(gitImport, { upstream: url, name: "fromhttp" })
+    expect(r.stopped, JSON.stringify(r)).toEqual({ reason: "completed" })
+    expect(r.operations[0]).toEqual({ op: "upstream", detail: `${url}, fetched from the sandbox`, done: true })
+    expect(r.output).toMatchObject({ repository: Path.join(repos, "fromhttp.fossil"), trunk: "master" })
+    const servedMirror = Path.join(mirrors(), "served")
+    expect(git(["rev-parse", "refs/heads/master"], { cwd: Path.join(mirrors(), "fromhttp") }).stdout.trim())
+      .toBe(git(["rev-parse", "refs/heads/master"], { cwd: servedMirror }).stdout.trim())
+    expect(await fossil(["info", "trunk", "-R", Path.join(repos, "fromhttp.fossil")])).toMatch(/comment:\s+initial empty check-in/)
+  }, 120_000)
 })
