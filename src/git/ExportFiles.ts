@@ -10,6 +10,10 @@ import * as Path from "node:path"
 export const exportLockOf = (repository: string): string =>
   Path.join(Path.dirname(repository), `.${Path.basename(repository)}.ocx2-export.lock`)
 
+/** held by the one exporter waiting for the export's lock (the hook's exporters: one exports, one waits) */
+export const exportWaitingLockOf = (repository: string): string =>
+  Path.join(Path.dirname(repository), `.${Path.basename(repository)}.ocx2-export-waiting.lock`)
+
 export const exportStateFileOf = (repository: string): string =>
   Path.join(Path.dirname(repository), `.${Path.basename(repository)}.ocx2-export.json`)
 

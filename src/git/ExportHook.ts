@@ -60,7 +60,7 @@ export const exportWhenDue = async (repository: string, program: string | undefi
 
 /** What the detached exporter (ocx2-hook --export REPO) does: the export, only while still due. */
 export const exportDetached = (repository: string): Promise<ExportResult> =>
-  exportNow(repository, { onlyWhenDue: true, waitSeconds, user: exportUser() })
+  exportNow(repository, { onlyWhenDue: true, oneWaiting: true, waitSeconds, user: exportUser() })
 
 export const describeExport = (result: ExportResult): string => {
   switch (result._tag) {
@@ -68,6 +68,7 @@ export const describeExport = (result: ExportResult): string => {
     case "Current": return `${result.mirror} was already current (another export took the check-in)`
     case "NoMirror": return "no git export to keep current"
     case "Busy": return `another export held the lock for ${result.waited} s`
+    case "Queued": return "another exporter already waits to export after the one running"
     case "Failed": return `the export to ${result.mirror} failed: ${result.said}`
   }
 }

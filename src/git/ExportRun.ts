@@ -2,7 +2,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import { runFossil } from "../fossil/Command.js"
 import { openDatabase } from "../fossil/Sqlite.js"
-import { checkinAfter, exportLockOf, exportMirrorOf, readExportState, writeExportState } from "./ExportFiles.js"
+import { checkinAfter, exportLockOf, exportWaitingLockOf, exportMirrorOf, readExportState, writeExportState } from "./ExportFiles.js"
 
 // One export of the served repository into its git mirror, under the export's lock: what both
 // the export tool and the hook's detached exporter run. Plain Node (no Effect), so the hook's
@@ -14,6 +14,7 @@ export type ExportResult =
   | { readonly _tag: "Failed"; readonly mirror: string; readonly said: string }
   | { readonly _tag: "Busy"; readonly waited: number }
   | { readonly _tag: "Current"; readonly mirror: string }
+  | { readonly _tag: "Queued" }
 
 export interface ExportOptions {
   /** a new mirror directory (absolute): the first export, or a move; by default where the last export wrote */
@@ -24,6 +25,11 @@ export interface ExportOptions {
   readonly waitSeconds: number
   /** only when a check-in arrived after the last export (the hook): otherwise always */
   readonly onlyWhenDue?: boolean
+  /**
+   * at most one waits (the hook's exporters): when another exporter already waits for the lock,
+   * this one ends at once (Queued), since the waiting one reads what arrived after it takes the lock
+   */
+  readonly oneWaiting?: boolean
   /** the user fossil runs as (it needs one to run at all; the export's authors are the check-ins') */
   readonly user: string
 }
@@ -74,9 +80,25 @@ const restoreMirror = async (repository: string, previous: string | undefined, u
 }
 
 export const exportNow = async (repository: string, options: ExportOptions): Promise<ExportResult> => {
+  // A burst of check-ins starts an exporter each; one exports, one waits, the rest end here.
+  let waiting: number | undefined
+  if (options.oneWaiting === true) {
+    waiting = Fs.openSync(exportWaitingLockOf(repository), "a", 0o600)
+    const turn = await takeLock(waiting, 0)
+    if (turn !== "held") {
+      Fs.closeSync(waiting)
+      if (turn === "busy") return { _tag: "Queued" }
+      throw new Error(turn)
+    }
+  }
   const fd = Fs.openSync(exportLockOf(repository), "a", 0o600)
   try {
     const lock = await takeLock(fd, options.waitSeconds)
+    // the next arrival may wait now: this one reads what arrived only from here on
+    if (waiting !== undefined) {
+      Fs.closeSync(waiting)
+      waiting = undefined
+    }
     if (lock === "busy") return { _tag: "Busy", waited: options.waitSeconds }
     if (lock !== "held") throw new Error(lock)
     const state = readExportState(repository)
@@ -101,5 +123,6 @@ export const exportNow = async (repository: string, options: ExportOptions): Pro
     return { _tag: "Exported", mirror, said, rid }
   } finally {
     Fs.closeSync(fd)
+    if (waiting !== undefined) Fs.closeSync(waiting)
   }
 }

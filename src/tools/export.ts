@@ -130,6 +130,7 @@ export const gitExport = defineTool({
       switch (result._tag) {
         case "Exported": return { ...output, exported: result.said === "" ? "nothing new" : result.said }
         case "Current": return { ...output, exported: "nothing new" }
+        case "Queued": return { ...output, exported: "left to the export waiting" }
         case "Busy": return yield* refuse(`another export of ${repository} held its lock for ${result.waited} s: try again`)
         case "NoMirror": return yield* refuse(`${repository} has no git export yet: give the directory for the first one with --mirror DIR`)
         case "Failed": return yield* refuse(`fossil git export into ${result.mirror} failed: ${result.said}`)

@@ -1,7 +1,9 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { exportStateFileOf } from "../../src/git/ExportFiles.js"
+import * as ChildProcess from "node:child_process"
+import { exportLockOf, exportStateFileOf } from "../../src/git/ExportFiles.js"
+import { exportDetached } from "../../src/git/ExportHook.js"
 import { lastHookLogEntry, type HookLogEntry } from "../../src/node/HookFiles.js"
 import { runFossil } from "../../src/fossil/Command.js"
 import { gitExport } from "../../src/tools/export.js"
@@ -124,6 +126,9 @@ describe("the hook keeps the export current", () => {
   }, 90_000)
 
   it("a post alone exports nothing", async () => {
+    // the exporter of the check-in before writes its state after the export: let it finish
+    const lock = exportLockOf(Fs.realpathSync(world.repository))
+    await waitFor(() => (ChildProcess.spawnSync("flock", ["--nonblock", lock, "true"]).status === 0 ? true : undefined), 30_000, 20)
     const before = state()
     const alice = await webLogin(world.server.url, users.admin.login, users.admin.password)
     const post = await webNewThread(world.server, alice, { title: "just talk", text: "no code here" })
@@ -133,4 +138,23 @@ describe("the hook keeps the export current", () => {
     expect(state()).toBe(before)
     expect(lastHookLogEntry(hookLog())).toBeDefined()
   }, 90_000)
+
+  it("a burst of exporters: while one exports, one waits and the rest end at once", async () => {
+    const served = Fs.realpathSync(world.repository)
+    // an export running: its lock held by this process's open file, released when it is closed
+    const held = Fs.openSync(exportLockOf(served), "a")
+    expect(ChildProcess.spawnSync("flock", ["--exclusive", "--nonblock", "3"], { stdio: ["ignore", "ignore", "ignore", held] }).status).toBe(0)
+    const burst = [1, 2, 3, 4].map(() => exportDetached(served))
+    try {
+      const early = await waitFor(async () => {
+        const settled = await Promise.all(burst.map((p) => Promise.race([p, new Promise<"pending">((r) => setTimeout(() => r("pending"), 10))])))
+        return settled.filter((r) => r === "pending").length === 1 ? settled : undefined
+      }, 30_000, 50)
+      expect(early?.filter((r) => r !== "pending").map((r) => (r as { _tag: string })._tag)).toEqual(["Queued", "Queued", "Queued"])
+    } finally {
+      Fs.closeSync(held)
+    }
+    // the one that waited exports once the lock is free (nothing new here: current)
+    expect((await Promise.all(burst)).map((r) => r._tag).sort()).toEqual(["Current", "Queued", "Queued", "Queued"])
+  }, 60_000)
 })
