@@ -61,3 +61,47 @@ export const checkinAfter = (db: BetterSqlite3.Database, rid: number): number | 
   ).get(rid)
   return row === undefined || row.newest === null ? undefined : row.newest
 }
+
+/** What the export's mirror state says, read directly (`fossil git status` stops at an autopush it cannot parse). */
+export interface MirrorState {
+  readonly mirror: string | undefined
+  /** check-ins in the repository that the export has not written */
+  readonly awaiting: number | undefined
+  readonly autopush: string | undefined
+  readonly mainBranch: string | undefined
+}
+
+export const readMirrorState = (repository: string, open: (path: string, readonly: boolean) => BetterSqlite3.Database): MirrorState => {
+  const db = open(repository, true)
+  try {
+    db.pragma("busy_timeout = 5000")
+    const mirror = exportMirrorOf(db)
+    if (mirror === undefined) return { mirror, awaiting: undefined, autopush: undefined, mainBranch: undefined }
+    const stateFile = Path.join(Path.resolve(Path.dirname(repository), mirror), ".mirror_state", "db")
+    if (!Fs.existsSync(stateFile)) {
+      const all = db.prepare<[], { n: number }>("SELECT count(*) AS n FROM event WHERE type = 'ci'").get()
+      return { mirror, awaiting: all?.n, autopush: undefined, mainBranch: undefined }
+    }
+    const state = open(stateFile, true)
+    try {
+      const config = new Map(state.prepare<[], { key: string; value: unknown }>("SELECT key, Value AS value FROM mconfig").all().map((r) => [r.key, r.value]))
+      const exported = new Set(state.prepare<[], { uuid: string }>("SELECT uuid FROM mmark WHERE NOT isfile").all().map((r) => r.uuid))
+      const start = Number(config.get("start") ?? 0)
+      const candidates = db.prepare<[number], { uuid: string }>(
+        "SELECT b.uuid FROM event e JOIN blob b ON b.rid = e.objid WHERE e.type = 'ci' AND e.mtime > ?"
+      ).all(Number.isFinite(start) ? start : 0)
+      const autopush = config.get("autopush")
+      const mainBranch = config.get("mainbranch")
+      return {
+        mirror,
+        awaiting: candidates.filter((c) => !exported.has(c.uuid)).length,
+        autopush: typeof autopush === "string" && autopush !== "" ? autopush : undefined,
+        mainBranch: typeof mainBranch === "string" ? mainBranch : undefined
+      }
+    } finally {
+      state.close()
+    }
+  } finally {
+    db.close()
+  }
+}

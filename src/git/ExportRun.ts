@@ -21,6 +21,8 @@ export interface ExportOptions {
   readonly mirror?: string
   /** the git branch trunk becomes (--mainbranch); by default the mirror's own */
   readonly mainBranch?: string
+  /** the git remote each export is pushed to from now on (fossil git export --autopush), or off */
+  readonly autopush?: string
   /** how long to wait for an export already running (seconds) */
   readonly waitSeconds: number
   /** only when a check-in arrived after the last export (the hook): otherwise always */
@@ -108,7 +110,10 @@ export const exportNow = async (repository: string, options: ExportOptions): Pro
     if (mirror === undefined) return { _tag: "NoMirror" }
     // another exporter took this check-in while we waited for the lock
     if (options.onlyWhenDue === true && before.newest === undefined && options.mirror === undefined) return { _tag: "Current", mirror }
-    const args = ["git", "export", ...(options.mirror !== undefined ? [options.mirror] : []), ...(options.mainBranch !== undefined ? ["--mainbranch", options.mainBranch] : []), "-R", repository]
+    const args = ["git", "export", ...(options.mirror !== undefined ? [options.mirror] : []), ...(options.mainBranch !== undefined ? ["--mainbranch", options.mainBranch] : []),
+      // a new autopush pushes now, even when nothing is new to export
+      ...(options.autopush !== undefined ? ["--autopush", options.autopush, ...(options.autopush !== "off" ? ["--force"] : [])] : []),
+      "-R", repository]
     const result = await runFossil(args, { user: options.user, timeoutMs: 30 * 60_000 })
     const said = fossilSaid(`${result.stdout}\n${result.stderr}`)
     const at = new Date().toISOString()

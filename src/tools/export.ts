@@ -2,13 +2,13 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { runFossil } from "../fossil/Command.js"
+import { openDatabase } from "../fossil/Sqlite.js"
 import { exportUser } from "../git/ExportHook.js"
-import { readExportState } from "../git/ExportFiles.js"
+import { readExportState, readMirrorState } from "../git/ExportFiles.js"
 import { exportNow } from "../git/ExportRun.js"
 import { canonicalRepository } from "../node/HookFiles.js"
 import { OperationsLog } from "./Operations.js"
-import { finishTool, refuse } from "./support/finishTool.js"
+import { finishTool, refuse, Refused } from "./support/finishTool.js"
 import { needsSetup } from "./stage.js"
 import { defineTool } from "./Tool.js"
 
@@ -22,7 +22,11 @@ export const ExportInput = Schema.Struct({
     "a directory for the export (an absolute path; absent, empty, or an export already): the first export, or a move; " +
       "by default where fossil git export last wrote"
   ),
-  mainBranch: optionalText("the git branch trunk is exported as (fossil git export --mainbranch); by default the export's own")
+  mainBranch: optionalText("the git branch trunk is exported as (fossil git export --mainbranch); by default the export's own"),
+  autopush: optionalText(
+    "a git remote each export is then pushed to (git push --mirror): an http, https, ssh or git URL, USER@HOST:PATH, or an " +
+      "absolute path; off stops it; by default as it was"
+  )
 })
 export type ExportInput = typeof ExportInput.Type
 
@@ -36,17 +40,6 @@ export const ExportOutput = Schema.Struct({
   lastFailure: Schema.optionalWith(Schema.Struct({ at: Schema.String, said: Schema.String }), { exact: true })
 })
 export type ExportOutput = typeof ExportOutput.Type
-
-/** `fossil git status`'s "Name: value" lines. */
-const gitStatus = async (repository: string): Promise<ReadonlyMap<string, string>> => {
-  const r = await runFossil(["git", "status", "-R", repository], { user: exportUser() })
-  const lines = new Map<string, string>()
-  for (const line of r.stdout.split("\n")) {
-    const m = /^([A-Za-z][A-Za-z -]*):\s+(.*)$/.exec(line.trim())
-    if (m !== null) lines.set(m[1]!.toLowerCase(), m[2]!.trim())
-  }
-  return lines
-}
 
 /** A new mirror directory: absolute, in a directory that exists, and absent, empty, or an export already. */
 const checkMirror = (mirror: string): string | undefined => {
@@ -97,27 +90,36 @@ export const gitExport = defineTool({
         const wrong = checkMirror(input.mirror)
         if (wrong !== undefined) return yield* refuse(wrong)
       }
+      if (input.autopush !== undefined && !/^(off|(https?|ssh|git):\/\/\S+|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:\S*|\/\S*)$/.test(input.autopush)) {
+        return yield* refuse(`autopush ${input.autopush} is not a git remote: an http, https, ssh or git URL, USER@HOST:PATH, an absolute path, or off`)
+      }
       if (input.mainBranch !== undefined && !/^[A-Za-z0-9][A-Za-z0-9._/-]*$/.test(input.mainBranch)) {
         return yield* refuse(`mainBranch ${input.mainBranch} is not a git branch name of letters, digits, ., _, / and -`)
       }
-      const status = yield* Effect.promise(() => gitStatus(repository))
-      const current = status.get("git mirror")?.replace(/\s+\(Inactive\)$/, "")
-      const mirror = input.mirror ?? (current === undefined || current === "none" ? undefined : current)
+      const status = yield* Effect.try({
+        try: () => readMirrorState(repository, (path, readonly) => openDatabase(path, { readonly, fileMustExist: true })),
+        catch: (e) => new Refused(`the repository or its export's state cannot be read: ${(e as Error).message}`)
+      })
+      const current = status.mirror
+      const mirror = input.mirror ?? current
       if (mirror === undefined) {
         return yield* refuse(`${repository} has no git export yet: give the directory for the first one with --mirror DIR`)
       }
       const state = readExportState(repository)
       const moving = input.mirror !== undefined && Path.resolve(input.mirror) !== current
-      const awaits = moving ? "every check-in (an export into a new directory)" : status.get("status") ?? "unknown"
-      const autopush = status.get("autopush") ?? "off"
+      const awaits = moving
+        ? "every check-in (an export into a new directory)"
+        : status.awaiting === 0 ? "up-to-date" : `${status.awaiting} check-in${status.awaiting === 1 ? "" : "s"} awaiting export`
+      const autopush = input.autopush ?? status.autopush ?? "off"
       log.note("awaits", `${awaits}, in ${mirror}`)
       log.note("autopush", autopush)
       if (state.failed !== undefined) log.note("last failure", `${state.failed.at}: ${state.failed.said}`)
-      const args = ["git", "export", ...(input.mirror !== undefined ? [input.mirror] : []), ...(input.mainBranch !== undefined ? ["--mainbranch", input.mainBranch] : []), "-R", repository]
+      const args = ["git", "export", ...(input.mirror !== undefined ? [input.mirror] : []), ...(input.mainBranch !== undefined ? ["--mainbranch", input.mainBranch] : []), ...(input.autopush !== undefined ? ["--autopush", input.autopush, ...(input.autopush !== "off" ? ["--force"] : [])] : []), "-R", repository]
       const result = yield* log.perform("export", `fossil ${args.join(" ")}, holding ${Path.basename(repository)}'s export lock`,
         Effect.promise(() => exportNow(repository, {
           ...(input.mirror !== undefined ? { mirror: input.mirror } : {}),
           ...(input.mainBranch !== undefined ? { mainBranch: input.mainBranch } : {}),
+          ...(input.autopush !== undefined ? { autopush: input.autopush } : {}),
           waitSeconds: 120,
           user: exportUser()
         })))

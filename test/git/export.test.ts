@@ -107,6 +107,25 @@ describe("export", () => {
     expect(recovered.stopped).toEqual({ reason: "completed" })
     expect(headComment()).toBe("the third check-in")
   }, 60_000)
+
+  it("--autopush pushes each export to a git remote from then on, and the dry run says where", async () => {
+    const bare = Path.join(world.dir, "pushed.git")
+    git(["init", "--quiet", "--bare", bare])
+    const wrong = await world.call(gitExport, { autopush: "ext::sh -c true" })
+    expect(wrong.stopped.message).toMatch(/^autopush ext::sh -c true is not a git remote/)
+    const set = await world.call(gitExport, { autopush: bare })
+    expect(set.stopped, JSON.stringify(set)).toEqual({ reason: "completed" })
+    expect(git(["rev-parse", "refs/heads/master"], { cwd: bare }).stdout.trim()).toBe(head())
+    await commitHere("fourth.txt", "the fourth check-in")
+    const dry = await world.call(gitExport, {}, { dryRun: true })
+    expect(dry.operations.slice(0, 2)).toEqual([
+      { op: "awaits", detail: `1 check-in awaiting export, in ${world.mirror}`, done: true },
+      { op: "autopush", detail: bare, done: true }
+    ])
+    expect((await world.call(gitExport, {})).stopped).toEqual({ reason: "completed" })
+    expect(headComment()).toBe("the fourth check-in")
+    expect(git(["log", "-1", "--format=%s", "refs/heads/master"], { cwd: bare }).stdout.trim()).toBe("the fourth check-in")
+  }, 60_000)
 })
 
 describe("the hook keeps the export current", () => {
