@@ -243,9 +243,10 @@ export const importRepository = (input: ImportInput, context: ToolContext): Effe
       loginGroup: groupName, hook: hookWords
     } satisfies ImportOutput
   })
+  // undone on any end but success: a refusal, a failure, or a defect (a throw, a promise rejected)
   return finishTool(log, program.pipe(
-    Effect.tapError(() =>
-      Effect.forEach([...undo].reverse(), (step) => step.effect.pipe(Effect.ignore), { discard: true }))
+    Effect.tapErrorCause(() =>
+      Effect.forEach([...undo].reverse(), (step) => step.effect.pipe(Effect.catchAllCause(() => Effect.void)), { discard: true }))
   ))
 }
 
