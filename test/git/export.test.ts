@@ -8,7 +8,7 @@ import { lastHookLogEntry, type HookLogEntry } from "../../src/node/HookFiles.js
 import { runFossil } from "../../src/fossil/Command.js"
 import { gitExport } from "../../src/tools/export.js"
 import { hook } from "../../src/tools/hook.js"
-import { cloneAs, webLogin, webNewThread } from "../support/fossilServer.js"
+import { cloneAs, webLogin, webNewThread, webNewTicket } from "../support/fossilServer.js"
 import { users } from "../support/nodeWorld.js"
 import { closeHookWorld, waitFor } from "../node/hookWorld.js"
 import { git, makeGitWorld, type GitWorld } from "./gitWorld.js"
@@ -144,7 +144,7 @@ describe("the hook keeps the export current", () => {
     expect(entry?.did[0]).toMatch(/^a check-in arrived after the git export \(rid \d+\): exporting to .*mirror, detached \(pid \d+\)$/)
   }, 90_000)
 
-  it("a post alone exports nothing", async () => {
+  it("a post, a ticket change or a tag alone exports nothing", async () => {
     // the exporter of the check-in before writes its state after the export: let it finish
     const lock = exportLockOf(Fs.realpathSync(world.repository))
     await waitFor(() => (ChildProcess.spawnSync("flock", ["--nonblock", lock, "true"]).status === 0 ? true : undefined), 30_000, 20)
@@ -154,6 +154,22 @@ describe("the hook keeps the export current", () => {
     const entry = await waitFor(() => hookEntries().find((e) => e.given.includes(post)), 60_000)
     expect(entry, "the hook ran for the post").toBeDefined()
     expect(entry!.did.some((d) => /git export/.test(d))).toBe(false)
+    const ticket = await webNewTicket(alice, { title: "a ticket", icomment: "no code either" })
+    expect(ticket).toMatch(/^[0-9a-f]+$/)
+    // a tag on trunk, pushed from a clone
+    const clone = Path.join(world.dir, "alice.fossil")
+    const tagged = await runFossil(["tag", "add", "--raw", "reviewed", "trunk", "-R", clone], { user: "alice" })
+    expect(tagged.code, tagged.stderr).toBe(0)
+    const pushed = await runFossil(["push", "-R", clone], { user: "alice" })
+    expect(pushed.code, pushed.stderr).toBe(0)
+    // the tag's control artifact, as the hook is given it
+    const tagHash = /([0-9a-f]{64})/.exec((await runFossil(["sql", "-R", clone,
+      "SELECT uuid FROM blob WHERE rid = (SELECT max(srcid) FROM tagxref WHERE tagid = (SELECT tagid FROM tag WHERE tagname = 'reviewed'))"], { user: "alice" })).stdout)?.[1]
+    expect(tagHash).toBeDefined()
+    const tagEntry = await waitFor(() => hookEntries().find((e) => e.given.includes(tagHash!)), 60_000)
+    expect(tagEntry, "the hook ran for the tag").toBeDefined()
+    const after = hookEntries().filter((e) => e.at > entry!.at)
+    expect(after.flatMap((e) => e.did).filter((d) => /git export/.test(d))).toEqual([])
     expect(state()).toBe(before)
     expect(lastHookLogEntry(hookLog())).toBeDefined()
   }, 90_000)

@@ -159,6 +159,8 @@ describe("import", () => {
 
     // trunk is the upstream's main: its tip the merge
     expect(await fossil(["info", "trunk", "-R", imported])).toMatch(/comment:\s+Merge branch 'feature'/)
+    // its admin the caller, its one user besides Fossil's own
+    expect((await fossil(["user", "capabilities", users.admin.login, "-R", imported])).trim()).toBe("s")
     const branches = (await fossil(["branch", "ls", "-R", imported])).split("\n").map((l) => l.trim()).filter((l) => l !== "").sort()
     expect(branches).toEqual(["feature", "other", "trunk"])
 
@@ -209,12 +211,14 @@ describe("import", () => {
 
   it("imports from a git URL: the served repository's own export, fetched over HTTP from the sandbox", async () => {
     const url = `${server.url}served/ext/git/served.git`
-    const r = await call(gitImport, { upstream: url, name: "fromhttp" })
+    const elsewhere = Path.join(dir, "elsewhere")
+    Fs.mkdirSync(elsewhere)
+    const r = await call(gitImport, { upstream: url, name: "fromhttp", mirrors: elsewhere })
     expect(r.stopped, JSON.stringify(r)).toEqual({ reason: "completed" })
     expect(r.operations[0]).toEqual({ op: "upstream", detail: `${url}, fetched from the sandbox`, done: true })
-    expect(r.output).toMatchObject({ repository: Path.join(repos, "fromhttp.fossil"), trunk: "master" })
+    expect(r.output).toMatchObject({ repository: Path.join(repos, "fromhttp.fossil"), trunk: "master", mirror: Path.join(elsewhere, "fromhttp") })
     const servedMirror = Path.join(mirrors(), "served")
-    expect(git(["rev-parse", "refs/heads/master"], { cwd: Path.join(mirrors(), "fromhttp") }).stdout.trim())
+    expect(git(["rev-parse", "refs/heads/master"], { cwd: Path.join(elsewhere, "fromhttp") }).stdout.trim())
       .toBe(git(["rev-parse", "refs/heads/master"], { cwd: servedMirror }).stdout.trim())
     expect(await fossil(["info", "trunk", "-R", Path.join(repos, "fromhttp.fossil")])).toMatch(/comment:\s+initial empty check-in/)
   }, 120_000)
