@@ -5,6 +5,7 @@ import * as Path from "node:path"
 import * as Zlib from "node:zlib"
 import { rootOfProgram } from "../release/ReleasePaths.js"
 import { loadSibling } from "../siblings.js"
+import { exportDetached, exportWhenDue } from "../git/ExportHook.js"
 import { anySession } from "./SessionFiles.js"
 import {
   advanceCursor, appendHookLog, canonicalRepository, type Cursor, cursorFileOf, type HookLogEntry, nodeOf, readCursor
@@ -131,8 +132,16 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
   const given = readGiven()
   const repository = canonicalRepository(args.repository)
   const base = { at: new Date().toISOString(), pid: process.pid, repository, given }
+  // the git export first: a check-in exports whether or not this repository has a node
+  let exporting: string | undefined
+  try {
+    exporting = await exportWhenDue(repository, program)
+  } catch (e) {
+    exporting = `the git export was not started: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`
+  }
   const finish = (entry: Omit<HookLogEntry, "at" | "pid" | "repository" | "given">): HookLogEntry => {
-    const logged: HookLogEntry = { ...base, ...entry, ms: Math.round(performance.now() - began) }
+    const did = exporting === undefined ? entry.did : [exporting, ...entry.did]
+    const logged: HookLogEntry = { ...base, ...entry, did, ms: Math.round(performance.now() - began) }
     appendHookLog(args.log, logged)
     return logged
   }
@@ -193,6 +202,14 @@ export const hookMain = (argv: ReadonlyArray<string>, program: string | undefine
   process.stderr.on("error", () => {})
   process.on("uncaughtException", () => process.exit(0))
   process.on("unhandledRejection", () => process.exit(0))
+  if (argv[0] === "--export" && argv.length === 2) {
+    // the hook's detached exporter (src/git/ExportHook.ts): its outcome is kept beside the repository
+    exportDetached(Path.resolve(argv[1]!)).then(
+      () => process.exit(0),
+      () => process.exit(0)
+    )
+    return
+  }
   runHook(argv, program).then(
     () => process.exit(0),
     () => process.exit(0)

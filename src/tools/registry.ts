@@ -4,7 +4,9 @@ import { attach } from "./attach.js"
 import { audit } from "./audit.js"
 import { create } from "./create.js"
 import { echo } from "./echo.js"
+import { gitExport } from "./export.js"
 import { hook } from "./hook.js"
+import { gitImport } from "./import.js"
 import { node } from "./node.js"
 import { post } from "./post.js"
 import { receipt } from "./receipt.js"
@@ -34,5 +36,7 @@ export const tools: ReadonlyArray<Tool> = [
   rollback,
   node,
   hook,
-  unhook
+  unhook,
+  gitExport,
+  gitImport
 ]

@@ -4,7 +4,11 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { chromium, type Browser, type Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { runFossil } from "../../src/fossil/Command.js"
+import { cloneAs, webLogin } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
+import { git } from "../git/gitWorld.js"
+import { pidsNaming } from "../node/hookWorld.js"
 import { LineCheckingTransport, makeShippedWorld, runProgram, shellEnvironment, type ShippedWorld, waitFor } from "./shippedWorld.js"
 
 // The release as shipped (issue 11): this checkout staged and accepted into a fresh ROOT as the
@@ -66,7 +70,7 @@ describe("the release as installed", () => {
   it("is staged, accepted and hooked as the README says, with its programs and the addon in ROOT/current", () => {
     const current = Fs.realpathSync(Path.join(world.root, "current"))
     expect(Path.dirname(current)).toBe(Path.join(Fs.realpathSync(world.root), "staged"))
-    for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher", "ocx2-cgi", "ocx2-mcp", "ocx2-mcp-server"]) {
+    for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher", "ocx2-cgi", "ocx2-mcp", "ocx2-mcp-server", "ocx2-git"]) {
       expect(Fs.statSync(Path.join(current, program)).mode & 0o111, program).not.toBe(0)
     }
     expect(Fs.existsSync(Path.join(current, "node_modules", "better-sqlite3", "package.json"))).toBe(true)
@@ -246,4 +250,73 @@ describe("the OCX pages as installed, in Chromium", () => {
       console.log(`screenshots of the shipped pages: ${screenshots}`)
     }, 180_000)
   }
+})
+
+describe("the git export as installed", () => {
+  it("export through ROOT/current/ocx2, kept current by the hook, fetched from the extension root's git and git-next", async () => {
+    const mirror = Path.join(world.node.dir, "mirror")
+    const made = await ocx2(["export", "--mirror", mirror])
+    expect(made.answer.stopped.reason, made.stdout).toBe("completed")
+    const dry = await ocx2(["export", "--dry-run"])
+    expect(dry.answer.stopped.reason).toBe("dry_run")
+    expect(dry.answer.output.awaits).toBe("up-to-date")
+    const url = `${world.node.server.url}ext/git/served.git`
+    const cloned = Path.join(world.node.dir, "git-clone")
+    git(["clone", "--quiet", url, cloned])
+    expect(git(["rev-parse", "HEAD"], { cwd: cloned }).stdout.trim()).toBe(git(["rev-parse", "refs/heads/master"], { cwd: mirror }).stdout.trim())
+    // the pre-release candidate's program serves the same export
+    const next = await fetch(`${world.node.server.url}ext/git-next/served.git/info/refs?service=git-upload-pack`)
+    expect(next.status).toBe(200)
+    expect(Buffer.from(await next.arrayBuffer()).toString()).toContain("# service=git-upload-pack")
+
+    // a check-in pushed to the server reaches the clone through the hook
+    const clone = await cloneAs(world.node.server.url, users.admin.login, users.admin.password, Path.join(world.node.dir, "git-alice.fossil"))
+    const checkout = Path.join(world.node.dir, "git-alice")
+    Fs.mkdirSync(checkout)
+    for (const args of [["open", clone], ["addremove"], ["commit", "--no-warnings", "-m", "shipped to git"], ["push"]]) {
+      if (args[0] === "addremove") Fs.writeFileSync(Path.join(checkout, "shipped.txt"), "shipped\n")
+      const r = await runFossil(args, { user: users.admin.login, cwd: checkout })
+      expect(r.code, `fossil ${args.join(" ")}: ${r.stderr}`).toBe(0)
+    }
+    const fetched = await waitFor(async () => {
+      git(["pull", "--quiet", "--ff-only"], { cwd: cloned })
+      return git(["log", "-1", "--format=%s"], { cwd: cloned }).stdout.trim() === "shipped to git" ? true : undefined
+    }, 60_000, 250)
+    expect(fetched).toBe(true)
+    expect(git(["push", "origin", "HEAD:refs/heads/master"], { cwd: cloned, allowFail: true }).code).not.toBe(0)
+  }, 120_000)
+
+  it("export and import through the installed pages and ROOT/current/ocx2: a git repository becomes a repository beside the served one", async () => {
+    const alice = await webLogin(world.node.server.url, users.admin.login, users.admin.password)
+    const page = `${world.pagesUrl}/export`
+    const dry: any = await (await fetch(`${page}?format=json`, { headers: { Cookie: alice.cookie } })).json()
+    expect(dry.stopped.reason).toBe("dry_run")
+    expect(dry.output.mirror).toBe(Path.join(world.node.dir, "mirror"))
+
+    const upstream = Path.join(world.node.dir, "upstream")
+    Fs.mkdirSync(upstream)
+    git(["init", "--quiet", "-b", "main"], { cwd: upstream })
+    Fs.writeFileSync(Path.join(upstream, "README"), "upstream\n")
+    git(["add", "README"], { cwd: upstream })
+    git(["-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "--quiet", "-m", "upstream's first"], { cwd: upstream })
+    const cliDry = await ocx2(["import", upstream, "fromcli", "--dry-run"])
+    expect(cliDry.answer.stopped.reason).toBe("dry_run")
+    expect(Fs.existsSync(Path.join(world.node.dir, "fromcli.fossil"))).toBe(false)
+
+    const made = await fetch(`${world.pagesUrl}/import`, {
+      method: "POST",
+      headers: { Cookie: alice.cookie, "Content-Type": "application/x-www-form-urlencoded", Referer: `${world.pagesUrl}/import` },
+      body: new URLSearchParams({ upstream, name: "fromweb", format: "json" }).toString()
+    })
+    const answer: any = await made.json()
+    expect(answer.stopped, JSON.stringify(answer)).toEqual({ reason: "completed" })
+    expect(answer.output).toMatchObject({ repository: Path.join(Fs.realpathSync(world.node.dir), "fromweb.fossil"), trunk: "main", admin: users.admin.login })
+    expect(git(["rev-parse", "refs/heads/main"], { cwd: answer.output.mirror }).stdout.trim()).toBe(git(["rev-parse", "main"], { cwd: upstream }).stdout.trim())
+    // the import started a poller for the new repository, as the served one has (hook --fast)
+    for (const pid of pidsNaming(answer.output.repository)) {
+      try {
+        process.kill(pid, "SIGKILL")
+      } catch { /* gone */ }
+    }
+  }, 120_000)
 })

@@ -52,12 +52,16 @@ export const distProgram = (name: string) => Path.join(import.meta.dirname, "../
 
 /**
  * The OCX pages in an extension root, as docs/operations.md says to serve them: `ocx2-cgi`, a
- * link to the active release's program, and `ocx2-cgi-next`, to the pre-release candidate's.
+ * link to the active release's program, and `ocx2-cgi-next`, to the pre-release candidate's; and
+ * the git export's program the same way, as `git` and `git-next`.
  */
 export const linkPages = (extroot: string, root: string): void => {
   Fs.mkdirSync(extroot, { recursive: true })
   Fs.symlinkSync(Path.join(root, "current", "ocx2-cgi"), Path.join(extroot, "ocx2-cgi"))
   Fs.symlinkSync(Path.join(root, "next", "ocx2-cgi"), Path.join(extroot, "ocx2-cgi-next"))
+  // the git export, read-only over smart HTTP (docs/operations.md, "The git export")
+  Fs.symlinkSync(Path.join(root, "current", "ocx2-git"), Path.join(extroot, "git"))
+  Fs.symlinkSync(Path.join(root, "next", "ocx2-git"), Path.join(extroot, "git-next"))
 }
 
 export const makeNodeWorld = async (options: { readonly fastHooks?: boolean; readonly pages?: boolean } = {}): Promise<NodeWorld> => {

@@ -1,0 +1,118 @@
+import * as Effect from "effect/Effect"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { type LaunchSpec, SandboxLauncher } from "../../services/SandboxLauncher.js"
+
+// import's one untrusted step: cloning the upstream and turning its history into a Fossil
+// repository, in a sandbox as a run's process is (bubblewrap, its uid, the system read-only),
+// writing only its work directory. The upstream is someone else's: its clone, its fast-export
+// and Fossil's importer reading that stream never run outside the sandbox.
+
+export class ImportFailed {
+  readonly _tag = "ImportFailed"
+  constructor(readonly message: string) {}
+}
+
+/** What the sandbox leaves in the work directory. */
+export interface Imported {
+  /** the upstream's own branch (its HEAD), which became trunk */
+  readonly mainBranch: string
+  /** WORK/upstream.git: a bare clone of the upstream's branches and tags */
+  readonly upstream: string
+  /** WORK/new.fossil */
+  readonly repository: string
+  /** ":MARK GITHASH" lines of git fast-export, and "cRID :MARK UUID" lines of fossil import */
+  readonly gitMarks: string
+  readonly fossilMarks: string
+}
+
+/** The sandbox's uid: the caller's own, or for root an unprivileged one the work directory is given to. */
+const sandboxIds = (): { readonly uid: number; readonly gid: number } => {
+  const uid = process.getuid?.() ?? 65534
+  const gid = process.getgid?.() ?? 65534
+  return uid === 0 ? { uid: 65534, gid: 65534 } : { uid, gid }
+}
+
+/** The script the sandbox runs; its arguments come as positional parameters, never spliced into it. */
+const script = [
+  "set -eu",
+  'upstream="$1"; admin="$2"; cd "$3"',
+  'git clone --quiet --bare -- "$upstream" upstream.git',
+  'main=$(git -C upstream.git symbolic-ref --short HEAD)',
+  // the upstream's own branch becomes trunk: fossil import makes trunk of a branch named master
+  'if [ "$main" = master ]; then set --; else',
+  '  if git -C upstream.git show-ref --verify --quiet refs/heads/master; then',
+  '    echo "the upstream has a branch master besides its own branch $main: fossil import would make both trunk" >&2; exit 3',
+  "  fi",
+  '  set -- --refspec "refs/heads/$main:refs/heads/master"',
+  "fi",
+  'git -C upstream.git fast-export --all --signed-tags=strip --tag-of-filtered-object=drop --export-marks="$PWD/git.marks" "$@" > stream',
+  'fossil import --git --quiet --rename-master trunk -A "$admin" --export-marks "$PWD/fossil.marks" new.fossil < stream > import.out',
+  "rm -f stream import.out",
+  'printf "%s\\n" "$main" > main.branch'
+].join("\n")
+
+export const importInSandbox = (
+  options: { readonly upstream: string; readonly localUpstream: string | undefined; readonly admin: string; readonly work: string; readonly ownPaths: ReadonlyArray<string> }
+): Effect.Effect<Imported, ImportFailed, SandboxLauncher> =>
+  Effect.gen(function*() {
+    const launcher = yield* SandboxLauncher
+    const ids = sandboxIds()
+    if ((process.getuid?.() ?? 0) === 0) Fs.chownSync(options.work, ids.uid, ids.gid)
+    const system = ["/usr", "/bin", "/lib", "/lib64", "/etc"].filter((p) => Fs.existsSync(p))
+    const spec: LaunchSpec = {
+      command: ["/bin/sh", "-c", script, "ocx2-import", options.upstream, options.admin, options.work],
+      env: {
+        PATH: "/usr/local/bin:/usr/bin:/bin",
+        HOME: options.work,
+        USER: options.admin,
+        LANG: "C.UTF-8",
+        GIT_TERMINAL_PROMPT: "0",
+        GIT_CONFIG_NOSYSTEM: "1",
+        // no transport that runs a command (ext::) or reaches elsewhere than the upstream named
+        GIT_ALLOW_PROTOCOL: options.localUpstream !== undefined ? "file" : "http:https:git",
+        GIT_CONFIG_COUNT: "1",
+        GIT_CONFIG_KEY_0: "safe.directory",
+        GIT_CONFIG_VALUE_0: "*"
+      },
+      cwd: options.work,
+      sandbox: {
+        ...ids,
+        linuxCapabilities: [],
+        network: options.localUpstream === undefined,
+        isolateTerminal: true,
+        endsWithParent: true,
+        proc: "/proc",
+        dev: "/dev",
+        tmp: "/tmp",
+        readOnly: [...system, ...(options.localUpstream !== undefined ? [options.localUpstream] : [])],
+        readWrite: [options.work],
+        homes: [],
+        createdFiles: [],
+        ownPaths: options.ownPaths
+      },
+      limits: { wallSeconds: 3600 },
+      stdin: { lines: [], keepOpen: false },
+      keep: { stdout: 16 * 1024, stderr: 16 * 1024 }
+    }
+    const result = yield* launcher.run(spec).pipe(Effect.mapError((e) => new ImportFailed(`the import's sandbox: ${e.message}`)))
+    const said = new TextDecoder().decode(result.stderr.tail).trim().split("\n").filter((l) => !/password is/i.test(l)).slice(-5).join("; ")
+    if (result.ending.outcome !== "exited" || result.ending.exit !== 0) {
+      const how = result.ending.outcome === "exited" ? `exited ${result.ending.exit}` : result.ending.outcome === "budget" ? `ran out of ${result.ending.limit}` : "was stopped"
+      return yield* Effect.fail(new ImportFailed(`the import of ${options.upstream} ${how}${said !== "" ? `: ${said}` : ""}`))
+    }
+    // what the sandbox made is the caller's again (git refuses to read a repository of another owner)
+    if ((process.getuid?.() ?? 0) === 0) {
+      const r = ChildProcess.spawnSync("chown", ["-R", `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`, options.work])
+      if (r.status !== 0) return yield* Effect.fail(new ImportFailed(`chown -R ${options.work}: ${r.stderr?.toString().trim()}`))
+    }
+    const read = (name: string) => Fs.readFileSync(Path.join(options.work, name), "utf8")
+    return {
+      mainBranch: read("main.branch").trim(),
+      upstream: Path.join(options.work, "upstream.git"),
+      repository: Path.join(options.work, "new.fossil"),
+      gitMarks: read("git.marks"),
+      fossilMarks: read("fossil.marks")
+    }
+  })
