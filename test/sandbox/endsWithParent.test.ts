@@ -43,7 +43,13 @@ const watchAndKill = (endsWithParent: boolean) =>
     await new Promise((r) => setTimeout(r, 500))
     const survivors = present(pids)
     // clean up what survived, through the cgroups the dead watcher left
-    for (const pid of survivors) process.kill(pid, "SIGKILL")
+    for (const pid of survivors) {
+      try {
+        process.kill(pid, "SIGKILL")
+      } catch {
+        // ended meanwhile: the sandbox's init ended before it, and its namespace with it
+      }
+    }
     await new Promise((r) => setTimeout(r, 200))
     for (const c of ["pids", "memory"] as const) {
       const dir = ownCgroupDir(c)
