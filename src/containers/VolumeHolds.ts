@@ -113,6 +113,11 @@ export class VolumeHolds {
     return this.held.size === 0
   }
 
+  /** for tests: every hold, as text */
+  snapshot(): string {
+    return JSON.stringify([...this.held.entries()].sort())
+  }
+
   describe(identity: string, name: string): Readonly<Held> {
     return { ...(this.held.get(`${identity}\0${name}`) ?? { runs: 0, fuseServes: 0, busy: 0 }) }
   }

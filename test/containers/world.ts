@@ -107,3 +107,20 @@ export const request = (digest: string, more: Record<string, unknown> = {}) => (
   disk: 16 * 1024 * 1024,
   ...more
 })
+
+/** a Promise with its resolve outside: a gate a test opens */
+export const gate = () => {
+  let open!: () => void
+  const promise = new Promise<void>((resolve) => (open = resolve))
+  return { promise, open }
+}
+
+/** every response of a finished scope, raw */
+export const responsesOf = async (scope: { responses: { take(): Promise<Buffer | undefined> } }): Promise<Array<Buffer>> => {
+  const out: Array<Buffer> = []
+  for (;;) {
+    const p = await scope.responses.take()
+    if (p === undefined) return out
+    out.push(p)
+  }
+}
