@@ -1,3 +1,4 @@
+import * as Http from "node:http"
 import { WebSocketServer } from "ws"
 import { FrameConnection, type Channel, type PeerChannel, type Scope } from "./FrameConnection.js"
 import { tagged } from "./Frames.js"
@@ -13,9 +14,13 @@ export interface ProxyBehaviour {
   /** the Begun's JSON (default `{"secrets":{}}`), or the whole first answer as bytes */
   readonly begun?: string | Buffer
   /** the answers to a secrets channel on the begin scope (default: Fed) */
-  readonly feed?: (request: Buffer) => ReadonlyArray<Buffer>
+  readonly feed?: (request: Buffer) => ReadonlyArray<Buffer> | Promise<ReadonlyArray<Buffer>>
   /** the answer to a mount scope (default: mounted) */
-  readonly mount?: (request: { id: string; path: string; kind: string }) => Buffer
+  readonly mount?: (request: { id: string; path: string; kind: string }) => Buffer | Promise<Buffer>
+  /** Begun is answered once this resolves (never: a proxy that never answers) */
+  readonly beginWhen?: Promise<void>
+  /** serve on this Unix socket instead of a loopback port (as part 2's relay does) */
+  readonly unixSocket?: string
   /** awaited before each answer the proxy gives on its own: randomized schedules */
   readonly delay?: () => Promise<void>
   /** answer the WebSocket handshake with HTTP 403 */
@@ -44,6 +49,9 @@ export class TestProxy {
   private wss: WebSocketServer | undefined
   private beginWaiters: Array<(scope: Scope) => void> = []
   stopped = false
+  /** the most mount scopes the server had waiting at once */
+  mostMountsAtOnce = 0
+  private mountsWaiting = 0
 
   constructor(private readonly behaviour: ProxyBehaviour = {}) {}
 
@@ -62,6 +70,18 @@ export class TestProxy {
       })
       await new Promise<void>((resolve) => wss.once("listening", resolve))
       return (wss.address() as { port: number }).port
+    }
+    if (this.behaviour.unixSocket !== undefined) {
+      const http = Http.createServer()
+      const wss = new WebSocketServer({ server: http, perMessageDeflate: false })
+      this.wss = wss
+      wss.on("close", () => http.close())
+      wss.on("connection", (socket) => {
+        this.connections++
+        this.connection = new FrameConnection(socket, { role: "responder", onScope: (scope) => void this.onScope(scope) })
+      })
+      await new Promise<void>((resolve) => http.listen(this.behaviour.unixSocket, resolve))
+      return `ws+unix:${this.behaviour.unixSocket}:/`
     }
     if (this.behaviour.listenWhen === undefined) return `ws://127.0.0.1:${await listen()}`
     // a port nobody listens on yet: taken, released, and listened on later
@@ -94,6 +114,7 @@ export class TestProxy {
       this.beginWaiters = []
       scope.peerOpened.listen((channel) => void this.onFeed(channel), () => {})
       await this.pause()
+      if (this.behaviour.beginWhen !== undefined) await this.behaviour.beginWhen
       const begun = this.behaviour.begun ?? `{"secrets":{}}`
       scope.respond(typeof begun === "string" ? tagged(Answer.begun, begun) : begun)
       if (typeof begun !== "string" && begun[0] === Answer.error) scope.finish()
@@ -101,8 +122,11 @@ export class TestProxy {
     }
     if (tag === ProxyScope.mount) {
       const request = JSON.parse(body) as { id: string; path: string; kind: string }
+      this.mountsWaiting++
+      this.mostMountsAtOnce = Math.max(this.mostMountsAtOnce, this.mountsWaiting)
       await this.pause()
-      const answer = this.behaviour.mount?.(request) ?? tagged(Answer.ok)
+      const answer = (await this.behaviour.mount?.(request)) ?? tagged(Answer.ok)
+      this.mountsWaiting--
       if (answer[0] === Answer.ok) this.mounts.push({ request, scope })
       scope.respond(answer)
       if (answer[0] !== Answer.ok) scope.finish()
@@ -115,7 +139,7 @@ export class TestProxy {
   private async onFeed(channel: PeerChannel): Promise<void> {
     this.feeds.push(channel)
     await this.pause()
-    const answers = this.behaviour.feed?.(channel.request) ?? [tagged(Answer.ok)]
+    const answers = (await this.behaviour.feed?.(channel.request)) ?? [tagged(Answer.ok)]
     for (const a of answers) channel.respond(a)
     channel.finish()
   }
