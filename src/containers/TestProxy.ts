@@ -49,6 +49,8 @@ export class TestProxy {
   private wss: WebSocketServer | undefined
   private beginWaiters: Array<(scope: Scope) => void> = []
   stopped = false
+  /** the first answer of the begin went out */
+  begunSent = false
   /** the most mount scopes the server had waiting at once */
   mostMountsAtOnce = 0
   private mountsWaiting = 0
@@ -117,6 +119,7 @@ export class TestProxy {
       if (this.behaviour.beginWhen !== undefined) await this.behaviour.beginWhen
       const begun = this.behaviour.begun ?? `{"secrets":{}}`
       scope.respond(typeof begun === "string" ? tagged(Answer.begun, begun) : begun)
+      this.begunSent = true
       if (typeof begun !== "string" && begun[0] === Answer.error) scope.finish()
       return
     }
