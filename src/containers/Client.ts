@@ -23,6 +23,8 @@ export interface RunOptions {
   readonly registration?: (id: string, declaration: string) => ReadonlyArray<Uint8Array>
   /** a channel the server relays (the container's asks, a mount's asks); unanswered by default */
   readonly onAsk?: (channel: PeerChannel) => void
+  /** each response after the first, as it comes */
+  readonly onLater?: (payload: Buffer) => void
   /** every server channel, before it is answered (tests watch the order) */
   readonly onServerChannel?: (channel: PeerChannel) => void
 }
@@ -65,7 +67,10 @@ export class ToolRun {
         if (!seenFirst) {
           seenFirst = true
           resolveFirst(describeFirst(payload))
-        } else this.later.push(payload)
+        } else {
+          this.later.push(payload)
+          options.onLater?.(payload)
+        }
       },
       () => {
         if (!seenFirst) resolveFirst({ kind: "bare" })
