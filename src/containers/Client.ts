@@ -159,7 +159,10 @@ export class ContainersClient {
     const responses: Array<Buffer> = []
     for (;;) {
       const payload = await scope.responses.take()
-      if (payload === undefined) return { responses, finished: !this.connection.isClosed || scope.isEnded }
+      if (payload === undefined) {
+        if (this.connection.closeCode === 4401) throw new ContainersError("the server did not accept the token")
+        return { responses, finished: !this.connection.isClosed }
+      }
       responses.push(payload)
     }
   }

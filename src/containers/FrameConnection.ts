@@ -179,9 +179,13 @@ export class FrameConnection {
     this.ended(code)
   }
 
+  /** the WebSocket close status, once closed (4401: the token was not accepted) */
+  closeCode: number | undefined
+
   private ended(code: number): void {
     if (this.closed) return
     this.closed = true
+    this.closeCode = code
     for (const scope of [...this.scopes.values()]) scope.end()
     this.options.onClose?.(code)
   }
