@@ -10,6 +10,8 @@ export interface RunRequest {
   readonly volumeMounts: ReadonlyArray<VolumeMount>
   readonly fuseFileMounts: ReadonlyArray<FuseMount>
   readonly fuseDirectoryMounts: ReadonlyArray<FuseMount>
+  /** the exact JSON text of `template` in the request, its quotes and escapes as sent */
+  readonly templateText: string
   /** the exact JSON text of `arguments` in the request ("null" when absent) */
   readonly argumentsText: string
 }
@@ -66,6 +68,7 @@ export const decodeRunRequest = (payload: Buffer): RunRequest | undefined => {
     volumeMounts,
     fuseFileMounts,
     fuseDirectoryMounts,
+    templateText: memberText(text, "template")!,
     argumentsText: "arguments" in body ? memberText(text, "arguments")! : "null"
   }
 }

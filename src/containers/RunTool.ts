@@ -147,7 +147,7 @@ export class RunTool {
     this.proxy = proxy
     this.state = "beginning"
     const argumentsText = request.argumentsText
-    const begin = proxy.openScope(tagged(ProxyScope.begin, `{"template":${JSON.stringify(request.template)},"arguments":${argumentsText}}`))
+    const begin = proxy.openScope(tagged(ProxyScope.begin, `{"template":${request.templateText},"arguments":${argumentsText}}`))
     this.begin = begin
     const begun = await this.until(begin.responses.take())
     if (begun === gone) return

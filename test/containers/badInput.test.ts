@@ -1,10 +1,13 @@
 import fc from "fast-check"
 import { WebSocket } from "ws"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { ToolRun, type ContainersClient } from "../../src/containers/Client.js"
 import { encodeFrame, FrameType, tagged } from "../../src/containers/Frames.js"
 import { Answer } from "../../src/containers/Wire.js"
 import { images, makeImage, makeWorld, until, type World } from "./world.js"
+
+// a loaded machine may be slow; nothing here waits on time, only on what it waits for
+vi.setConfig({ testTimeout: 300_000 })
 
 /**
  * Bad input, 10,000 cases: generated tools::run requests (with a model of how each must be

@@ -1,12 +1,15 @@
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { afterEach, describe, expect, it } from "vitest"
+import { afterEach, describe, expect, it, vi } from "vitest"
 import type { ToolRun } from "../../src/containers/Client.js"
 import type { PeerChannel } from "../../src/containers/FrameConnection.js"
 import { FrameType, headerLength, tagged } from "../../src/containers/Frames.js"
 import { Answer, Endpoint, ProxyScope } from "../../src/containers/Wire.js"
 import { images, makeImage, makeWorld, request, until, type World, type WorldOptions } from "./world.js"
+
+// a loaded machine may be slow; nothing here waits on time, only on what it waits for
+vi.setConfig({ testTimeout: 300_000 })
 
 /**
  * containers-notes section 2, obligations 49 to 66: the id, the relay in both directions, the

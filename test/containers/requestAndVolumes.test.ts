@@ -1,8 +1,11 @@
-import { afterEach, describe, expect, it } from "vitest"
+import { afterEach, describe, expect, it, vi } from "vitest"
 import type { PeerChannel } from "../../src/containers/FrameConnection.js"
 import { tagged } from "../../src/containers/Frames.js"
 import { Answer, Endpoint, ServerChannel } from "../../src/containers/Wire.js"
 import { gate, images, makeImage, makeWorld, request, until, type World, type WorldOptions } from "./world.js"
+
+// a loaded machine may be slow; nothing here waits on time, only on what it waits for
+vi.setConfig({ testTimeout: 300_000 })
 
 /**
  * containers-notes section 2, obligations 1 to 26: the request, the refusals, the volume

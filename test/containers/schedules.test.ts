@@ -1,9 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import type { PeerChannel } from "../../src/containers/FrameConnection.js"
 import { tagged } from "../../src/containers/Frames.js"
 import type { ProxyBehaviour } from "../../src/containers/TestProxy.js"
 import { Answer, ProxyScope } from "../../src/containers/Wire.js"
 import { images, makeImage, makeWorld, request, type World } from "./world.js"
+
+// a loaded machine may be slow; nothing here waits on time, only on what it waits for
+vi.setConfig({ testTimeout: 300_000 })
 
 /**
  * The orderings of tools::run under randomized delays: every answer of the proxy and of the

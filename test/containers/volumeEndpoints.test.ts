@@ -1,8 +1,11 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { afterEach, describe, expect, it } from "vitest"
+import { afterEach, describe, expect, it, vi } from "vitest"
 import { Answer, Endpoint } from "../../src/containers/Wire.js"
 import { makeWorld, type World } from "./world.js"
+
+// a loaded machine may be slow; nothing here waits on time, only on what it waits for
+vi.setConfig({ testTimeout: 300_000 })
 
 /** volumes::list, create and the six operations (docs/containers.md sections 3 and 6), over the wire. */
 let world: World | undefined

@@ -1,8 +1,11 @@
 import fc from "fast-check"
-import { describe, expect, it } from "vitest"
+import { describe, expect, it, vi } from "vitest"
 import { decodeFrame, encodeFrame, FrameType, headerLength } from "../../src/containers/Frames.js"
 import { memberText } from "../../src/containers/JsonText.js"
 import { decodeVolumeRefusal, volumeRefusalAnswer } from "../../src/containers/Wire.js"
+
+// a loaded machine may be slow; nothing here waits on time, only on what it waits for
+vi.setConfig({ testTimeout: 300_000 })
 
 /** Pure parts of the wire: the frame header, the exact text of a JSON member, refusal bytes. */
 describe("the wire, unit by unit", () => {
