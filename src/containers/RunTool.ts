@@ -54,6 +54,9 @@ export class RunTool {
   /** resolves once the run ended: container stopped, holds given back, finish sent */
   readonly finished = new Promise<void>((resolve) => (this.markFinished = resolve))
   private idSent = false
+  /** true once the last FUSE mount is complete and the run goes on; false when it ended first */
+  private mountedResolve!: (mounted: boolean) => void
+  private readonly mounted = new Promise<boolean>((resolve) => (this.mountedResolve = resolve))
 
   constructor(
     private readonly parts: ServerParts,
@@ -161,7 +164,7 @@ export class RunTool {
     this.state = "registering-and-mounting"
     const id = this.parts.running.mint(() => Crypto.randomBytes(32).toString("base64url"))
     this.id = id
-    this.parts.running.enter({ id, identity: this.identity })
+    this.parts.running.enter({ id, identity: this.identity, serveTree: (scope) => void this.serveTree(scope) })
     const beginEnded = new Promise<string>((resolve) => {
       // what the begin scope carries before the id waits in its inbox; here only its end matters
       begin.onEnd = () => resolve("the proxy ended the begin before the container was registered")
@@ -174,6 +177,7 @@ export class RunTool {
     if (registration !== undefined) return this.fail(registration)
     if (mounting !== undefined) return this.fail(mounting)
     if (this.scope.isEnded) return this.end()
+    this.mountedResolve(true)
 
     // 8. exactly one id
     this.state = "running"
@@ -300,6 +304,44 @@ export class RunTool {
     channel.finish()
   }
 
+  /**
+   * containers::fuse_serve naming this container (docs/containers.md section 3): one tree scope
+   * on the proxy's connection, opened only once the last FUSE mount is complete; the client's
+   * channels on its scope are relayed to it verbatim, and its stop channel ends it.
+   */
+  private async serveTree(scope: Scope): Promise<void> {
+    const fail = (message: string) => {
+      scope.respond(errorAnswer(message))
+      scope.finish()
+    }
+    const ready = await Promise.race([this.mounted, new Promise<false>((resolve) => (scope.onEnd = () => resolve(false)))])
+    if (scope.isEnded) return
+    if (!ready || this.proxy === undefined || this.ending !== undefined) return fail("the container is not running")
+    const tree = this.proxy.openScope(tagged(ProxyScope.tree, "{}"))
+    scope.onEnd = () => {
+      // the client's connection ended: the proxy is told to stop serving the tree
+      if (!tree.isEnded) tree.openChannel(tagged(ProxyChannel.stopTree))
+    }
+    const answer = await tree.responses.take()
+    if (scope.isEnded) return
+    if (answer === undefined || answer[0] !== Answer.ok) {
+      return fail(`the proxy did not serve the container's tree${answer !== undefined ? `: ${answer.subarray(1).toString("utf8")}` : ""}`)
+    }
+    scope.respond(okAnswer())
+    tree.responses.listen(() => {}, () => scope.finish())
+    scope.peerOpened.listen((channel) => {
+      if (channel.request[0] === ClientChannel.stop) {
+        if (!tree.isEnded) tree.openChannel(tagged(ProxyChannel.stopTree))
+        return scope.finish()
+      }
+      const out = tree.openChannel(channel.request)
+      out.responses.listen(
+        (payload) => channel.respond(payload),
+        () => (out.finished ? channel.finish() : channel.drop())
+      )
+    }, () => {})
+  }
+
   private clientImages(): ClientImages {
     const ask = (tag: number, body: unknown) => readAll(this.scope.openChannel(tagged(tag, JSON.stringify(body))))
     const bytes = async (tag: number, repository: string, digest: string) => {
@@ -338,6 +380,7 @@ export class RunTool {
     this.ending = (async () => {
       // nothing before this await: what `end` sets off (the proxy's close) may call `end` again
       await null
+      this.mountedResolve(false)
       this.proxy?.close(1000, "the run ended")
       if (this.deployment !== undefined) await this.parts.stopDeployment(this.deployment)
       if (this.id !== undefined) this.parts.running.leave(this.id)

@@ -1,7 +1,11 @@
+import type { Scope } from "./FrameConnection.js"
+
 /** The containers the server runs, by id: what containers::fuse_serve finds (docs/containers.md 9.4). */
 export interface RunningContainer {
   readonly id: string
   readonly identity: string
+  /** serves a containers::fuse_serve scope naming this container */
+  readonly serveTree: (scope: Scope) => void
 }
 
 export class Running {

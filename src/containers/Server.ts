@@ -8,7 +8,7 @@ import { isIdentity } from "./Paths.js"
 import { RunTool } from "./RunTool.js"
 import type { ServerParts } from "./ServerParts.js"
 import { serveVolumeEndpoint } from "./VolumeEndpoints.js"
-import { Endpoint, okAnswer } from "./Wire.js"
+import { Endpoint, errorAnswer, okAnswer } from "./Wire.js"
 
 /**
  * The tool-container server's WebSocket side (docs/containers.md sections 1 to 3): each
@@ -102,10 +102,30 @@ const serveScope = (parts: ServerParts, identity: string, scope: Scope, runs: Se
     void run.run()
     return
   }
+  if (tag === Endpoint.containersFuseServe) {
+    const id = decodeIdBody(scope.request)
+    if (id === undefined) return scope.finish()
+    const container = parts.running.find(identity, id)
+    if (container === undefined) {
+      scope.respond(errorAnswer(`you run no container ${JSON.stringify(id)}`))
+      return scope.finish()
+    }
+    return container.serveTree(scope)
+  }
   if (tag === Endpoint.version) {
     if (scope.request.length !== 3 || scope.request.toString("utf8", 1) !== "{}") return scope.finish()
     scope.respond(okAnswer(JSON.stringify({ version: serverVersion, capabilities: parts.capabilities })))
     return scope.finish()
   }
   void serveVolumeEndpoint(parts, identity, scope).catch(() => scope.finish())
+}
+
+const decodeIdBody = (payload: Buffer): string | undefined => {
+  try {
+    const v = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(payload.subarray(1))) as Record<string, unknown>
+    if (typeof v !== "object" || v === null || Object.keys(v).join() !== "id" || typeof v.id !== "string") return undefined
+    return v.id
+  } catch {
+    return undefined
+  }
 }

@@ -44,6 +44,9 @@ export class TestProxy {
   /** the secrets channels the server opened on the begin scope, in order */
   readonly feeds: Array<PeerChannel> = []
   readonly mounts: Array<ReceivedMount> = []
+  /** the tree scopes the server opened (containers::fuse_serve), and every channel on them */
+  readonly trees: Array<Scope> = []
+  readonly treeAsks: Array<Buffer> = []
   /** the proxy-side connection */
   connection: FrameConnection | undefined
   private wss: WebSocketServer | undefined
@@ -133,6 +136,19 @@ export class TestProxy {
       if (answer[0] === Answer.ok) this.mounts.push({ request, scope })
       scope.respond(answer)
       if (answer[0] !== Answer.ok) scope.finish()
+      return
+    }
+    if (tag === ProxyScope.tree) {
+      this.trees.push(scope)
+      scope.peerOpened.listen((channel) => {
+        this.treeAsks.push(channel.request)
+        if (channel.request[0] === 0) return scope.finish()
+        // the container's tree answers each ask with what it was asked, marked
+        channel.respond(tagged(Answer.ok, channel.request))
+        channel.finish()
+      }, () => {})
+      await this.pause()
+      scope.respond(tagged(Answer.ok))
       return
     }
     scope.respond(tagged(Answer.error, "this proxy serves no such scope"))

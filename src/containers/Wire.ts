@@ -40,8 +40,8 @@ export const Answer = {
 
 export const ClientChannel = { stop: 0, secrets: 1, fuseMount: 2 } as const
 export const ServerChannel = { ociHas: 1, ociManifest: 2, ociBlob: 3, registration: 4, writeData: 5 } as const
-export const ProxyScope = { begin: 1, mount: 2 } as const
-export const ProxyChannel = { secrets: 1 } as const
+export const ProxyScope = { begin: 1, mount: 2, tree: 3 } as const
+export const ProxyChannel = { stopTree: 0, secrets: 1 } as const
 
 export const errorAnswer = (message: string): Buffer => tagged(Answer.error, message)
 export const okAnswer = (body: Uint8Array | string = ""): Buffer => tagged(Answer.ok, body)

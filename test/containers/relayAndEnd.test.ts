@@ -58,7 +58,7 @@ describe("tools::run: the id", () => {
     await proxy.say(tagged(Answer.active))
     await later(run, 1)
     expect(run.later.filter((p) => p[0] === Answer.id)).toEqual([])
-    expect(w.parts.running.find("alice", id)).toEqual({ id, identity: "alice" })
+    expect(w.parts.running.find("alice", id)).toMatchObject({ id, identity: "alice" })
     expect(w.parts.running.find("bob", id)).toBeUndefined()
   })
 
@@ -294,6 +294,7 @@ describe("tools::run: what the server never does", () => {
     run.stop()
     await run.finished
     expect(proxy.connections).toBe(1)
+    // no tree scope: none was asked for (containers::fuse_serve below)
     expect(proxy.scopes.map((s) => s.tag)).toEqual([ProxyScope.begin, ProxyScope.mount, ProxyScope.mount])
   })
 
@@ -315,3 +316,55 @@ describe("tools::run: what the server never does", () => {
 })
 
 
+
+describe("containers::fuse_serve naming a running container", () => {
+  const fuseServe = async (w: World, id: string, identity = "alice") => {
+    const client = await w.client(identity)
+    const scope = client.connection.openScope(tagged(Endpoint.containersFuseServe, JSON.stringify({ id })))
+    return { scope, first: await scope.responses.take() }
+  }
+
+  it("2.38, 2.50: found from the id on, by its client only; one tree scope, its asks relayed verbatim; the stop ends it", async () => {
+    const w = await open()
+    const { run, id, proxy } = await started(w)
+    expect((await fuseServe(w, id, "bob")).first).toEqual(tagged(Answer.error, `you run no container ${JSON.stringify(id)}`))
+    expect((await fuseServe(w, "no-such-id")).first![0]).toBe(Answer.error)
+    const served = await fuseServe(w, id)
+    expect(served.first).toEqual(tagged(Answer.ok))
+    expect(proxy.scopes.map((s) => s.tag)).toEqual([ProxyScope.begin, ProxyScope.tree])
+    const ask = tagged(32, "stat /")
+    const channel = served.scope.openChannel(ask)
+    expect(await channel.responses.take()).toEqual(tagged(Answer.ok, ask))
+    served.scope.openChannel(tagged(0))
+    expect(await served.scope.responses.take()).toBeUndefined()
+    await until(() => proxy.trees[0]!.isEnded, "the tree scope ended")
+    expect(proxy.treeAsks).toEqual([ask, tagged(0)])
+    // the run goes on
+    await proxy.say(tagged(Answer.active))
+    expect(await later(run, 1)).toEqual([tagged(Answer.active)])
+  })
+
+  it("2.45, 2.65: asked with the id the registration carried, before the last mount is complete, the tree waits for it", async () => {
+    let release!: () => void
+    const lastMount = new Promise<void>((resolve) => (release = resolve))
+    const w = await open({ behaviour: () => ({ begun: `{"secrets":{"k":"rotating"}}`, mount: async () => (await lastMount, tagged(Answer.ok)) }) })
+    let served: Promise<{ scope: unknown; first: Buffer | undefined }> | undefined
+    const run = (await w.client()).run(request(img.digest, { fuse_directory_mounts: [{ id: "d", container_path: "/d" }] }), {
+      images: held,
+      registration: (id) => {
+        served = fuseServe(w, id)
+        return [tagged(Answer.registered)]
+      }
+    })
+    await until(() => served !== undefined && w.deploys[0]!.proxy.scopes.length === 2, "the registration and the mount")
+    await (await w.client()).version()
+    expect(w.deploys[0]!.proxy.scopes.map((s) => s.tag)).toEqual([ProxyScope.begin, ProxyScope.mount])
+    release()
+    expect((await served!).first).toEqual(tagged(Answer.ok))
+    expect(await run.first).toMatchObject({ kind: "id" })
+    expect(w.deploys[0]!.proxy.scopes.map((s) => s.tag)).toEqual([ProxyScope.begin, ProxyScope.mount, ProxyScope.tree])
+    // the run's end ends the tree's scope
+    run.stop()
+    await run.finished
+  })
+})
