@@ -167,7 +167,10 @@ export class RunTool {
     this.parts.running.enter({ id, identity: this.identity, serveTree: (scope) => void this.serveTree(scope) })
     const beginEnded = new Promise<string>((resolve) => {
       // what the begin scope carries before the id waits in its inbox; here only its end matters
-      begin.onEnd = () => resolve("the proxy ended the begin before the container was registered")
+      // (which may have come in the same read as Begun)
+      const ended = () => resolve("the proxy ended the begin before the container was registered")
+      if (begin.isEnded) ended()
+      else begin.onEnd = ended
     })
     const both = Promise.all([this.register(id, declaration), this.mountAll(request)])
     const settled = await this.until(Promise.race([both, beginEnded]))
