@@ -123,8 +123,14 @@ export interface FrameConnectionOptions {
   readonly onClose?: (code: number) => void
 }
 
+/** what a connection may have waiting to be written before the connections feeding it are not read */
+export const highWater = 4 * 1024 * 1024
+
 export class FrameConnection {
   readonly scopes = new Map<number, Scope>()
+  /** connections not read until this one drains */
+  private readonly waiting = new Set<FrameConnection>()
+  private holds = 0
   private lastScope = 0
   private authed: boolean
   private closed = false
@@ -167,6 +173,49 @@ export class FrameConnection {
   send(type: FrameType, scope: number, channel: number, payload?: Uint8Array): void {
     if (this.closed || this.socket.readyState !== this.socket.OPEN) return
     this.socket.send(encodeFrame(type, scope, channel, payload), { binary: true })
+  }
+
+  /**
+   * Flow control of a relay: after sending on this connection what SOURCE sent, past the
+   * high-water mark SOURCE is not read until this one has written what waits. Nothing is
+   * dropped and nothing is timed out: the sender's own TCP window holds the rest.
+   */
+  throttle(source: FrameConnection): void {
+    if (source === this || this.closed || this.socket.bufferedAmount < highWater || this.waiting.has(source)) return
+    this.waiting.add(source)
+    source.hold()
+    if (this.waiting.size === 1) void this.whenDrained().then(() => {
+      for (const s of this.waiting) s.release()
+      this.waiting.clear()
+    })
+  }
+
+  /** resolves once what waits to be written is under the high-water mark (or the connection closed) */
+  whenDrained(): Promise<void> {
+    const raw = (this.socket as unknown as { _socket?: NodeJS.EventEmitter })._socket
+    if (this.closed || raw === undefined || this.socket.bufferedAmount < highWater) return Promise.resolve()
+    return new Promise((resolve) => {
+      const done = () => {
+        raw.removeListener("drain", done)
+        raw.removeListener("close", done)
+        resolve()
+      }
+      raw.once("drain", done)
+      raw.once("close", done)
+    })
+  }
+
+  /** whether this connection is not being read, held back by flow control */
+  get isHeld(): boolean {
+    return this.holds > 0
+  }
+
+  private hold(): void {
+    if (this.holds++ === 0) this.socket.pause()
+  }
+
+  private release(): void {
+    if (--this.holds === 0 && !this.closed) this.socket.resume()
   }
 
   close(code = 1000, reason = ""): void {

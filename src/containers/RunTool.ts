@@ -72,6 +72,11 @@ export class RunTool {
     })
   }
 
+  /** the run's two connections, for tests and logs */
+  get connections(): { readonly client: FrameConnection; readonly proxy: FrameConnection | undefined } {
+    return { client: this.scope.connection, proxy: this.proxy }
+  }
+
   private until<A>(p: Promise<A>): Promise<A | typeof gone> {
     return Promise.race([p, this.clientGone])
   }
@@ -245,7 +250,10 @@ export class RunTool {
 
   private relayBegin(payload: Buffer): void {
     const kind = payload[0]
-    if (kind === Answer.active || kind === Answer.inactive) return this.scope.respond(payload)
+    if (kind === Answer.active || kind === Answer.inactive) {
+      this.scope.respond(payload)
+      return this.toClient()
+    }
     if (kind === Answer.error) {
       // the one error after the id: the proxy's, relayed; then the run ends
       this.scope.respond(payload)
@@ -256,10 +264,24 @@ export class RunTool {
   /** a channel the proxy opened on the begin scope: relayed to the client as a server channel */
   private relayProxyChannel(channel: PeerChannel): void {
     const out = this.scope.openChannel(channel.request)
+    this.toClient()
     out.responses.listen(
-      (payload) => channel.respond(payload),
+      (payload) => {
+        channel.respond(payload)
+        this.toProxy()
+      },
       () => (out.finished ? channel.finish() : channel.drop())
     )
+  }
+
+  /** what the proxy sent was relayed to the client: the proxy is not read while the client is behind */
+  private toClient(): void {
+    if (this.proxy !== undefined) this.scope.connection.throttle(this.proxy)
+  }
+
+  /** and the other way */
+  private toProxy(): void {
+    this.proxy?.throttle(this.scope.connection)
   }
 
   private relayMountAsks(mount: Scope): void {
@@ -272,8 +294,12 @@ export class RunTool {
     if (tag === ClientChannel.stop && body.length === 0) return void this.end()
     if (tag === ClientChannel.secrets && isJsonObject(body)) {
       const out = this.begin!.openChannel(channel.request)
+      this.toProxy()
       out.responses.listen(
-        (payload) => channel.respond(payload),
+        (payload) => {
+          channel.respond(payload)
+          this.toClient()
+        },
         () => (out.finished ? channel.finish() : channel.drop())
       )
       return
@@ -338,8 +364,12 @@ export class RunTool {
         return scope.finish()
       }
       const out = tree.openChannel(channel.request)
+      this.proxy?.throttle(scope.connection)
       out.responses.listen(
-        (payload) => channel.respond(payload),
+        (payload) => {
+          channel.respond(payload)
+          if (this.proxy !== undefined) scope.connection.throttle(this.proxy)
+        },
         () => (out.finished ? channel.finish() : channel.drop())
       )
     }, () => {})

@@ -119,6 +119,8 @@ const perform = async (parts: ServerParts, identity: string, scope: Scope, tag: 
           if (bytesRead === 0) break
           scope.respond(tagged(Answer.ok, buffer.subarray(0, bytesRead)))
           sent = true
+          // a client that reads slower than the disk: read on only as it takes what was sent
+          await scope.connection.whenDrained()
         }
         if (!sent) scope.respond(okAnswer())
       } finally {

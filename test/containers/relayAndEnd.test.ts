@@ -4,6 +4,7 @@ import * as Path from "node:path"
 import { afterEach, describe, expect, it, vi } from "vitest"
 import type { ToolRun } from "../../src/containers/Client.js"
 import type { PeerChannel } from "../../src/containers/FrameConnection.js"
+import { highWater } from "../../src/containers/FrameConnection.js"
 import { FrameType, headerLength, tagged } from "../../src/containers/Frames.js"
 import { Answer, Endpoint, ProxyScope } from "../../src/containers/Wire.js"
 import { images, makeImage, makeWorld, request, until, type World, type WorldOptions } from "./world.js"
@@ -366,5 +367,39 @@ describe("containers::fuse_serve naming a running container", () => {
     // the run's end ends the tree's scope
     run.stop()
     await run.finished
+  })
+})
+
+describe("the relay's flow control", () => {
+  it("a proxy that does not read holds the client back: the server is not the buffer; every byte arrives, in order, once", async () => {
+    const w = await open()
+    const frame = Buffer.alloc(64 * 1024, 5)
+    const count = 1024 // 64 MiB, sixteen times the high-water mark
+    let clientSocket: { bufferedAmount: number } | undefined
+    const { proxy } = await started(w, {}, (c) => {
+      clientSocket = c.scope.connection.socket
+      for (let i = 0; i < count; i++) {
+        frame.writeUInt32BE(i, 1)
+        c.respond(frame)
+      }
+      c.finish()
+    })
+    proxy.connection!.socket.pause()
+    const ask = await proxy.ask(tagged(16, "send me a lot"))
+    // the server stops reading the client while the proxy is behind: what the client sent waits on
+    // the client's side, and what the server holds for the proxy stays near the high-water mark
+    const run = [...w.server.runs][0]!
+    await until(() => run.connections.client.isHeld, "the client held back")
+    expect(run.connections.proxy!.socket.bufferedAmount).toBeLessThan(highWater + 2 * 1024 * 1024)
+    expect(clientSocket!.bufferedAmount).toBeGreaterThan(16 * 1024 * 1024)
+    proxy.connection!.socket.resume()
+    for (let i = 0; i < count; i++) {
+      const p = await ask.responses.take()
+      expect(p?.length).toBe(frame.length)
+      expect(p!.readUInt32BE(1)).toBe(i)
+    }
+    expect(await ask.responses.take()).toBeUndefined()
+    expect(ask.finished).toBe(true)
+    await until(() => clientSocket!.bufferedAmount === 0, "the client drained")
   })
 })
