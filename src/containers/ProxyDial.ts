@@ -11,7 +11,10 @@ export const dialProxy = async (url: string, cancelled: () => boolean): Promise<
   for (;;) {
     if (cancelled()) return "the run ended while the proxy was dialled"
     const outcome = await new Promise<WebSocket | { retry: boolean; message: string }>((resolve) => {
-      const socket = new WebSocket(url, { perMessageDeflate: false })
+      // a zero mask: the link to the container's proxy crosses no intermediary that masking
+      // protects (it is the server's own socket into the container), and unmasked frames are
+      // relayed without another copy
+      const socket = new WebSocket(url, { perMessageDeflate: false, generateMask: (mask: Buffer) => void mask.fill(0) })
       socket.once("open", () => resolve(socket))
       socket.once("unexpected-response", (_request, response) => {
         socket.terminate()
