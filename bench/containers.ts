@@ -5,7 +5,7 @@
  *   npm run bench -- containers
  *
  * The two ends live in this process: a client (src/containers/Client.ts) and a container proxy
- * (src/containers/TestProxy.ts). The server runs as its own process (this script started again
+ * (src/containers/InProcessProxy.ts). The server runs as its own process (this script started again
  * with --server), as in production, with a deployer that hands it the proxy's address.
  * - latency: BENCH_ROUNDS (default 2000) asks, one at a time: the proxy opens a channel with 64
  *   bytes, the client answers 64 bytes and the finish; the time to the answer, halved, is the
@@ -30,7 +30,7 @@ import { tagged } from "../src/containers/Frames.js"
 import { sha256 } from "../src/containers/OciImage.js"
 import { makeServerParts } from "../src/containers/Parts.js"
 import { mintToken, startContainersServer } from "../src/containers/Server.js"
-import { TestProxy } from "../src/containers/TestProxy.js"
+import { InProcessProxy } from "../src/containers/InProcessProxy.js"
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 2000)
 const frames = Number(process.env.BENCH_FRAMES ?? 20000)
@@ -116,7 +116,7 @@ async function main() {
   const through = await (async () => {
     const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-bench-containers-"))
     const token = mintToken(root, "bench")
-    const proxy = new TestProxy({})
+    const proxy = new InProcessProxy({})
     const proxyUrl = await proxy.start()
     const child = spawn(process.execPath, [process.argv[1]!, "--server", root, proxyUrl], { stdio: ["ignore", "pipe", "inherit"] })
     try {

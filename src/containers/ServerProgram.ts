@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Path from "node:path"
 import * as MemoryImageSource from "../../layers/MemoryImageSource.js"
-import * as TestDeployer from "../../layers/TestDeployer.js"
+import * as InProcessDeployer from "../../layers/InProcessDeployer.js"
 import { makeServerParts } from "./Parts.js"
 import { mintToken, startContainersServer } from "./Server.js"
 
@@ -47,7 +47,7 @@ export const runContainersServer = async (args: ReadonlyArray<string>): Promise<
   const port = Number(listen.slice(colon + 1))
   if (colon <= 0 || !Number.isInteger(port) || port < 0 || port > 65535) return bad(`--listen takes HOST:PORT: ${listen}`)
   const resolved = Path.resolve(root)
-  const parts = await Effect.runPromise(makeServerParts(resolved).pipe(Effect.provide(Layer.merge(TestDeployer.layer(), MemoryImageSource.layer()))))
+  const parts = await Effect.runPromise(makeServerParts(resolved).pipe(Effect.provide(Layer.merge(InProcessDeployer.layer(), MemoryImageSource.layer()))))
   parts.volumes.emptyEphemeral()
   const server = await startContainersServer({ root: resolved, parts, host, port })
   process.stdout.write(`listening on ws://${host}:${server.port}\n`)

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import type { PeerChannel } from "../../src/containers/FrameConnection.js"
 import { tagged } from "../../src/containers/Frames.js"
-import type { ProxyBehaviour } from "../../src/containers/TestProxy.js"
+import type { ProxyBehaviour } from "../../src/containers/InProcessProxy.js"
 import { Answer, ProxyScope } from "../../src/containers/Wire.js"
 import { images, makeImage, makeWorld, request, type World } from "./world.js"
 

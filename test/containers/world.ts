@@ -4,7 +4,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as MemoryImageSource from "../../layers/MemoryImageSource.js"
-import * as TestDeployer from "../../layers/TestDeployer.js"
+import * as InProcessDeployer from "../../layers/InProcessDeployer.js"
 import type { ClientImage } from "../../src/containers/Client.js"
 import { connect, type ContainersClient } from "../../src/containers/Client.js"
 import { sha256 } from "../../src/containers/OciImage.js"
@@ -20,7 +20,7 @@ export interface World {
   readonly root: string
   readonly server: ContainersServer
   readonly parts: ServerParts
-  readonly deploys: Array<TestDeployer.DeployRecord>
+  readonly deploys: Array<InProcessDeployer.DeployRecord>
   readonly url: string
   /** a token per identity */
   readonly token: (identity: string) => string
@@ -28,7 +28,7 @@ export interface World {
   readonly close: () => Promise<void>
 }
 
-export interface WorldOptions extends TestDeployer.TestDeployerOptions {
+export interface WorldOptions extends InProcessDeployer.InProcessDeployerOptions {
   readonly capabilities?: unknown
   readonly refuseImages?: ReadonlyArray<string>
 }
@@ -36,10 +36,10 @@ export interface WorldOptions extends TestDeployer.TestDeployerOptions {
 export const makeWorld = async (options: WorldOptions = {}): Promise<World> => {
   const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-containers-"))
   if (options.capabilities !== undefined) Fs.writeFileSync(Path.join(root, "capabilities.json"), JSON.stringify(options.capabilities))
-  const deploys: Array<TestDeployer.DeployRecord> = []
+  const deploys: Array<InProcessDeployer.DeployRecord> = []
   const parts = await Effect.runPromise(
     makeServerParts(root).pipe(
-      Effect.provide(Layer.merge(TestDeployer.layer(options, deploys), MemoryImageSource.layer({ refuse: options.refuseImages ?? [] })))
+      Effect.provide(Layer.merge(InProcessDeployer.layer(options, deploys), MemoryImageSource.layer({ refuse: options.refuseImages ?? [] })))
     )
   )
   const server = await startContainersServer({ root, parts })

@@ -5,10 +5,11 @@ import { tagged } from "./Frames.js"
 import { Answer, ProxyScope } from "./Wire.js"
 
 /**
- * A container proxy in the test process, speaking the container-proxy layer of
- * docs/containers.md section 10 on a loopback port: what the test deployer stands behind a
- * deploy until part 2 puts a real container there. It answers as its behaviour says and keeps
- * everything it received, so tests see the server from the container's side.
+ * A container proxy inside the server's (or a test's) process, speaking the container-proxy
+ * layer of docs/containers.md section 10 on a loopback port or a Unix socket: what the
+ * in-process deployer stands behind a deploy until part 2 puts a real container there. It
+ * answers as its behaviour says and keeps everything it received, so tests see the server from
+ * the container's side.
  */
 export interface ProxyBehaviour {
   /** the Begun's JSON (default `{"secrets":{}}`), or the whole first answer as bytes */
@@ -34,7 +35,7 @@ export interface ReceivedMount {
   readonly scope: Scope
 }
 
-export class TestProxy {
+export class InProcessProxy {
   /** every WebSocket connection the server opened to this proxy */
   connections = 0
   /** every scope the server opened, in order: [tag, body] */
