@@ -20,6 +20,8 @@ export interface ProxyBehaviour {
   readonly mount?: (request: { id: string; path: string; kind: string }) => Buffer | Promise<Buffer>
   /** Begun is answered once this resolves (never: a proxy that never answers) */
   readonly beginWhen?: Promise<void>
+  /** finish the begin scope right behind Begun (a program that ended at once) */
+  readonly endAfterBegun?: boolean
   /** serve on this Unix socket instead of a loopback port (as part 2's relay does) */
   readonly unixSocket?: string
   /** awaited before each answer the proxy gives on its own: randomized schedules */
@@ -124,7 +126,7 @@ export class InProcessProxy {
       const begun = this.behaviour.begun ?? `{"secrets":{}}`
       scope.respond(typeof begun === "string" ? tagged(Answer.begun, begun) : begun)
       this.begunSent = true
-      if (typeof begun !== "string" && begun[0] === Answer.error) scope.finish()
+      if ((typeof begun !== "string" && begun[0] === Answer.error) || this.behaviour.endAfterBegun === true) scope.finish()
       return
     }
     if (tag === ProxyScope.mount) {

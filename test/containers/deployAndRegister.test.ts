@@ -135,6 +135,15 @@ describe("tools::run: the proxy connection and the begin", () => {
     expect(w.deploys.map((d) => d.stops)).toEqual([1, 1])
   })
 
+  it("2.36: a begin the proxy finishes right behind its Begun is a container that did not come up", async () => {
+    const w = await open({ behaviour: () => ({ begun: `{"secrets":{"k":"static"}}`, endAfterBegun: true }) })
+    const run = (await w.client()).run(request(img.digest, { fuse_file_mounts: [{ id: "f", container_path: "/f" }] }), { images: held })
+    expect(await run.first).toMatchObject({ kind: "error", message: expect.stringContaining("ended the begin") })
+    await run.finished
+    expect(w.deploys[0]!.stops).toBe(1)
+    expect(w.parts.running.size).toBe(0)
+  })
+
   it("2.37: a Begun that declares dependencies is the run's error: a tool container declares none", async () => {
     const w = await open({ behaviour: () => ({ begun: `{"secrets":{},"dependencies":["db"]}` }) })
     const run = (await w.client()).run(request(img.digest), { images: held })
