@@ -9,12 +9,22 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { main } from "../src/cli/Cli.js"
+import { runContainersCommand } from "../src/cli/containersCommand.js"
 
 const isUsageError = (cause: Cause.Cause<unknown>) =>
   Option.exists(Cause.failureOption(cause), ValidationError.isValidationError)
 
 // Exit status: 0 done (a dry run too), 1 failed, 2 refused or bad usage; 130 interrupted.
-main(process.argv).pipe(
+// `ocx2 containers ...` is a client of the tool-container server, not a tool of the repository.
+if (process.argv[2] === "containers") {
+  runContainersCommand(process.argv.slice(3)).then(
+    (code) => (process.exitCode = code),
+    (e: unknown) => {
+      process.stderr.write(`ocx2 containers: ${e instanceof Error ? e.message : String(e)}\n`)
+      process.exitCode = 1
+    }
+  )
+} else main(process.argv).pipe(
   // @effect/cli has already printed usage errors; anything else is reported once here
   Effect.tapErrorCause((cause) => (Cause.isInterruptedOnly(cause) || isUsageError(cause) ? Effect.void : Effect.logError(cause))),
   // what @effect/cli needs, and no more: the whole NodeContext costs start-up time

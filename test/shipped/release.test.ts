@@ -6,6 +6,8 @@ import { chromium, type Browser, type Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runFossil } from "../../src/fossil/Command.js"
 import { cloneAs, webLogin } from "../support/fossilServer.js"
+import * as ChildProcess from "node:child_process"
+import { makeImage } from "../containers/world.js"
 import { shellRun, users } from "../support/nodeWorld.js"
 import { git } from "../git/gitWorld.js"
 import { pidsNaming } from "../node/hookWorld.js"
@@ -70,7 +72,7 @@ describe("the release as installed", () => {
   it("is staged, accepted and hooked as the README says, with its programs and the addon in ROOT/current", () => {
     const current = Fs.realpathSync(Path.join(world.root, "current"))
     expect(Path.dirname(current)).toBe(Path.join(Fs.realpathSync(world.root), "staged"))
-    for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher", "ocx2-cgi", "ocx2-mcp", "ocx2-mcp-server", "ocx2-git"]) {
+    for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher", "ocx2-cgi", "ocx2-mcp", "ocx2-mcp-server", "ocx2-git", "ocx2-containers", "ocx2-containers-client"]) {
       expect(Fs.statSync(Path.join(current, program)).mode & 0o111, program).not.toBe(0)
     }
     expect(Fs.existsSync(Path.join(current, "node_modules", "better-sqlite3", "package.json"))).toBe(true)
@@ -317,6 +319,57 @@ describe("the git export as installed", () => {
       try {
         process.kill(pid, "SIGKILL")
       } catch { /* gone */ }
+describe("the tool-container server as installed", () => {
+  it("ocx2-containers token and serve, and ocx2 containers as a person runs it, twice (the second with the client's code cache)", async () => {
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-shipped-containers-"))
+    const root = Path.join(dir, "root")
+    const minted = await runProgram(world.program("ocx2-containers"), ["token", "alice", "--root", root], { cwd: dir })
+    expect(minted.code, minted.stderr).toBe(0)
+    Fs.writeFileSync(Path.join(dir, "token"), minted.stdout)
+    const server = ChildProcess.spawn(world.program("ocx2-containers"), ["serve", "--root", root, "--listen", "127.0.0.1:0", "--deployer", "in-process"], {
+      cwd: dir,
+      env: shellEnvironment(),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        let out = ""
+        server.stdout!.on("data", (d: Buffer) => {
+          out += d.toString()
+          const m = /listening on (\S+)\n/.exec(out)
+          if (m !== null) resolve(m[1]!)
+        })
+        server.once("exit", (code) => reject(new Error(`ocx2-containers exited ${String(code)}`)))
+      })
+      const common = ["--server", url, "--token-file", Path.join(dir, "token")]
+      const { digest, image } = makeImage("tests/tool")
+      const blobs = Path.join(dir, "layout", "blobs", "sha256")
+      Fs.mkdirSync(blobs, { recursive: true })
+      Fs.writeFileSync(Path.join(blobs, digest.slice(7)), image.manifest)
+      for (const [d, bytes] of image.blobs) Fs.writeFileSync(Path.join(blobs, d.slice(7)), bytes)
+      for (const pass of [1, 2]) {
+        const version = await runProgram(world.program("ocx2"), ["containers", "version", ...common], { cwd: dir })
+        expect(version.code, version.stderr).toBe(0)
+        expect(version.stderr).toBe("")
+        expect(JSON.parse(version.stdout).version).toBe("ocx2-containers 1")
+        const created = await runProgram(world.program("ocx2"), ["containers", "volume-create", `v${pass}`, "persistent", ...common], { cwd: dir })
+        expect(created.code, created.stderr).toBe(0)
+        const run = ChildProcess.spawn(world.program("ocx2"), ["containers", "run", `tests/tool@${digest}`, "--layout", Path.join(dir, "layout"), "--volume", `v${pass}:/data:persistent`, ...common], {
+          cwd: dir,
+          env: shellEnvironment(),
+          stdio: ["ignore", "pipe", "pipe"]
+        })
+        let out = ""
+        run.stdout!.on("data", (d: Buffer) => (out += d.toString()))
+        expect(await waitFor(async () => (/^id \S+\n/.test(out) ? true : undefined), 60_000, 20)).toBe(true)
+        run.kill("SIGINT")
+        expect(await new Promise((resolve) => run.once("exit", resolve))).toBe(0)
+        expect(out).toMatch(/^id [A-Za-z0-9_-]{43}\nended\n$/)
+      }
+      expect(cacheFiles()).toContain("ocx2-containers-client.cjs.cache")
+    } finally {
+      server.kill("SIGTERM")
+      Fs.rmSync(dir, { recursive: true, force: true })
     }
   }, 120_000)
 })

@@ -1,0 +1,233 @@
+import { WebSocket } from "ws"
+import { FrameConnection, type Channel, type PeerChannel, type Scope } from "./FrameConnection.js"
+import { tagged } from "./Frames.js"
+import { memberText } from "./JsonText.js"
+import { ClientChannel, decodeVolumeRefusal, Endpoint, ServerChannel, Answer } from "./Wire.js"
+
+/**
+ * A client of the tool-container server (docs/containers.md): used by the tests and by
+ * `ocx2 containers run`. It answers the server's channels itself (the image from `images`,
+ * the registration from `registration`, a write's bytes) and hands relayed asks to `onAsk`.
+ */
+export interface ClientImage {
+  readonly repository: string
+  readonly manifest: Uint8Array
+  /** the config and every layer, by digest */
+  readonly blobs: ReadonlyMap<string, Uint8Array>
+}
+
+export interface RunOptions {
+  /** images the client holds, by manifest digest */
+  readonly images?: ReadonlyMap<string, ClientImage>
+  /** the answers to the registration channel (default: registered, no deploy) */
+  readonly registration?: (id: string, declaration: string) => ReadonlyArray<Uint8Array>
+  /** a channel the server relays (the container's asks, a mount's asks); unanswered by default */
+  readonly onAsk?: (channel: PeerChannel) => void
+  /** each response after the first, as it comes */
+  readonly onLater?: (payload: Buffer) => void
+  /** every server channel, before it is answered (tests watch the order) */
+  readonly onServerChannel?: (channel: PeerChannel) => void
+}
+
+export type FirstAnswer =
+  | { readonly kind: "id"; readonly id: string }
+  | { readonly kind: "refusal"; readonly byte: number; readonly name: string; readonly mode?: string }
+  | { readonly kind: "error"; readonly message: string }
+  | { readonly kind: "bare" }
+  | { readonly kind: "other"; readonly payload: Buffer }
+
+export const describeFirst = (payload: Buffer | undefined): FirstAnswer => {
+  if (payload === undefined) return { kind: "bare" }
+  if (payload[0] === Answer.id) return { kind: "id", id: payload.subarray(1).toString("utf8") }
+  if (payload[0] === Answer.error) return { kind: "error", message: payload.subarray(1).toString("utf8") }
+  const refusal = decodeVolumeRefusal(payload)
+  if (refusal !== undefined) return { kind: "refusal", ...refusal }
+  return { kind: "other", payload }
+}
+
+export class ToolRun {
+  /** the first response, decoded, once it came (or the bare finish) */
+  readonly first: Promise<FirstAnswer>
+  /** every response after the first, in order, to the finish */
+  readonly later: Array<Buffer> = []
+  /** resolves at the scope's finish (or the connection's end) */
+  readonly finished: Promise<void>
+
+  constructor(
+    readonly scope: Scope,
+    options: RunOptions
+  ) {
+    let resolveFirst!: (a: FirstAnswer) => void
+    this.first = new Promise((resolve) => (resolveFirst = resolve))
+    let seenFirst = false
+    let resolveFinished!: () => void
+    this.finished = new Promise((resolve) => (resolveFinished = resolve))
+    scope.responses.listen(
+      (payload) => {
+        if (!seenFirst) {
+          seenFirst = true
+          resolveFirst(describeFirst(payload))
+        } else {
+          this.later.push(payload)
+          options.onLater?.(payload)
+        }
+      },
+      () => {
+        if (!seenFirst) resolveFirst({ kind: "bare" })
+        resolveFinished()
+      }
+    )
+    scope.peerOpened.listen((channel) => answerServerChannel(channel, options), () => {})
+  }
+
+  /** the client's stop channel */
+  stop(): Channel {
+    return this.scope.openChannel(tagged(ClientChannel.stop))
+  }
+
+  /** a secrets channel: the values, relayed to the container */
+  secrets(values: string): Channel {
+    return this.scope.openChannel(tagged(ClientChannel.secrets, values))
+  }
+
+  fuseMount(id: string, containerPath: string, kind: "file" | "directory"): Channel {
+    return this.scope.openChannel(tagged(ClientChannel.fuseMount, JSON.stringify({ id, container_path: containerPath, kind })))
+  }
+}
+
+const answerServerChannel = (channel: PeerChannel, options: RunOptions): void => {
+  options.onServerChannel?.(channel)
+  const tag = channel.request[0]!
+  const body = channel.request.subarray(1).toString("utf8")
+  const images = options.images ?? new Map<string, ClientImage>()
+  const send = (bytes: Uint8Array | undefined) => {
+    if (bytes !== undefined) {
+      for (let at = 0; at < bytes.length || at === 0; at += 256 * 1024) {
+        channel.respond(tagged(Answer.ok, bytes.subarray(at, at + 256 * 1024)))
+        if (bytes.length === 0) break
+      }
+    }
+    channel.finish()
+  }
+  try {
+    switch (tag) {
+      case ServerChannel.ociHas: {
+        const { digest } = JSON.parse(body) as { digest: string }
+        const image = images.get(digest)
+        if (image !== undefined) channel.respond(tagged(Answer.ok, image.repository))
+        return channel.finish()
+      }
+      case ServerChannel.ociManifest: {
+        const { repository, digest } = JSON.parse(body) as { repository: string; digest: string }
+        const image = images.get(digest)
+        return send(image?.repository === repository ? image.manifest : undefined)
+      }
+      case ServerChannel.ociBlob: {
+        const { repository, digest } = JSON.parse(body) as { repository: string; digest: string }
+        const image = [...images.values()].find((i) => i.repository === repository && i.blobs.has(digest))
+        return send(image?.blobs.get(digest))
+      }
+      case ServerChannel.registration: {
+        const text = body
+        const id = (JSON.parse(text) as { id: string }).id
+        const declaration = memberText(text, "secrets") ?? "{}"
+        const answers = options.registration?.(id, declaration) ?? [tagged(Answer.registered)]
+        for (const a of answers) channel.respond(a)
+        return channel.finish()
+      }
+      default:
+        if (options.onAsk !== undefined) return options.onAsk(channel)
+    }
+  } catch {
+    channel.finish()
+  }
+}
+
+export interface CallResult {
+  readonly responses: ReadonlyArray<Buffer>
+  /** false: the connection ended before the finish */
+  readonly finished: boolean
+}
+
+export class ContainersClient {
+  constructor(readonly connection: FrameConnection) {}
+
+  /** opens a scope with tag + body and gives its responses once it finished */
+  async call(tag: number, body: string | Uint8Array, onChannel?: (channel: PeerChannel) => void): Promise<CallResult> {
+    const scope = this.connection.openScope(tagged(tag, body))
+    if (onChannel !== undefined) scope.peerOpened.listen(onChannel, () => {})
+    const responses: Array<Buffer> = []
+    for (;;) {
+      const payload = await scope.responses.take()
+      if (payload === undefined) {
+        if (this.connection.closeCode === 4401) throw new ContainersError("the server did not accept the token")
+        return { responses, finished: !this.connection.isClosed }
+      }
+      responses.push(payload)
+    }
+  }
+
+  run(request: string | object, options: RunOptions = {}): ToolRun {
+    const body = typeof request === "string" ? request : JSON.stringify(request)
+    return new ToolRun(this.connection.openScope(tagged(Endpoint.toolsRun, body)), options)
+  }
+
+  volumesList = async (): Promise<ReadonlyArray<{ name: string; mode: string }>> => {
+    const r = await this.call(Endpoint.volumesList, "{}")
+    return JSON.parse(okBody(r).toString("utf8")) as Array<{ name: string; mode: string }>
+  }
+
+  volumesCreate = async (name: string, mode: string): Promise<void> => {
+    okBody(await this.call(Endpoint.volumesCreate, JSON.stringify({ name, mode })))
+  }
+
+  /** writes BYTES to PATH in VOLUME; `hold` keeps the write in flight until it resolves */
+  volumesWrite = async (volume: string, path: string, bytes: Uint8Array, hold?: Promise<void>): Promise<void> => {
+    const r = await this.call(Endpoint.volumesWrite, JSON.stringify({ volume, path }), (channel) => {
+      if (channel.request[0] !== ServerChannel.writeData) return channel.finish()
+      void (async () => {
+        channel.respond(tagged(Answer.ok, bytes))
+        if (hold !== undefined) await hold
+        channel.finish()
+      })()
+    })
+    okBody(r)
+  }
+
+  volumesRead = async (volume: string, path: string): Promise<Buffer> => {
+    const r = await this.call(Endpoint.volumesRead, JSON.stringify({ volume, path }))
+    okBody(r)
+    return Buffer.concat(r.responses.map((p) => p.subarray(1)))
+  }
+
+  /** any of the operations as the server answers it: the responses, raw */
+  operation = (tag: number, body: object) => this.call(tag, JSON.stringify(body))
+
+  version = async (): Promise<{ version: string; capabilities: unknown }> =>
+    JSON.parse(okBody(await this.call(Endpoint.version, "{}")).toString("utf8")) as { version: string; capabilities: unknown }
+
+  close(): void {
+    this.connection.close(1000)
+  }
+}
+
+export class ContainersError extends Error {}
+
+const okBody = (r: CallResult): Buffer => {
+  const first = r.responses[0]
+  if (first === undefined) throw new ContainersError(r.finished ? "the server could not decode the request" : "the connection ended")
+  if (first[0] === Answer.error) throw new ContainersError(first.subarray(1).toString("utf8"))
+  return first.subarray(1)
+}
+
+/** connects and authorizes; the connection is ready to open scopes */
+export const connect = async (url: string, token: string): Promise<ContainersClient> => {
+  const socket = new WebSocket(url, { perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 })
+  await new Promise<void>((resolve, reject) => {
+    socket.once("open", () => resolve())
+    socket.once("error", reject)
+  })
+  const connection = new FrameConnection(socket, { role: "opener" })
+  connection.sendAuth(Buffer.from(token, "utf8"))
+  return new ContainersClient(connection)
+}

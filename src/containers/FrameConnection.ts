@@ -1,0 +1,312 @@
+import type { WebSocket } from "ws"
+import { decodeFrame, encodeFrame, FrameType, type Frame } from "./Frames.js"
+import { Inbox } from "./Inbox.js"
+
+/**
+ * One WebSocket in either role of docs/containers.md section 1: the `opener` opens scopes (a
+ * client toward the server, the server toward a container's proxy); the `responder` answers
+ * them (the server toward a client, the proxy toward the server). Channels go both ways on
+ * every scope. Payloads are never read here; a frame the peer may not send closes the
+ * connection with 1002.
+ */
+export type Role = "opener" | "responder"
+
+/** what arrives on a stream the other side answers: responses, then the finish (the end) */
+export type Arrival = Buffer
+
+export class Channel {
+  /** the responses, ended by the finish or by the scope or connection ending */
+  readonly responses = new Inbox<Arrival>()
+  finished = false
+  constructor(
+    readonly scope: Scope,
+    readonly number: number,
+    readonly request: Buffer
+  ) {}
+}
+
+/** a channel the other side opened: its one request, and what this side answers */
+export class PeerChannel {
+  private ended = false
+  constructor(
+    readonly scope: Scope,
+    readonly number: number,
+    readonly request: Buffer
+  ) {}
+  get isEnded(): boolean {
+    return this.ended || this.scope.isEnded
+  }
+  respond(payload: Uint8Array): void {
+    if (this.isEnded) return
+    this.scope.connection.send(FrameType.ChannelResponse, this.scope.number, this.number, payload)
+  }
+  finish(): void {
+    if (this.isEnded) return
+    this.ended = true
+    this.scope.peerChannels.delete(this.number)
+    this.scope.connection.send(FrameType.ChannelResponseFinish, this.scope.number, this.number)
+  }
+  /** ends it without a frame: the scope's finish ends it on the wire */
+  drop(): void {
+    this.ended = true
+    this.scope.peerChannels.delete(this.number)
+  }
+}
+
+export class Scope {
+  /** opener: the main stream's responses; ended by the finish */
+  readonly responses = new Inbox<Arrival>()
+  /** channels the other side opens on this scope */
+  readonly peerOpened = new Inbox<PeerChannel>()
+  readonly channels = new Map<number, Channel>()
+  readonly peerChannels = new Map<number, PeerChannel>()
+  lastChannel = 0
+  lastPeerChannel = 0
+  private ended = false
+  /** called once when the scope ends, by its finish or its connection's end */
+  onEnd: (() => void) | undefined
+  constructor(
+    readonly connection: FrameConnection,
+    readonly number: number,
+    readonly request: Buffer
+  ) {}
+
+  get isEnded(): boolean {
+    return this.ended
+  }
+
+  openChannel(payload: Uint8Array): Channel {
+    const channel = new Channel(this, ++this.lastChannel, Buffer.from(payload.buffer, payload.byteOffset, payload.length))
+    if (this.ended) {
+      channel.responses.end()
+      return channel
+    }
+    this.channels.set(channel.number, channel)
+    this.connection.send(FrameType.ChannelRequest, this.number, channel.number, payload)
+    return channel
+  }
+
+  /** responder only */
+  respond(payload: Uint8Array): void {
+    if (this.ended) return
+    this.connection.send(FrameType.Response, this.number, 0, payload)
+  }
+
+  /** responder only: ends the scope and every channel on it */
+  finish(): void {
+    if (this.ended) return
+    this.connection.send(FrameType.ResponseFinish, this.number, 0)
+    this.end()
+  }
+
+  /** @internal */
+  end(): void {
+    if (this.ended) return
+    this.ended = true
+    this.connection.scopes.delete(this.number)
+    this.responses.end()
+    this.peerOpened.end()
+    for (const channel of this.channels.values()) channel.responses.end()
+    this.channels.clear()
+    this.peerChannels.clear()
+    this.onEnd?.()
+  }
+}
+
+export interface FrameConnectionOptions {
+  readonly role: Role
+  /** responder: a new scope; its handlers must be set before this returns */
+  readonly onScope?: (scope: Scope) => void
+  /** responder with auth: the first frame's payload; false closes the connection with 4401 */
+  readonly onAuth?: (token: Buffer) => boolean
+  /** the connection ended (closed by either side, or failed) */
+  readonly onClose?: (code: number) => void
+}
+
+/** what a connection may have waiting to be written before the connections feeding it are not read */
+export const highWater = 4 * 1024 * 1024
+
+export class FrameConnection {
+  readonly scopes = new Map<number, Scope>()
+  /** connections not read until this one drains */
+  private readonly waiting = new Set<FrameConnection>()
+  private holds = 0
+  private lastScope = 0
+  private authed: boolean
+  private closed = false
+
+  constructor(
+    readonly socket: WebSocket,
+    private readonly options: FrameConnectionOptions
+  ) {
+    this.authed = options.onAuth === undefined
+    socket.binaryType = "nodebuffer"
+    socket.on("message", (data, isBinary) => {
+      if (this.closed) return
+      if (!isBinary) return this.close(1003, "frames are binary messages")
+      this.receive(data as Buffer)
+    })
+    socket.on("close", (code) => this.ended(code))
+    socket.on("error", () => this.ended(1006))
+  }
+
+  get isClosed(): boolean {
+    return this.closed
+  }
+
+  /** opener: opens a scope with its request */
+  openScope(payload: Uint8Array): Scope {
+    const scope = new Scope(this, ++this.lastScope, Buffer.from(payload.buffer, payload.byteOffset, payload.length))
+    if (this.closed) {
+      scope.end()
+      return scope
+    }
+    this.scopes.set(scope.number, scope)
+    this.send(FrameType.Request, scope.number, 0, payload)
+    return scope
+  }
+
+  sendAuth(token: Uint8Array): void {
+    this.send(FrameType.Auth, 0, 0, token)
+  }
+
+  send(type: FrameType, scope: number, channel: number, payload?: Uint8Array): void {
+    if (this.closed || this.socket.readyState !== this.socket.OPEN) return
+    this.socket.send(encodeFrame(type, scope, channel, payload), { binary: true })
+  }
+
+  /**
+   * Flow control of a relay: after sending on this connection what SOURCE sent, past the
+   * high-water mark SOURCE is not read until this one has written what waits. Nothing is
+   * dropped and nothing is timed out: the sender's own TCP window holds the rest.
+   */
+  throttle(source: FrameConnection): void {
+    if (source === this || this.closed || this.socket.bufferedAmount < highWater || this.waiting.has(source)) return
+    this.waiting.add(source)
+    source.hold()
+    if (this.waiting.size === 1) void this.whenDrained().then(() => {
+      for (const s of this.waiting) s.release()
+      this.waiting.clear()
+    })
+  }
+
+  /** resolves once what waits to be written is under the high-water mark (or the connection closed) */
+  whenDrained(): Promise<void> {
+    const raw = (this.socket as unknown as { _socket?: NodeJS.EventEmitter })._socket
+    if (this.closed || raw === undefined || this.socket.bufferedAmount < highWater) return Promise.resolve()
+    return new Promise((resolve) => {
+      const done = () => {
+        raw.removeListener("drain", done)
+        raw.removeListener("close", done)
+        resolve()
+      }
+      raw.once("drain", done)
+      raw.once("close", done)
+    })
+  }
+
+  /** whether this connection is not being read, held back by flow control */
+  get isHeld(): boolean {
+    return this.holds > 0
+  }
+
+  private hold(): void {
+    if (this.holds++ === 0) this.socket.pause()
+  }
+
+  private release(): void {
+    if (--this.holds === 0 && !this.closed) this.socket.resume()
+  }
+
+  close(code = 1000, reason = ""): void {
+    if (this.closed) return
+    try {
+      this.socket.close(code, reason)
+    } catch {
+      this.socket.terminate()
+    }
+    this.ended(code)
+  }
+
+  /** the WebSocket close status, once closed (4401: the token was not accepted) */
+  closeCode: number | undefined
+
+  private ended(code: number): void {
+    if (this.closed) return
+    this.closed = true
+    this.closeCode = code
+    for (const scope of [...this.scopes.values()]) scope.end()
+    this.options.onClose?.(code)
+  }
+
+  private receive(message: Buffer): void {
+    const frame = decodeFrame(message)
+    if (frame === undefined) return this.close(1002, "not a frame")
+    if (!this.authed) {
+      if (frame.type !== FrameType.Auth) return this.close(1002, "the first frame is Auth")
+      this.authed = true
+      if (!this.options.onAuth!(frame.payload)) this.close(4401, "unauthorized")
+      return
+    }
+    const problem = this.dispatch(frame)
+    if (problem !== undefined) this.close(1002, problem)
+  }
+
+  private dispatch(frame: Frame): string | undefined {
+    const opener = this.options.role === "opener"
+    switch (frame.type) {
+      case FrameType.Auth:
+        return "a second Auth"
+      case FrameType.Request: {
+        if (opener) return "a Request to the opener"
+        if (frame.channel !== 0 || frame.scope <= this.lastScope) return "a scope number not greater than the last"
+        this.lastScope = frame.scope
+        const scope = new Scope(this, frame.scope, frame.payload)
+        this.scopes.set(scope.number, scope)
+        this.options.onScope?.(scope)
+        return undefined
+      }
+      case FrameType.Response:
+      case FrameType.ResponseFinish: {
+        if (!opener) return "a Response to the responder"
+        if (frame.channel !== 0) return "a Response on a channel"
+        const scope = this.scopes.get(frame.scope)
+        if (scope === undefined) return frame.scope <= this.lastScope && frame.scope > 0 ? "a Response after the finish" : "a Response for no scope"
+        if (frame.type === FrameType.Response) scope.responses.push(frame.payload)
+        else scope.end()
+        return undefined
+      }
+      case FrameType.ChannelRequest: {
+        const scope = this.scopes.get(frame.scope)
+        if (scope === undefined) return this.gone(frame.scope) ? undefined : "a channel on no scope"
+        if (frame.channel <= scope.lastPeerChannel) return "a channel number not greater than the last"
+        scope.lastPeerChannel = frame.channel
+        const channel = new PeerChannel(scope, frame.channel, frame.payload)
+        scope.peerChannels.set(channel.number, channel)
+        scope.peerOpened.push(channel)
+        return undefined
+      }
+      case FrameType.ChannelResponse:
+      case FrameType.ChannelResponseFinish: {
+        const scope = this.scopes.get(frame.scope)
+        if (scope === undefined) return this.gone(frame.scope) ? undefined : "a channel response on no scope"
+        const channel = scope.channels.get(frame.channel)
+        if (channel === undefined) {
+          return frame.channel > 0 && frame.channel <= scope.lastChannel ? undefined : "a response for a channel not opened"
+        }
+        if (frame.type === FrameType.ChannelResponse) channel.responses.push(frame.payload)
+        else {
+          scope.channels.delete(channel.number)
+          channel.finished = true
+          channel.responses.end()
+        }
+        return undefined
+      }
+    }
+  }
+
+  /** a scope that was open and has ended: what the peer sent for it crossed its finish */
+  private gone(scope: number): boolean {
+    return scope > 0 && scope <= this.lastScope
+  }
+}

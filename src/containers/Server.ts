@@ -1,0 +1,131 @@
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs"
+import type * as Http from "node:http"
+import * as Path from "node:path"
+import { WebSocketServer } from "ws"
+import { FrameConnection, type Scope } from "./FrameConnection.js"
+import { isIdentity } from "./Paths.js"
+import { RunTool } from "./RunTool.js"
+import type { ServerParts } from "./ServerParts.js"
+import { serveVolumeEndpoint } from "./VolumeEndpoints.js"
+import { Endpoint, errorAnswer, okAnswer } from "./Wire.js"
+
+/**
+ * The tool-container server's WebSocket side (docs/containers.md sections 1 to 3): each
+ * connection authorizes with its token, then every scope it opens is served by its endpoint.
+ */
+export const serverVersion = "ocx2-containers 1"
+
+export interface ContainersServerOptions {
+  readonly root: string
+  readonly parts: ServerParts
+  /** listen here; or attach to an HTTP server the caller owns */
+  readonly port?: number
+  readonly host?: string
+  readonly server?: Http.Server
+}
+
+export interface ContainersServer {
+  readonly port: number
+  readonly runs: ReadonlySet<RunTool>
+  readonly close: () => Promise<void>
+}
+
+/** ROOT/tokens: `IDENTITY SHA256-HEX` lines; the identity whose hash matches the token, read at each Auth */
+export const identityOfToken = (root: string, token: Buffer): string | undefined => {
+  let text: string
+  try {
+    text = Fs.readFileSync(Path.join(root, "tokens"), "utf8")
+  } catch {
+    return undefined
+  }
+  const hash = Crypto.createHash("sha256").update(token).digest()
+  let found: string | undefined
+  for (const line of text.split("\n")) {
+    const [identity, hex] = line.trim().split(/\s+/)
+    if (identity === undefined || hex === undefined || !isIdentity(identity) || !/^[0-9a-f]{64}$/.test(hex)) continue
+    // every line compared, in constant time each: how long it takes tells nothing of which matched
+    if (Crypto.timingSafeEqual(Buffer.from(hex, "hex"), hash) && found === undefined) found = identity
+  }
+  return found
+}
+
+/** mints a token for IDENTITY: appends its line to ROOT/tokens and gives the token, which is kept nowhere */
+export const mintToken = (root: string, identity: string): string => {
+  if (!isIdentity(identity)) throw new Error(`${JSON.stringify(identity)} is not an identity (1 to 64 of A-Z a-z 0-9 . _ -, not starting with .)`)
+  const token = Crypto.randomBytes(32).toString("base64url")
+  const hash = Crypto.createHash("sha256").update(token).digest("hex")
+  Fs.mkdirSync(root, { recursive: true })
+  Fs.appendFileSync(Path.join(root, "tokens"), `${identity} ${hash}\n`, { mode: 0o600 })
+  return token
+}
+
+export const startContainersServer = async (options: ContainersServerOptions): Promise<ContainersServer> => {
+  const runs = new Set<RunTool>()
+  const wss = options.server !== undefined
+    ? new WebSocketServer({ server: options.server, perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 })
+    : new WebSocketServer({ port: options.port ?? 0, host: options.host ?? "127.0.0.1", perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 })
+  if (options.server === undefined) await new Promise<void>((resolve) => wss.once("listening", resolve))
+  const sockets = new Set<FrameConnection>()
+  wss.on("connection", (socket) => {
+    let identity: string | undefined
+    const connection: FrameConnection = new FrameConnection(socket, {
+      role: "responder",
+      onAuth: (token) => {
+        identity = identityOfToken(options.root, token)
+        return identity !== undefined
+      },
+      onScope: (scope) => serveScope(options.parts, identity!, scope, runs),
+      onClose: () => sockets.delete(connection)
+    })
+    sockets.add(connection)
+  })
+  const address = options.server?.address() ?? wss.address()
+  return {
+    port: typeof address === "object" && address !== null ? address.port : 0,
+    runs,
+    close: async () => {
+      for (const c of sockets) c.close(1001, "the server is going away")
+      await Promise.all([...runs].map((r) => r.end()))
+      await new Promise<void>((resolve) => wss.close(() => resolve()))
+    }
+  }
+}
+
+const serveScope = (parts: ServerParts, identity: string, scope: Scope, runs: Set<RunTool>): void => {
+  const tag = scope.request[0]
+  if (tag === Endpoint.toolsRun) {
+    const run = new RunTool(parts, identity, scope)
+    runs.add(run)
+    // a run that sent its id goes on after `run` returns: it leaves the set when it ends
+    void run.finished.then(() => runs.delete(run))
+    void run.run()
+    return
+  }
+  if (tag === Endpoint.containersFuseServe) {
+    const id = decodeIdBody(scope.request)
+    if (id === undefined) return scope.finish()
+    const container = parts.running.find(identity, id)
+    if (container === undefined) {
+      scope.respond(errorAnswer(`you run no container ${JSON.stringify(id)}`))
+      return scope.finish()
+    }
+    return container.serveTree(scope)
+  }
+  if (tag === Endpoint.version) {
+    if (scope.request.length !== 3 || scope.request.toString("utf8", 1) !== "{}") return scope.finish()
+    scope.respond(okAnswer(JSON.stringify({ version: serverVersion, capabilities: parts.capabilities })))
+    return scope.finish()
+  }
+  void serveVolumeEndpoint(parts, identity, scope).catch(() => scope.finish())
+}
+
+const decodeIdBody = (payload: Buffer): string | undefined => {
+  try {
+    const v = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(payload.subarray(1))) as Record<string, unknown>
+    if (typeof v !== "object" || v === null || Object.keys(v).join() !== "id" || typeof v.id !== "string") return undefined
+    return v.id
+  } catch {
+    return undefined
+  }
+}

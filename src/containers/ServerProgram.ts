@@ -1,0 +1,60 @@
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Path from "node:path"
+import * as MemoryImageSource from "../../layers/MemoryImageSource.js"
+import * as InProcessDeployer from "../../layers/InProcessDeployer.js"
+import { makeServerParts } from "./Parts.js"
+import { mintToken, startContainersServer } from "./Server.js"
+
+/**
+ * `ocx2-containers serve --root ROOT [--listen HOST:PORT] --deployer in-process` and
+ * `ocx2-containers token IDENTITY --root ROOT`. This revision's only deployer is `in-process`:
+ * each run's container proxy is a program in the server's own process that begins, declares no
+ * secret and answers nothing else (for trying the protocol); the container runtime is part 2.
+ */
+const usage = `usage:
+  ocx2-containers serve --root ROOT [--listen HOST:PORT] --deployer in-process
+  ocx2-containers token IDENTITY --root ROOT`
+
+const option = (args: ReadonlyArray<string>, name: string): string | undefined => {
+  const i = args.indexOf(`--${name}`)
+  return i >= 0 ? args[i + 1] : undefined
+}
+
+/** undefined: the server runs until a signal ends it */
+export const runContainersServer = async (args: ReadonlyArray<string>): Promise<number | undefined> => {
+  const [command, ...rest] = args
+  const root = option(rest, "root")
+  const bad = (message: string) => {
+    process.stderr.write(`ocx2-containers: ${message}\n${usage}\n`)
+    return 2
+  }
+  if (root === undefined) return bad("name the root: --root ROOT")
+  if (command === "token") {
+    const identity = rest.find((a, i) => !a.startsWith("--") && rest[i - 1] !== "--root")
+    if (identity === undefined) return bad("name the identity")
+    process.stdout.write(mintToken(Path.resolve(root), identity) + "\n")
+    return 0
+  }
+  if (command !== "serve") return bad(`unknown command ${JSON.stringify(command ?? "")}`)
+  const deployer = option(rest, "deployer")
+  if (deployer !== "in-process") {
+    return bad("this revision deploys no real containers: --deployer in-process serves each run with a proxy inside the server")
+  }
+  const listen = option(rest, "listen") ?? "127.0.0.1:14980"
+  const colon = listen.lastIndexOf(":")
+  const host = listen.slice(0, colon)
+  const port = Number(listen.slice(colon + 1))
+  if (colon <= 0 || !Number.isInteger(port) || port < 0 || port > 65535) return bad(`--listen takes HOST:PORT: ${listen}`)
+  const resolved = Path.resolve(root)
+  const parts = await Effect.runPromise(makeServerParts(resolved).pipe(Effect.provide(Layer.merge(InProcessDeployer.layer(), MemoryImageSource.layer()))))
+  parts.volumes.emptyEphemeral()
+  const server = await startContainersServer({ root: resolved, parts, host, port })
+  process.stdout.write(`listening on ws://${host}:${server.port}\n`)
+  const stop = () => {
+    void server.close().then(() => process.exit(0))
+  }
+  process.once("SIGINT", stop)
+  process.once("SIGTERM", stop)
+  return undefined
+}
