@@ -319,6 +319,10 @@ describe("the git export as installed", () => {
       try {
         process.kill(pid, "SIGKILL")
       } catch { /* gone */ }
+    }
+  }, 120_000)
+})
+
 describe("the tool-container server as installed", () => {
   it("ocx2-containers token and serve, and ocx2 containers as a person runs it, twice (the second with the client's code cache)", async () => {
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-shipped-containers-"))
