@@ -79,6 +79,11 @@ export interface Tool<I = any, IE = any, O = any, OE = any, R = never> {
   readonly offeredBy?: ReadonlyArray<EntryPoint>
   /** Why an entry point that does not offer it does not, in words that say where to go instead. */
   readonly notOfferedBecause?: string
+  /**
+   * true: the tool only reads, so a web page's GET runs it (a GET never changes anything) and MCP
+   * marks it read-only; its dry run reads too.
+   */
+  readonly readOnly?: boolean
   readonly handle: (input: I, context: ToolContext) => Effect.Effect<Handled<O>, never, R>
 }
 

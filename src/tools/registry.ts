@@ -10,6 +10,7 @@ import { post } from "./post.js"
 import { receipt } from "./receipt.js"
 import { rollback } from "./rollback.js"
 import { run } from "./run.js"
+import { runs } from "./runs.js"
 import { stage } from "./stage.js"
 import { status } from "./status.js"
 import { stop } from "./stop.js"
@@ -25,6 +26,7 @@ export const tools: ReadonlyArray<Tool> = [
   create,
   run,
   stop,
+  runs,
   attach,
   post,
   audit,

@@ -33,7 +33,7 @@ const nodeModules = Path.join(project, "node_modules")
 export const makeReleaseRoot = (root: string, name = "0123456789ab", from: { readonly dist: string; readonly nodeModules: string } = { dist, nodeModules }): string => {
   const release = Path.join(root, "staged", name)
   Fs.mkdirSync(release, { recursive: true })
-  for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher"]) {
+  for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher", "ocx2-cgi"]) {
     const source = Path.join(from.dist, `${program}.mjs`)
     if (!Fs.existsSync(source)) throw new Error(`${source} is missing: npm run build first`)
     Fs.copyFileSync(source, Path.join(release, program))
@@ -80,7 +80,12 @@ export const waitFor = async <A>(probe: () => Promise<A | undefined> | A | undef
   }
 }
 
-export const makeHookWorld = async (options: { readonly fastHooks?: boolean; readonly release?: boolean } = {}): Promise<HookWorld> => {
+/**
+ * `pages`: the server serves the release's OCX pages from an extension root, as docs/operations.md
+ * says (ext/ocx2-cgi runs ROOT/current/ocx2-cgi, with the Node that runs the tests: Fossil gives an
+ * extension no PATH).
+ */
+export const makeHookWorld = async (options: { readonly fastHooks?: boolean; readonly release?: boolean; readonly pages?: boolean } = {}): Promise<HookWorld> => {
   const dir = makeTempDir("ocx2-hook-")
   Fs.chmodSync(dir, 0o755) // the sandbox's uid 1000 reaches the workspaces under it
   const root = Path.join(dir, "root")
@@ -98,7 +103,12 @@ export const makeHookWorld = async (options: { readonly fastHooks?: boolean; rea
   await inCheckout(["add", "hello.txt"])
   await inCheckout(["commit", "-m", "the first check-in", "--user-override", "alice"])
   const serverCode = (await fossil(["sql", "-R", repository, "SELECT value FROM config WHERE name='server-code'"])).trim().replace(/'/g, "")
-  const server = await startServer(repository, { fastHooks: options.fastHooks ?? true })
+  const extroot = Path.join(dir, "ext")
+  if (options.pages === true) {
+    Fs.mkdirSync(extroot)
+    Fs.writeFileSync(Path.join(extroot, "ocx2-cgi"), `#!/bin/sh\nexec ${process.execPath} ${Path.join(root, "current", "ocx2-cgi")}\n`, { mode: 0o755 })
+  }
+  const server = await startServer(repository, { fastHooks: options.fastHooks ?? true, ...(options.pages === true ? { extroot } : {}) })
 
   const call: HookWorld["call"] = async (tool, input, o = {}) => {
     const user = o.as ?? users.admin.login

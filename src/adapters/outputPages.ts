@@ -1,0 +1,62 @@
+import type { RunRow, RunsOutput } from "../tools/runs.js"
+
+// The outputs that read better as a page of their own than as label and value: the runs list, a
+// table one line a run, as a CI's list of builds is. Plain HTML in Fossil's skin, no script.
+
+const escape = (text: string): string =>
+  text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!)
+
+/** The repository's own pages' top path: the extension's path without its /ext/NAME. */
+export const topOf = (base: string): string => base.replace(/\/ext(\/.*)?$/, "")
+
+/** The run page (the watch tool's page) of a run. */
+export const runPageHref = (base: string, run: string): string => `${base}/watch?run=${encodeURIComponent(run)}`
+
+/** Where a run is in Fossil's own pages: its thread, or its ticket. */
+export const placeHref = (base: string, row: { readonly thread?: string; readonly ticket?: string; readonly run: string }): string =>
+  row.ticket !== undefined ? `${topOf(base)}/tktview/${row.ticket}` : `${topOf(base)}/forumpost/${row.run}`
+
+/** The state in words, with its outcome: `exited 0`, `refused: refusal 4: ...`, `waiting (manual)`. */
+export const stateWords = (r: RunRow): string =>
+  r.state === "ended" ? (r.outcome === "exited" ? `exited ${r.exit ?? ""}`.trim() : `${r.outcome ?? "ended"}${r.note !== undefined ? `: ${r.note}` : ""}`)
+  : r.state === "waiting" ? (r.manual ? "waiting (manual)" : "waiting")
+  : r.note !== undefined ? `${r.state}: ${r.note}` : r.state
+
+/** A class for the state's colour: passed and failed for the ended ones. */
+export const stateClass = (r: RunRow): string =>
+  r.state === "ended" ? (r.outcome === "exited" && r.exit === 0 ? "passed" : "failed") : r.state
+
+const when = (iso: string | undefined): string => (iso === undefined ? "" : escape(iso.replace("T", " ").replace("Z", "")))
+
+const took = (seconds: number | undefined): string => {
+  if (seconds === undefined) return ""
+  if (seconds < 60) return `${seconds} s`
+  const m = Math.floor(seconds / 60)
+  return m < 60 ? `${m} min ${Math.round(seconds % 60)} s` : `${Math.floor(m / 60)} h ${m % 60} min`
+}
+
+const runsPage = (output: RunsOutput, base: string): string => {
+  const rows = output.runs.map((r) =>
+    `<tr data-run="${escape(r.run)}" data-state="${escape(r.state)}">` +
+    `<td><a href="${escape(runPageHref(base, r.run))}"><code>${escape(r.run.slice(0, 12))}</code></a></td>` +
+    `<td class="ocx-state ocx-state-${escape(stateClass(r))}">${escape(stateWords(r))}</td>` +
+    `<td>${escape(r.objective ?? "")}<br><small><a href="${escape(placeHref(base, r))}">${escape(r.title ?? (r.ticket !== undefined ? `ticket ${r.ticket.slice(0, 10)}` : "its thread"))}</a></small></td>` +
+    `<td class="ocx-wide">${escape(r.node)}</td>` +
+    `<td class="ocx-wide">${escape(r.sender ?? "")}</td>` +
+    `<td>${when(r.posted)}</td>` +
+    `<td class="ocx-wide">${took(r.seconds)}</td>` +
+    `</tr>`)
+  const senders = output.senders === "receipts" ? "" : "<p>Read from a clone: who sent each run is the user its artifact names.</p>"
+  return [
+    `<p>${output.runs.length} of ${output.total} run${output.total === 1 ? "" : "s"}, newest first.</p>`,
+    senders,
+    `<table class="ocx-runs"><thead><tr><th>Run</th><th>State</th><th>Objective</th><th class="ocx-wide">Node</th>` +
+    `<th class="ocx-wide">Sender</th><th>Posted (UTC)</th><th class="ocx-wide">Took</th></tr></thead>`,
+    `<tbody>${rows.join("\n")}</tbody></table>`
+  ].filter((p) => p.length > 0).join("\n")
+}
+
+/** By tool name. */
+export const outputPages: Readonly<Record<string, (output: any, base: string) => string>> = {
+  runs: runsPage
+}
