@@ -37,6 +37,9 @@ const style = `<style>
 .ocx .ocx-state-refused, .ocx .ocx-state-lost, .ocx .ocx-state-failed { color: #c22; } .ocx .ocx-state-passed { color: #2a2; }
 .ocx pre.ocx-stream { max-height: 40em; overflow: auto; background: rgba(128,128,128,0.1); padding: 0.5em; }
 .ocx .ocx-stream .ocx-stderr { color: #c22; }
+.ocx .ocx-post { margin: 0.8em 0; border-left: 3px solid rgba(128,128,128,0.4); padding-left: 0.6em; }
+.ocx .ocx-post-head { margin: 0.2em 0; }
+.ocx .ocx-post pre, .ocx pre.ocx-file { background: rgba(128,128,128,0.08); padding: 0.4em; }
 @media (max-width: 40em) { .ocx table.ocx-runs .ocx-wide { display: none; } }
 </style>`
 

@@ -1,3 +1,4 @@
+import type { PostOut, ReadOutput } from "../tools/read.js"
 import type { RunRow, RunsOutput } from "../tools/runs.js"
 
 // The outputs that read better as a page of their own than as label and value: the runs list, a
@@ -56,7 +57,62 @@ const runsPage = (output: RunsOutput, base: string): string => {
   ].filter((p) => p.length > 0).join("\n")
 }
 
+const readHref = (base: string, what: string, at?: string) =>
+  `${base}/read?what=${encodeURIComponent(what)}${at !== undefined ? `&at=${encodeURIComponent(at)}` : ""}`
+
+/** One post or ticket change: who, when, what kind, and its text as it was written. */
+export const postHtml = (p: PostOut, base: string): string =>
+  `<div class="ocx-post ocx-post-${escape(p.kind.replace(/\s+/g, "-"))}" id="p-${escape(p.hash.slice(0, 16))}">` +
+  `<p class="ocx-post-head"><b>${escape(p.kind)}</b> by ${escape(p.sender ?? p.user)} at ${when(p.time)} ` +
+  `<a href="${escape(readHref(base, p.hash))}"><code>${escape(p.hash.slice(0, 12))}</code></a>${p.title !== undefined ? `: ${escape(p.title)}` : ""}</p>` +
+  `<pre>${escape(p.text)}</pre></div>`
+
+/** A run's state, times, verdicts and published files: the top of its run page. */
+export const runSummaryHtml = (run: NonNullable<ReadOutput["run"]>, base: string): string => {
+  const r = run.summary
+  const rows: Array<[string, string]> = [
+    ["State", `<span class="ocx-state ocx-state-${escape(stateClass(r))}" id="ocx-run-state">${escape(stateWords(r))}</span>`],
+    ["Objective", escape(r.objective ?? "")],
+    ["Node", escape(r.node)],
+    ["Sent by", escape(r.sender ?? "")],
+    ["Where", `<a href="${escape(placeHref(base, r))}">${escape(r.title ?? (r.ticket !== undefined ? `ticket ${r.ticket}` : "its thread"))}</a>`],
+    ["Posted", when(r.posted)],
+    ["Started", when(r.started)],
+    ["Ended", when(r.ended)],
+    ["Took", took(r.seconds)],
+    ...run.verdicts.map((v): [string, string] => ["Verdict", `${escape(v.value)} on <a href="${escape(readHref(base, v.checkin))}"><code>${escape(v.checkin.slice(0, 12))}</code></a>`]),
+    ...run.published.map((f): [string, string] => ["Published", f.hash !== undefined
+      ? `<a href="${escape(`${topOf(base)}/uv/${f.as}`)}">${escape(f.as)}</a> <code>${escape(f.hash.slice(0, 12))}</code>`
+      : `${escape(f.as)} (not in the repository)`])
+  ]
+  return `<table class="label-value ocx-run">${rows.filter(([, v]) => v !== "").map(([k, v]) => `<tr><th>${k}</th><td>${v}</td></tr>`).join("")}</table>`
+}
+
+const readPage = (output: ReadOutput, base: string): string => {
+  const parts: Array<string> = []
+  if (output.run !== undefined) parts.push(runSummaryHtml(output.run, base), `<p><a href="${escape(runPageHref(base, output.name))}">The run page</a></p>`)
+  if (output.file !== undefined) {
+    const f = output.file
+    parts.push(`<p><b>${escape(f.path)}</b> at <a href="${escape(readHref(base, f.checkin))}"><code>${escape(f.checkin.slice(0, 12))}</code></a>, ${f.size} bytes</p>`)
+    parts.push(f.binary ? "<p>A binary file.</p>" : `<pre class="ocx-file">${escape(f.text ?? "")}</pre>${f.cut === true ? "<p>Its first 1 MiB.</p>" : ""}`)
+  }
+  if (output.checkin !== undefined) {
+    const c = output.checkin
+    parts.push(`<p>Check-in <code>${escape(c.hash)}</code>${c.branch !== undefined ? ` on <b>${escape(c.branch)}</b>` : ""} by ${escape(c.user)} at ${when(c.time)}</p>`,
+      `<pre>${escape(c.comment)}</pre>`,
+      `<ul class="ocx-files">${c.files.map((f) => `<li><a href="${escape(readHref(base, f.path, c.hash))}">${escape(f.path)}</a></li>`).join("")}</ul>`)
+  }
+  if (output.ticket !== undefined) {
+    const t = output.ticket
+    parts.push(`<p>Ticket <a href="${escape(`${topOf(base)}/tktview/${t.id}`)}"><code>${escape(t.id)}</code></a>${t.fields.title !== undefined ? `: ${escape(t.fields.title)}` : ""}</p>`,
+      ...t.changes.map((p) => postHtml(p, base)))
+  }
+  for (const p of output.posts ?? []) parts.push(postHtml(p, base))
+  return parts.join("\n")
+}
+
 /** By tool name. */
 export const outputPages: Readonly<Record<string, (output: any, base: string) => string>> = {
-  runs: runsPage
+  runs: runsPage,
+  read: readPage
 }

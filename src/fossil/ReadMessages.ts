@@ -38,11 +38,65 @@ const hasTable = (db: Db, name: string): boolean =>
 type PostRow = [rid: number, hash: string, rcvid: number, sender: string | null, received: number | null, written: number | null,
   content: string | null, size: number, srcid: number | null, priv: number]
 // hex(): SQLite's hex and Buffer.from(hex) cost less than a Buffer per row made by the driver (Read.ts)
-const postsSql = `SELECT b.rid, b.uuid, b.rcvid, u.login, r.mtime, f.fmtime, hex(b.content), b.size, d.srcid,
+const postsSql = (filter: string) => `SELECT b.rid, b.uuid, b.rcvid, u.login, r.mtime, f.fmtime, hex(b.content), b.size, d.srcid,
     EXISTS (SELECT 1 FROM private p WHERE p.rid = b.rid)
   FROM forumpost f CROSS JOIN blob b ON b.rid = f.fpid LEFT JOIN delta d ON d.rid = b.rid
   LEFT JOIN rcvfrom r ON r.rcvid = b.rcvid LEFT JOIN user u ON u.uid = r.uid
-  WHERE b.size >= 0`
+  WHERE b.size >= 0${filter}`
+
+/** A forum post as a reader shows it: its place, time, sender and text. */
+export interface PostView {
+  readonly hash: string
+  readonly rid: number
+  readonly rcvid: number
+  /** milliseconds: when received (served), or the time its writer gave (clone) */
+  readonly time: number
+  readonly sender: string | undefined
+  readonly user: string
+  readonly root: string
+  readonly inReplyTo: string | undefined
+  readonly editOf: string | undefined
+  readonly title: string | undefined
+  readonly mimetype: string
+  readonly text: string
+  readonly private: boolean
+}
+
+/** Each post the filter keeps (`AND ...` on f and b), decoded, in no set order. */
+const eachPost = (db: Db, filter: string, params: ReadonlyArray<unknown>, o: { readonly senders: boolean }, use: (post: PostView) => void): void => {
+  const query = stmt<Array<unknown>, PostRow>(db, postsSql(filter))
+  const raw = (query.reader ? query.raw(true) : query) as unknown as BetterSqlite3.Statement<Array<unknown>, PostRow>
+  for (const row of raw.all(...params)) {
+    const [rid, hash, rcvid, sender, received, written, hex, size, srcid, priv] = row
+    const bytes = contentOfRow(db, rid, hex, size, srcid)
+    if (bytes === undefined) continue
+    const cards = parsePostCards(bytes)
+    const time = o.senders && received !== null ? received : written ?? received ?? 0
+    use({
+      hash, rid, rcvid, time: julianToMs(time),
+      sender: o.senders ? sender ?? undefined : undefined,
+      user: cards.user ?? "", root: cards.root ?? hash, inReplyTo: cards.inReplyTo, editOf: cards.editOf,
+      title: cards.title, mimetype: cards.mimetype ?? "text/x-fossil-wiki", text: cards.text ?? "", private: priv === 1
+    })
+  }
+}
+
+/** Every post of the thread whose first post is `root` (rid), in server order. */
+export const threadPosts = (db: Db, root: number, o: { readonly senders: boolean }): ReadonlyArray<PostView> =>
+  db.transaction(() => {
+    const posts: Array<PostView> = []
+    eachPost(db, " AND f.froot = ?", [root], o, (post) => posts.push(post))
+    return posts.sort((a, b) => a.rcvid - b.rcvid || a.rid - b.rid)
+  })()
+
+/** The messages among posts, as the runs list and a run's page read them. */
+export const postMessage = (post: PostView): MessageRow | undefined => {
+  const message = messageIn(post.text)
+  return message === undefined ? undefined : {
+    hash: post.hash, rid: post.rid, rcvid: post.rcvid, time: post.time, sender: post.sender, user: post.user,
+    place: { _tag: "Thread", root: post.root, title: post.title }, private: post.private, message
+  }
+}
 
 interface TicketRow {
   rid: number; hash: string; rcvid: number; sender: string | null; received: number | null; written: number | null
@@ -66,25 +120,10 @@ export const readMessages = (db: Db, o: { readonly senders: boolean }): Readonly
   db.transaction((): Array<MessageRow> => {
     const rows: Array<MessageRow> = []
     if (hasTable(db, "forumpost")) {
-      const query = stmt<[], PostRow>(db, postsSql)
-      const raw = (query.reader ? query.raw(true) : query) as unknown as BetterSqlite3.Statement<[], PostRow>
-      for (const row of raw.all()) {
-        const [rid, hash, rcvid, sender, received, written, hex, size, srcid, priv] = row
-        const bytes = contentOfRow(db, rid, hex, size, srcid)
-        if (bytes === undefined) continue
-        const cards = parsePostCards(bytes)
-        const message = messageIn(cards.text ?? "")
-        if (message === undefined) continue
-        const time = o.senders && received !== null ? received : written ?? received ?? 0
-        rows.push({
-          hash, rid, rcvid, time: julianToMs(time),
-          sender: o.senders ? sender ?? undefined : undefined,
-          user: cards.user ?? "",
-          place: { _tag: "Thread", root: cards.root ?? hash, title: cards.title },
-          private: priv === 1,
-          message
-        })
-      }
+      eachPost(db, "", [], o, (post) => {
+        const row = postMessage(post)
+        if (row !== undefined) rows.push(row)
+      })
     }
     if (hasTable(db, "ticketchng") && hasTable(db, "ticket")) {
       const columns = new Set(stmt<[], { name: string }>(db, "PRAGMA table_info(ticketchng)").all().map((c) => c.name))

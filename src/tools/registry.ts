@@ -7,6 +7,7 @@ import { echo } from "./echo.js"
 import { hook } from "./hook.js"
 import { node } from "./node.js"
 import { post } from "./post.js"
+import { read } from "./read.js"
 import { receipt } from "./receipt.js"
 import { rollback } from "./rollback.js"
 import { run } from "./run.js"
@@ -27,6 +28,7 @@ export const tools: ReadonlyArray<Tool> = [
   run,
   stop,
   runs,
+  read,
   attach,
   post,
   audit,
