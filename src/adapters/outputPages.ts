@@ -1,4 +1,5 @@
 import type { PostOut, ReadOutput } from "../tools/read.js"
+import { stateWords as wordsOf } from "../runs/RunWords.js"
 import type { RunRow, RunsOutput } from "../tools/runs.js"
 
 // The outputs that read better as a page of their own than as label and value: the runs list, a
@@ -18,10 +19,7 @@ export const placeHref = (base: string, row: { readonly thread?: string; readonl
   row.ticket !== undefined ? `${topOf(base)}/tktview/${row.ticket}` : `${topOf(base)}/forumpost/${row.run}`
 
 /** The state in words, with its outcome: `exited 0`, `refused: refusal 4: ...`, `waiting (manual)`. */
-export const stateWords = (r: RunRow): string =>
-  r.state === "ended" ? (r.outcome === "exited" ? `exited ${r.exit ?? ""}`.trim() : `${r.outcome ?? "ended"}${r.note !== undefined ? `: ${r.note}` : ""}`)
-  : r.state === "waiting" ? (r.manual ? "waiting (manual)" : "waiting")
-  : r.note !== undefined ? `${r.state}: ${r.note}` : r.state
+export const stateWords = (r: RunRow): string => wordsOf(r)
 
 /** A class for the state's colour: passed and failed for the ended ones. */
 export const stateClass = (r: RunRow): string =>

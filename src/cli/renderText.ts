@@ -2,6 +2,7 @@ import { tools } from "../tools/registry.js"
 import { stateWords } from "../adapters/outputPages.js"
 import type { ReadOutput } from "../tools/read.js"
 import type { RunsOutput } from "../tools/runs.js"
+import type { WatchOutput } from "../tools/watch.js"
 import type { Answer, Tool } from "../tools/Tool.js"
 import { type Look, plainLook, toolHelp, wrap, wrapUsage } from "./help.js"
 
@@ -26,6 +27,7 @@ const renderOutput = (tool: Tool, output: any, look: Look): string => {
   if (tool.name === "help") return toolHelp(output, tools.find((t) => t.name === output.name), look)
   if (tool.name === "runs") return runsTable(output)
   if (tool.name === "read") return recordText(output)
+  if (tool.name === "watch") return watchText(output)
   return renderValue(output)
 }
 
@@ -80,10 +82,19 @@ const recordText = (output: ReadOutput): string => {
   return lines.join("\n").trimEnd()
 }
 
+/** The end of a watch: the run's state, once its output was printed as it came. */
+const watchText = (output: WatchOutput): string => {
+  const r = output.summary
+  const took = r.seconds !== undefined ? ` after ${r.seconds} s` : ""
+  return output.over
+    ? `run ${r.run}: ${stateWords(r)}${took}`
+    : `run ${r.run}: ${stateWords(r)}${took}; still going (ocx2 watch ${r.run.slice(0, 12)} --offset ${output.offset} goes on)`
+}
+
 export const renderText = (tool: Tool, answer: Answer<unknown>, look: Look = plainLook): string => {
   const lines: Array<string> = []
   // a record or a list printed as such is its own account of what was read (a file prints as it is, for a pipe)
-  const plain = (tool.name === "read" || tool.name === "runs") && answer.output !== undefined
+  const plain = (tool.name === "read" || tool.name === "runs" || tool.name === "watch") && answer.output !== undefined
   if (!plain) for (const operation of answer.operations) lines.push(`${operation.done ? "did" : "would"}: ${operation.op} ${operation.detail}`)
   if (answer.output !== undefined) lines.push(renderOutput(tool, answer.output, look))
   if (answer.stopped.reason === "refused" || answer.stopped.reason === "failed") {

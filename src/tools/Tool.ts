@@ -54,6 +54,11 @@ export interface ToolContext {
   readonly repository: string | undefined
   /** The entry point the call came through; list and help show what it offers (all when not given). */
   readonly entryPoint?: EntryPoint
+  /**
+   * Where a tool that follows something as it happens (watch) prints it as it happens, for a person
+   * at a terminal; absent, it only answers at the end.
+   */
+  readonly progress?: (stream: "stdout" | "stderr", text: string) => void
 }
 
 /** What a handler returns; runTool adds the tool's name and turns failures into answers. */

@@ -17,6 +17,7 @@ import { status } from "./status.js"
 import { stop } from "./stop.js"
 import type { Tool } from "./Tool.js"
 import { unhook } from "./unhook.js"
+import { watch } from "./watch.js"
 
 /** Every tool this release offers, in the order lists show them. */
 export const tools: ReadonlyArray<Tool> = [
@@ -29,6 +30,7 @@ export const tools: ReadonlyArray<Tool> = [
   stop,
   runs,
   read,
+  watch,
   attach,
   post,
   audit,

@@ -33,6 +33,7 @@ import { endingWords, keptLogText } from "./KeptLogs.js"
 import { followInbox } from "./Inbox.js"
 import { composeReport, finishOutbox, keepReport, readOutbox, removeIfSettled, sendReport, untilServerAnswers, type OutboxReport } from "./Outbox.js"
 import { deliveryBound, makeSessionInbox, sessionOf, startEach } from "./Session.js"
+import { runStreamFile } from "../watch/StreamFile.js"
 import { launchSpec } from "./LaunchPlan.js"
 import { publicationText, publish } from "./Publications.js"
 import { serveTerminal } from "./TerminalServer.js"
@@ -323,7 +324,8 @@ const startChecked = (
       ownPaths: launchOwnPaths(config)
     })
     if (Either.isLeft(planned)) return yield* refuse(planned.left)
-    const spec = planned.right
+    // what the process prints goes to ROOT/care/RUN.stream too, for those who watch it
+    const spec = { ...planned.right, streamFile: runStreamFile(care.path, run) }
     const unfit = yield* launcher.check(spec).pipe(Effect.flip, Effect.option)
     if (unfit._tag === "Some") {
       const e = unfit.value
