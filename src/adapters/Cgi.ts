@@ -47,6 +47,8 @@ export interface CgiRequest {
   readonly body: string
   readonly caller: Caller
   readonly repository: string | undefined
+  /** Fossil's nonce for this page's scripts (its Content-Security-Policy allows no other inline script) */
+  readonly nonce?: string | undefined
 }
 
 export interface CgiResponse {
@@ -174,7 +176,7 @@ export const makeCgi = (allTools: ReadonlyArray<Tool>, options: CgiOptions = {})
       // a page opened with nothing asked shows its form, not a refusal of nothing (receipt needs an artifact or a user)
       const asked = fieldsOf(tool).some((f) => query.has(f.name))
       const shown = !asked && answer.stopped.reason === "refused" ? undefined : answer
-      return html(200, toolPage(tool, page, query, shown, request.caller, { ...pageOptions, base }))
+      return html(200, toolPage(tool, page, query, shown, request.caller, { ...pageOptions, base, nonce: request.nonce }))
     }
     const decoded = fromForm(tool, withoutFormat(query))
     if (decoded._tag === "Problem") return json(400, refusal(tool.name, decoded.message))
@@ -194,7 +196,7 @@ export const makeCgi = (allTools: ReadonlyArray<Tool>, options: CgiOptions = {})
     return asJson ? json(400, refusal(tool.name, decoded.message)) : html(400, problemPage("Bad request", decoded.message, page))
   }
   const answer = await Effect.runPromise(runTool(tool, decoded.raw, context(decoded.dryRun)))
-  return asJson ? json(200, answer) : html(200, toolPage(tool, page, body.params, answer, request.caller, { ...pageOptions, base }))
+  return asJson ? json(200, answer) : html(200, toolPage(tool, page, body.params, answer, request.caller, { ...pageOptions, base, nonce: request.nonce }))
 }
 
 const withoutFormat = (params: URLSearchParams): URLSearchParams => {
@@ -232,7 +234,8 @@ export const requestFromEnv = (env: NodeJS.ProcessEnv, body: string): CgiRequest
     body,
     caller: { user, capabilities: env.FOSSIL_CAPABILITIES ?? "", sandboxed: false },
     // relative when the server was started with a relative path; the CGI runs in the server's directory
-    repository: env.FOSSIL_REPOSITORY !== undefined && env.FOSSIL_REPOSITORY !== "" ? resolve(env.FOSSIL_REPOSITORY) : undefined
+    repository: env.FOSSIL_REPOSITORY !== undefined && env.FOSSIL_REPOSITORY !== "" ? resolve(env.FOSSIL_REPOSITORY) : undefined,
+    nonce: env.FOSSIL_NONCE !== undefined && env.FOSSIL_NONCE !== "" ? env.FOSSIL_NONCE : undefined
   }
 }
 

@@ -37,6 +37,7 @@ const style = `<style>
 .ocx .ocx-state-refused, .ocx .ocx-state-lost, .ocx .ocx-state-failed { color: #c22; } .ocx .ocx-state-passed { color: #2a2; }
 .ocx pre.ocx-stream { max-height: 40em; overflow: auto; background: rgba(128,128,128,0.1); padding: 0.5em; }
 .ocx .ocx-stream .ocx-stderr { color: #c22; }
+.ocx .ocx-stream .ocx-delivery, .ocx .ocx-stream .ocx-missed { color: #36c; }
 .ocx .ocx-post { margin: 0.8em 0; border-left: 3px solid rgba(128,128,128,0.4); padding-left: 0.6em; }
 .ocx .ocx-post-head { margin: 0.2em 0; }
 .ocx .ocx-post pre, .ocx pre.ocx-file { background: rgba(128,128,128,0.08); padding: 0.4em; }
@@ -124,9 +125,9 @@ const value = (v: unknown): string => {
 }
 
 /** A tool's output as its page shows it: a page of its own for the tools that have one, else label and value. */
-const outputHtml = (answer: Answer<unknown>, base: string): string => {
+const outputHtml = (answer: Answer<unknown>, base: string, nonce: string | undefined): string => {
   const own = outputPages[answer.tool]
-  return own !== undefined ? own(answer.output, base) : value(answer.output)
+  return own !== undefined ? own(answer.output, base, nonce) : value(answer.output)
 }
 
 const stoppedLine = (answer: Answer<unknown>): string => {
@@ -144,7 +145,7 @@ const stoppedLine = (answer: Answer<unknown>): string => {
 }
 
 /** The answer, in the one shape: what was (or would be) done, the output, why it stopped. */
-export const answerHtml = (answer: Answer<unknown>, base = ""): string =>
+export const answerHtml = (answer: Answer<unknown>, base = "", nonce?: string): string =>
   [
     `<div class="ocx-answer ocx-${escapeHtml(answer.stopped.reason)}" id="ocx-answer" data-reason="${escapeHtml(answer.stopped.reason)}">`,
     stoppedLine(answer),
@@ -152,7 +153,7 @@ export const answerHtml = (answer: Answer<unknown>, base = ""): string =>
       ? `<ul class="ocx-operations">${answer.operations.map((op) =>
         `<li>${op.done ? "did" : "would"}: ${escapeHtml(op.op)} ${escapeHtml(op.detail)}</li>`).join("")}</ul>`
       : "",
-    answer.output !== undefined ? `<div class="ocx-output">${outputHtml(answer, base)}</div>` : "",
+    answer.output !== undefined ? `<div class="ocx-output">${outputHtml(answer, base, nonce)}</div>` : "",
     `<details><summary>JSON</summary><pre class="ocx-json">${escapeHtml(JSON.stringify(answer, null, 2))}</pre></details>`,
     `</div>`
   ].filter((part) => part.length > 0).join("\n")
@@ -164,6 +165,8 @@ export interface ToolPageOptions {
   readonly hidden?: ReadonlyArray<string>
   /** The pages' own path (such as /ext/ocx2-cgi), for links between them. */
   readonly base?: string
+  /** Fossil's nonce for the page's own script (the run page's live stream) */
+  readonly nonce?: string | undefined
 }
 
 export const toolPage = (
@@ -179,7 +182,7 @@ export const toolPage = (
     [
       `<p>${escapeHtml(tool.summary)}. ${escapeHtml(tool.description)}</p>`,
       `<p><code>${escapeHtml(usage(tool))}</code></p>`,
-      answer !== undefined ? answerHtml(answer, options.base) : "",
+      answer !== undefined ? answerHtml(answer, options.base, options.nonce) : "",
       releaseLine(options.release),
       who(caller),
       form(tool, action, values, options.hidden)

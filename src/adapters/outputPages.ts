@@ -1,6 +1,7 @@
 import type { PostOut, ReadOutput } from "../tools/read.js"
 import { stateWords as wordsOf } from "../runs/RunWords.js"
 import type { RunRow, RunsOutput } from "../tools/runs.js"
+import type { WatchOutput } from "../tools/watch.js"
 
 // The outputs that read better as a page of their own than as label and value: the runs list, a
 // table one line a run, as a CI's list of builds is. Plain HTML in Fossil's skin, no script.
@@ -109,8 +110,67 @@ const readPage = (output: ReadOutput, base: string): string => {
   return parts.join("\n")
 }
 
+/**
+ * The page's own script: it follows the run from the node's stream server (server-sent events),
+ * appending what the process prints and the state as it changes, without a reload. No framework:
+ * EventSource and a few DOM calls. Fossil's Content-Security-Policy lets it run by its nonce, and
+ * lets it reach the stream server when its default-csp allows that origin in connect-src.
+ */
+const liveScript = `(function () {
+  var out = document.getElementById("ocx-stream");
+  var state = document.getElementById("ocx-run-state");
+  var note = document.getElementById("ocx-live");
+  if (!out || !out.dataset.live) return;
+  var live = JSON.parse(out.dataset.live);
+  var url = live.url.charAt(0) === ":" ? location.protocol + "//" + location.hostname + live.url : live.url;
+  var events = new EventSource(url + (url.indexOf("?") < 0 ? "?" : "&") + "token=" + encodeURIComponent(live.token));
+  var show = function (e) { var d = JSON.parse(e.data); if (state && d.state) { state.textContent = d.state; } return d; };
+  events.addEventListener("state", show);
+  events.addEventListener("output", function (e) {
+    var d = JSON.parse(e.data);
+    var span = document.createElement("span");
+    span.className = "ocx-" + d.stream;
+    span.textContent = d.text;
+    out.appendChild(span);
+    out.scrollTop = out.scrollHeight;
+  });
+  events.addEventListener("delivery", function (e) {
+    var d = JSON.parse(e.data);
+    var span = document.createElement("span");
+    span.className = "ocx-delivery";
+    span.textContent = "[delivered " + d.hash.slice(0, 12) + "] " + d.line + "\\n";
+    out.appendChild(span);
+  });
+  events.addEventListener("end", function (e) {
+    show(e);
+    events.close();
+    if (note) { note.textContent = "The run is over: reload the page for its reports."; note.dataset.over = "true"; }
+  });
+  events.onerror = function () {
+    if (note && note.dataset.over !== "true") { note.textContent = "The live stream is not reachable from this page (the node's stream server, or this site's Content-Security-Policy); reload to see how the run goes."; }
+  };
+})();`
+
+const watchPage = (output: WatchOutput, base: string, nonce: string | undefined): string => {
+  const parts: Array<string> = []
+  if (output.record !== undefined) parts.push(runSummaryHtml(output.record, base))
+  const printed = output.events.filter((e) => e.type === "output" || e.type === "delivery" || e.type === "missed").map((e) =>
+    e.type === "output" ? `<span class="ocx-${escape(e.stream ?? "stdout")}">${escape(e.text ?? "")}</span>`
+    : e.type === "delivery" ? `<span class="ocx-delivery">[delivered ${escape((e.hash ?? "").slice(0, 12))}] ${escape(e.line ?? "")}\n</span>`
+    : `<span class="ocx-missed">[${escape(e.text ?? "")}]\n</span>`).join("")
+  const words = output.live !== undefined ? "Following the run as its process prints."
+    : output.over ? (output.followed === "care directory" ? "What its process printed, as its node's host kept it." : "The run is over; its kept logs are among its reports below.")
+    : output.followed === "record" ? "Its output is followed on its node's host; this page shows its state as the record holds it." : ""
+  parts.push(`<h3>Output</h3>`, `<p id="ocx-live">${escape(words)}</p>`,
+    `<pre class="ocx-stream" id="ocx-stream"${output.live !== undefined ? ` data-live="${escape(JSON.stringify(output.live))}"` : ""}>${printed}</pre>`)
+  if (output.reports.length > 0) parts.push(`<h3>Reports</h3>`, ...output.reports.map((p) => postHtml(p, base)))
+  if (output.live !== undefined) parts.push(`<script${nonce !== undefined ? ` nonce="${escape(nonce)}"` : ""}>${liveScript}</script>`)
+  return parts.join("\n")
+}
+
 /** By tool name. */
-export const outputPages: Readonly<Record<string, (output: any, base: string) => string>> = {
+export const outputPages: Readonly<Record<string, (output: any, base: string, nonce: string | undefined) => string>> = {
   runs: runsPage,
-  read: readPage
+  read: readPage,
+  watch: watchPage
 }

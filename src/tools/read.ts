@@ -70,7 +70,7 @@ const TicketOut = Schema.Struct({
   changes: Schema.Array(PostOut)
 })
 
-const RunOut = Schema.Struct({
+export const RunOut = Schema.Struct({
   summary: RunRow,
   content: Schema.Unknown.annotations({ description: "the run's own fields, as its message holds them" }),
   verdicts: Schema.Array(Schema.Struct({ checkin: Schema.String, value: Schema.String })).annotations({ description: "the ci verdicts written against it" }),

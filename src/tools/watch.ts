@@ -7,11 +7,14 @@ import { rootOfCall } from "../release/Served.js"
 import { stateWordsOf } from "../runs/RunWords.js"
 import { follow, readRunSummary, type WatchEvent } from "../watch/Follow.js"
 import { OperationsLog } from "./Operations.js"
-import { PostOut, read } from "./read.js"
+import { PostOut, read, RunOut } from "./read.js"
 import { mayReadRun, RunRow, rowOf } from "./runs.js"
 import { runTool } from "./runTool.js"
 import { finishTool, refuse, Refused } from "./support/finishTool.js"
-import { repositoryFile } from "./support/repositoryFile.js"
+import { repositoryFile, type RepositoryFile } from "./support/repositoryFile.js"
+import { ensureStreamServer, streamSettings } from "../watch/StreamServer.js"
+import { signGrant, streamSecret } from "../watch/StreamToken.js"
+import * as Path from "node:path"
 import { defineTool, type ToolContext } from "./Tool.js"
 
 const optional = <A, I>(schema: Schema.Schema<A, I>, description: string) =>
@@ -45,7 +48,12 @@ export const WatchOutput = Schema.Struct({
   }),
   offset: Schema.Number.annotations({ description: "where its output was read to: give it as offset to go on" }),
   events: Schema.Array(WatchEventOut).annotations({ description: "what happened, in order (its output kept to its last 1 MiB)" }),
-  reports: Schema.Array(PostOut).annotations({ description: "the posts or ticket changes where it is, after it: started, ended, kept logs and the rest" })
+  reports: Schema.Array(PostOut).annotations({ description: "the posts or ticket changes where it is, after it: started, ended, kept logs and the rest" }),
+  record: optional(RunOut, "the run as read gives it: its summary, fields, verdicts and published files"),
+  live: optional(Schema.Struct({
+    url: Schema.String.annotations({ description: "the node's stream server's events of the run (server-sent events), from offset on; the host is the page's own when it starts with :PORT" }),
+    token: Schema.String.annotations({ description: "the viewer's grant, signed by the node, to give as ?token=" })
+  }), "on the web page, while the run goes on and its node is this host's: where its page follows it live")
 })
 export type WatchOutput = typeof WatchOutput.Type
 
@@ -102,6 +110,18 @@ const careDirOf = (input: WatchInput, context: ToolContext) =>
         return undefined
       }
     }))
+
+/** The stream server's URL for the run, from offset on, and a grant signed for the viewer (12 hours). */
+const liveStream = async (root: string, program: string, file: RepositoryFile, run: string, context: ToolContext, offset: number) => {
+  const port = await ensureStreamServer(root, program)
+  const settings = streamSettings(root)
+  const token = signGrant(streamSecret(releasePaths(root).node), {
+    run, user: context.caller.user, capabilities: context.caller.capabilities, repository: file.path, role: file.role,
+    expires: Date.now() + 12 * 3600_000
+  })
+  const path = `/watch/${run}?offset=${offset}`
+  return { url: settings.url !== undefined ? `${settings.url}${path}` : `:${port}${path}`, token }
+}
 
 export const watch = defineTool({
   name: "watch",
@@ -162,6 +182,13 @@ export const watch = defineTool({
           log.note("follow", `the run ${run}${careDir !== undefined ? `, its output in ${careDir}` : ", its state in the record"}: ${followed.over ? "it ended" : "it goes on"}`)
           const record = yield* runTool(read, { what: run }, { ...context, entryPoint: context.entryPoint ?? "cli", dryRun: false })
           const reports = (record.output?.posts ?? record.output?.ticket?.changes ?? []).filter((p) => p.hash !== run)
+          // the web page follows it live from the node's stream server, as the viewer Fossil signed in
+          const live = context.entryPoint === "cgi" && !followed.over && careDir !== undefined && process.argv[1] !== undefined
+            ? yield* Effect.tryPromise({
+              try: () => liveStream(Path.dirname(careDir), process.argv[1]!, file, run, context, followed.offset),
+              catch: (e) => new Refused(`the run's live stream cannot be served: ${(e as Error).message}`)
+            }).pipe(Effect.tap((l) => Effect.sync(() => log.note("stream", `the node's stream server follows it at ${l.url}`))))
+            : undefined
           return {
             run,
             summary: rowOf(followed.summary, Date.now()),
@@ -169,7 +196,9 @@ export const watch = defineTool({
             followed: careDir !== undefined ? "care directory" : "record",
             offset: followed.offset,
             events,
-            reports
+            reports,
+            ...(record.output?.run !== undefined ? { record: record.output.run } : {}),
+            ...(live !== undefined ? { live } : {})
           } satisfies WatchOutput
         }))
     )
