@@ -143,7 +143,8 @@ export const makeHookWorld = async (options: { readonly fastHooks?: boolean; rea
     close: async () => {
       stopSpare(root)
       await server.stop()
-      if (process.env.OCX2_KEEP_TEST_DIR === undefined) Fs.rmSync(dir, { recursive: true, force: true })
+      // a process ending as the world is removed may still write into it: try again while it does
+      if (process.env.OCX2_KEEP_TEST_DIR === undefined) Fs.rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 })
     }
   }
 }
