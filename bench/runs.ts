@@ -5,7 +5,7 @@
  * Builds a served repository of 10,000 runs, each the first post of a thread of its own sent by
  * an admin: 1,000 waiting (nothing answers them), 1,000 started, 7,000 ended (started, ended
  * exited, and a kept-logs reply), 500 refused (ended alone) and 500 lost (started, ended lost):
- * 24,500 posts, imported in two bundles (the runs from the admin, the answers from the node).
+ * 33,500 posts, imported in two bundles (the runs from the admin, the answers from the node).
  * Then measures, each as a person runs it (a process started, its answer printed):
  *  (a) `ocx2 --json runs --limit 0`: every run with its state, times and objective, as JSON;
  *  (b) `ocx2 --json runs` (the newest 50) and `ocx2 --json runs --state started --sender alice`;
