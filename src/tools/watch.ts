@@ -5,6 +5,7 @@ import * as ReleaseRootFs from "../../layers/ReleaseRootFs.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { rootOfCall } from "../release/Served.js"
 import { stateWordsOf } from "../runs/RunWords.js"
+import { followThroughServer } from "../watch/AskServer.js"
 import { follow, readRunSummary, type WatchEvent } from "../watch/Follow.js"
 import { OperationsLog } from "./Operations.js"
 import { PostOut, read, RunOut } from "./read.js"
@@ -43,8 +44,8 @@ export const WatchOutput = Schema.Struct({
   run: Schema.String,
   summary: RunRow,
   over: Schema.Boolean.annotations({ description: "true: it ended, and summary says how; false: it goes on (call again with offset)" }),
-  followed: Schema.Literal("care directory", "record").annotations({
-    description: "care directory: its output was read on its node's host as it printed it; record: its state alone (its node is not on this host, or its care directory is not readable here)"
+  followed: Schema.Literal("care directory", "server", "record").annotations({
+    description: "care directory: its output was read on its node's host as it printed it; server: from a clone, through the server's run page and its node's stream server; record: its state alone (its node is not on this host, or its care directory is not readable here)"
   }),
   offset: Schema.Number.annotations({ description: "where its output was read to: give it as offset to go on" }),
   events: Schema.Array(WatchEventOut).annotations({ description: "what happened, in order (its output kept to its last 1 MiB)" }),
@@ -77,16 +78,16 @@ export const eventOut = (event: WatchEvent): WatchEventOut => {
 }
 
 /** What a person at a terminal sees as it happens: the output as printed, the rest on stderr in brackets. */
-const printed = (event: WatchEvent, progress: NonNullable<ToolContext["progress"]>): void => {
+const printed = (run: string, event: WatchEventOut, progress: NonNullable<ToolContext["progress"]>): void => {
   switch (event.type) {
     case "output":
-      return progress(event.stream, event.text)
+      return progress(event.stream ?? "stdout", event.text ?? "")
     case "state":
-      return progress("stderr", `[ocx2 watch: ${event.summary.run.slice(0, 12)} ${stateWordsOf(event.summary)}]\n`)
+      return progress("stderr", `[ocx2 watch: ${run.slice(0, 12)} ${event.state ?? ""}]\n`)
     case "delivery":
-      return progress("stderr", `[ocx2 watch: delivered ${event.hash.slice(0, 12)}: ${event.line}]\n`)
+      return progress("stderr", `[ocx2 watch: delivered ${(event.hash ?? "").slice(0, 12)}: ${event.line ?? ""}]\n`)
     case "missed":
-      return progress("stderr", `[ocx2 watch: missed ${event.what}]\n`)
+      return progress("stderr", `[ocx2 watch: missed ${event.text ?? ""}]\n`)
     case "end":
       return undefined
   }
@@ -147,20 +148,11 @@ export const watch = defineTool({
             try: () => readRunSummary(file, input.run),
             catch: (e) => new Refused(`the repository ${file.path} cannot be read: ${(e as Error).message}`)
           })
-          if ("problem" in found) return yield* refuse(found.problem)
-          if (!mayReadRun(context.caller, found.summary)) {
-            return yield* refuse(found.summary.place._tag === "Ticket"
-              ? "tickets are not yours to read here: that needs Fossil's Read Ticket (r)"
-              : "forum posts are not yours to read here: that needs Fossil's Read Forum (2)")
-          }
-          const run = found.summary.run
           const careDir = yield* careDirOf(input, context)
-          const seconds = input.seconds ?? (context.entryPoint === "mcp" ? 50 : context.entryPoint === "cgi" ? 0 : undefined)
           const events: Array<WatchEventOut> = []
           let outputBytes = 0
-          const keep = (event: WatchEvent) => {
-            if (context.progress !== undefined) printed(event, context.progress)
-            const out = eventOut(event)
+          const keep = (run: string) => (out: WatchEventOut) => {
+            if (context.progress !== undefined) printed(run, out, context.progress)
             events.push(out)
             if (out.type !== "output") return
             outputBytes += out.text!.length
@@ -171,9 +163,32 @@ export const watch = defineTool({
               events.splice(first, 1, { type: "missed", at: events[first]!.at, text: "output past this answer's 1 MiB" })
             }
           }
+          // from a clone's host the run's node is elsewhere: the server's run page, as the user the clone remembers
+          if (careDir === undefined && file.role === "clone" && context.entryPoint !== "mcp") {
+            if (context.caller.user !== undefined && context.caller.user !== file.user) {
+              return yield* refuse(`the clone ${file.path} signs in to ${file.url} as ${file.user}, the user it remembers, not as ${context.caller.user}`)
+            }
+            const run = "summary" in found ? found.summary.run : input.run
+            const remote = yield* Effect.tryPromise({
+              try: (signal) => followThroughServer(file, run, keep(run), signal),
+              catch: (e) => new Refused((e as Error).message)
+            })
+            log.note("follow", `the run ${remote.run} through the run page of ${file.url}${remote.live !== undefined ? " and its node's stream server" : ""}, as ${file.user}`)
+            const { live: _live, ...rest } = remote
+            return { ...rest, followed: "server", events } satisfies WatchOutput
+          }
+          if ("problem" in found) return yield* refuse(found.problem)
+          if (!mayReadRun(context.caller, found.summary)) {
+            return yield* refuse(found.summary.place._tag === "Ticket"
+              ? "tickets are not yours to read here: that needs Fossil's Read Ticket (r)"
+              : "forum posts are not yours to read here: that needs Fossil's Read Forum (2)")
+          }
+          const run = found.summary.run
+          const seconds = input.seconds ?? (context.entryPoint === "mcp" ? 50 : context.entryPoint === "cgi" ? 0 : undefined)
+          const keepOut = keep(run)
           const followed = yield* Effect.tryPromise({
             try: (signal) => follow({
-              repository: file, run, careDir, emit: keep, signal,
+              repository: file, run, careDir, emit: (event: WatchEvent) => keepOut(eventOut(event)), signal,
               ...(input.offset !== undefined ? { offset: input.offset } : {}),
               ...(seconds !== undefined ? { deadline: Date.now() + seconds * 1000 } : {})
             }),

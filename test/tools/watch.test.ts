@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { create } from "../../src/tools/create.js"
 import { hook } from "../../src/tools/hook.js"
 import { watch, type WatchOutput } from "../../src/tools/watch.js"
+import { cloneAs, fossil } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
 import { closeHookWorld, dist, makeHookWorld, type HookWorld, waitFor } from "../node/hookWorld.js"
 
@@ -136,5 +137,41 @@ describe("watch", () => {
     expect(refused.stopped).toEqual({ reason: "refused", message: "forum posts are not yours to read here: that needs Fossil's Read Forum (2)" })
     const none = await world.call(watch, { run: "0000000000" })
     expect(none.stopped.message).toMatch(/names no run/)
+  }, 120_000)
+
+  it("from a clone's host it asks the server: the run page's stream, as the user the clone remembers", async () => {
+    const clone = await cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, "alice.fossil"))
+    const run = await createRun("for i in 1 2 3 4 5; do echo \"far $i $(date +%s%3N)\"; sleep 1; done")
+    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
+    // the clone has not pulled the run: the server's page knows it
+    const child = ChildProcess.spawn(process.execPath, [Path.join(dist, "ocx2.mjs"), "--repository", clone, "watch", run.slice(0, 16)], { stdio: ["ignore", "pipe", "pipe"] })
+    const lines: Array<{ readonly text: string; readonly at: number }> = []
+    let rest = ""
+    let stderr = ""
+    child.stdout.on("data", (chunk: Buffer) => {
+      const at = Date.now()
+      const parts = (rest + chunk.toString("utf8")).split("\n")
+      rest = parts.pop()!
+      for (const text of parts) lines.push({ text, at })
+    })
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
+    expect(await new Promise((resolve) => child.once("exit", resolve)), stderr).toBe(0)
+    const far = lines.filter((l) => l.text.startsWith("far "))
+    expect(far.map((l) => l.text.split(" ")[1])).toEqual(["1", "2", "3", "4", "5"])
+    expect(lines.at(-1)!.text).toMatch(new RegExp(`^run ${run}: exited 0`))
+    const live = far.filter((l) => Number(l.text.split(" ")[2]) > far[0]!.at).map((l) => l.at - Number(l.text.split(" ")[2]))
+    console.log(`watch from a clone: each line from the process's echo to ocx2 watch's stdout: ${live.join(", ")} ms`)
+    expect(live.length).toBeGreaterThan(0)
+    expect([...live].sort((a, b) => a - b)[Math.floor(live.length / 2)]).toBeLessThanOrEqual(300)
+    // once Fossil has synced, the clone keeps only the hash of the password, which sign-in does not take
+    await fossil(["pull", "-R", clone], users.admin.login)
+    const program = (env: NodeJS.ProcessEnv = {}) =>
+      ChildProcess.spawnSync(process.execPath, [Path.join(dist, "ocx2.mjs"), "--json", "--repository", clone, "watch", run], { encoding: "utf8", env: { ...process.env, ...env } })
+    const hashed = program({ OCX_PASSWORD: "" })
+    expect(JSON.parse(hashed.stdout).stopped.message).toMatch(/keeps only its sync hash of the password, .*OCX_PASSWORD/)
+    const json = JSON.parse(program({ OCX_PASSWORD: users.admin.password }).stdout)
+    expect(json.output).toMatchObject({ followed: "server", over: true, summary: { state: "ended", outcome: "exited", exit: 0 } })
+    const otherUser = ChildProcess.spawnSync(process.execPath, [Path.join(dist, "ocx2.mjs"), "--json", "--repository", clone, "--user", users.builder.login, "watch", run], { encoding: "utf8" })
+    expect(JSON.parse(otherUser.stdout).stopped.message).toMatch(/signs in to .* as alice, the user it remembers, not as builder/)
   }, 120_000)
 })
