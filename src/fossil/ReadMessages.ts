@@ -112,15 +112,58 @@ const messageIn = (text: string): Message | undefined => {
   return reading._tag === "Message" ? reading : undefined
 }
 
+/** Where a read stood: every artifact at or before it in server order was read. */
+export interface ReadCursor {
+  readonly rcvid: number
+  readonly rid: number
+}
+
 /**
- * Every message of the file, in server order. `senders`: false on a clone, whose receipts
- * name only its pulls (the sender is then undefined and the time is the writer's).
+ * What would make messages read before a cursor read differently now: an artifact made private or
+ * public (a moderated post approved), shunned or removed, or the artifacts renumbered. New
+ * arrivals change none of it; they come after the cursor.
  */
-export const readMessages = (db: Db, o: { readonly senders: boolean }): ReadonlyArray<MessageRow> =>
+export const messagesFingerprint = (db: Db, cursor: ReadCursor): string => {
+  const row = stmt<[number], { priv: number; privSum: number; blobs: number }>(db,
+    `SELECT (SELECT count(*) FROM private) AS priv, (SELECT total(rid) FROM private) AS privSum,
+       (SELECT count(*) FROM blob WHERE rid <= ?) AS blobs`).get(cursor.rid)
+  const shun = hasTable(db, "shun") ? stmt<[], { n: number }>(db, "SELECT count(*) AS n FROM shun").get()?.n ?? 0 : 0
+  return JSON.stringify([row?.priv ?? 0, row?.privSum ?? 0, row?.blobs ?? 0, shun])
+}
+
+export interface MessagesRead {
+  readonly rows: ReadonlyArray<MessageRow>
+  /** the last artifact in server order when they were read */
+  readonly cursor: ReadCursor
+  readonly fingerprint: string
+}
+
+/**
+ * The messages after `after` (every one without it), in server order, with where the read stood,
+ * in one read transaction. `senders`: false on a clone, whose receipts name only its pulls (the
+ * sender is then undefined and the time is the writer's).
+ */
+export const readMessagesAfter = (db: Db, o: { readonly senders: boolean }, after: ReadCursor | undefined): MessagesRead =>
+  db.transaction((): MessagesRead => {
+    const last = stmt<[], { rcvid: number; rid: number }>(db,
+      "SELECT rcvid, rid FROM blob WHERE size >= 0 ORDER BY rcvid DESC, rid DESC LIMIT 1").get()
+    const cursor = last === undefined ? { rcvid: 0, rid: 0 } : { rcvid: last.rcvid, rid: last.rid }
+    const rows = readMessagesIn(db, o, after)
+    return { rows, cursor, fingerprint: messagesFingerprint(db, cursor) }
+  })()
+
+/** Every message of the file, in server order (see readMessagesAfter). */
+export const readMessages = (db: Db, o: { readonly senders: boolean }): ReadonlyArray<MessageRow> => readMessagesIn(db, o, undefined)
+
+const afterFilter = " AND (b.rcvid > ? OR (b.rcvid = ? AND b.rid > ?))"
+
+const readMessagesIn = (db: Db, o: { readonly senders: boolean }, after: ReadCursor | undefined): Array<MessageRow> =>
   db.transaction((): Array<MessageRow> => {
     const rows: Array<MessageRow> = []
+    const filter = after === undefined ? "" : afterFilter
+    const params = after === undefined ? [] : [after.rcvid, after.rcvid, after.rid]
     if (hasTable(db, "forumpost")) {
-      eachPost(db, "", [], o, (post) => {
+      eachPost(db, filter, params, o, (post) => {
         const row = postMessage(post)
         if (row !== undefined) rows.push(row)
       })
@@ -128,12 +171,12 @@ export const readMessages = (db: Db, o: { readonly senders: boolean }): Readonly
     if (hasTable(db, "ticketchng") && hasTable(db, "ticket")) {
       const columns = new Set(stmt<[], { name: string }>(db, "PRAGMA table_info(ticketchng)").all().map((c) => c.name))
       if (columns.has("icomment")) {
-        const tickets = stmt<[], TicketRow>(db, `SELECT b.rid, b.uuid AS hash, b.rcvid, u.login AS sender, r.mtime AS received,
+        const tickets = stmt<Array<unknown>, TicketRow>(db, `SELECT b.rid, b.uuid AS hash, b.rcvid, u.login AS sender, r.mtime AS received,
             c.tkt_mtime AS written, t.tkt_uuid AS ticket, c.icomment AS text, c.tkt_user AS user,
             EXISTS (SELECT 1 FROM private p WHERE p.rid = b.rid) AS priv
           FROM ticketchng c JOIN ticket t ON t.tkt_id = c.tkt_id JOIN blob b ON b.rid = c.tkt_rid
           LEFT JOIN rcvfrom r ON r.rcvid = b.rcvid LEFT JOIN user u ON u.uid = r.uid
-          WHERE b.size >= 0 AND c.icomment LIKE '%ocx%'`).all()
+          WHERE b.size >= 0 AND c.icomment LIKE '%ocx%'${filter}`).all(...params)
         for (const row of tickets) {
           const message = messageIn(row.text ?? "")
           if (message === undefined) continue

@@ -1,7 +1,8 @@
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { grants } from "../fossil/Fullcap.js"
-import { capabilitiesReader, readMessages } from "../fossil/ReadMessages.js"
+import { capabilitiesReader } from "../fossil/ReadMessages.js"
+import { cachedMessages } from "../runs/MessagesCache.js"
 import { openDatabase } from "../fossil/Sqlite.js"
 import type { RunSummary } from "../runs/RunStates.js"
 import { summarizeRuns } from "../runs/RunStates.js"
@@ -95,14 +96,18 @@ export const rowOf = (run: RunSummary, now: number): RunRow => {
   }
 }
 
-/** Every run of the file, oldest first, as this host reads them (receipts on the served repository, artifacts' users on a clone). */
-export const readRuns = (path: string, role: "served" | "clone"): ReadonlyArray<RunSummary> => {
+/**
+ * Every run of the file, oldest first, as this host reads them (receipts on the served repository,
+ * artifacts' users on a clone); `from` says whether the messages came from the cache and what
+ * arrived since, or from reading every post.
+ */
+export const readRuns = (path: string, role: "served" | "clone"): { readonly runs: ReadonlyArray<RunSummary>; readonly from: "cache" | "file" } => {
   const db = openDatabase(path, { readonly: true, fileMustExist: true })
   try {
     db.pragma("busy_timeout = 5000")
     const served = role === "served"
-    const rows = readMessages(db, { senders: served })
-    return summarizeRuns(rows, (row) => (served ? row.sender : row.user || undefined), capabilitiesReader(db))
+    const read = cachedMessages(db, path, { senders: served })
+    return { runs: summarizeRuns(read.rows, (row) => (served ? row.sender : row.user || undefined), capabilitiesReader(db)), from: read.from }
   } finally {
     db.close()
   }
@@ -137,15 +142,16 @@ export const runs = defineTool({
           }
           const since = yield* moment("since", input.since)
           const until = yield* moment("until", input.until)
-          const all = yield* Effect.try({
+          const read = yield* Effect.try({
             try: () => readRuns(file.path, file.role),
             catch: (e) => new Refused(`the repository ${file.path} cannot be read: ${(e as Error).message}`)
           })
+          const all = read.runs
           const visible = all.filter((run) => mayReadRun(context.caller, run))
           const found = queryRuns(visible, {
             node: input.node, state: input.state, sender: input.sender, since, until, limit: input.limit ?? 50
           })
-          log.note("read", `${all.length} run${all.length === 1 ? "" : "s"} in ${file.path}${visible.length < all.length ? `, ${visible.length} of them yours to read` : ""}; ${found.total} matched`)
+          log.note("read", `${all.length} run${all.length === 1 ? "" : "s"} in ${file.path} (${read.from === "cache" ? "the messages read before, and what arrived since" : "every post"})${visible.length < all.length ? `, ${visible.length} of them yours to read` : ""}; ${found.total} matched`)
           return {
             repository: file.path,
             senders: file.role === "served" ? "receipts" : "as written",

@@ -38,6 +38,8 @@ const protocolErrors: Array<Error> = []
 
 beforeAll(async () => {
   dir = makeTempDir("ocx2-mcp-")
+  // the runs list's cache of what it read, in this test's own directory
+  process.env.XDG_CACHE_HOME = join(dir, "cache")
   const build = join(dir, "build")
   marks = join(build, "marks.log")
   const bundled = Promise.all([

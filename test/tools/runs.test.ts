@@ -34,6 +34,8 @@ const holder = (run: string) => Number(Fs.readFileSync(Path.join(world.root, "ca
 
 beforeAll(async () => {
   world = await makeHookWorld({ pages: true })
+  // the runs list's cache (src/runs/MessagesCache.ts), here and in the programs this test starts
+  process.env.XDG_CACHE_HOME = Path.join(world.dir, "cache")
   expect((await world.call(hook, { node: users.node.login, root: world.root })).stopped.reason).toBe("completed")
   alice = await webLogin(world.server.url, users.admin.login, users.admin.password)
   // ended: a run of builder's that exits
@@ -63,6 +65,38 @@ afterAll(async () => {
 })
 
 describe("runs", () => {
+  it("reads again only what arrived since its last call, and everything when something before it changed", async () => {
+    const first = await world.call(runs, { limit: 0 })
+    const again = await world.call(runs, { limit: 0 })
+    expect(again.operations[0]!.detail).toMatch(/the messages read before, and what arrived since/)
+    expect(again.output).toEqual(first.output)
+    // a copy of the repository where a post was made private (as a post waiting for moderation is)
+    const copy = Path.join(world.dir, "copy.fossil")
+    Fs.copyFileSync(world.repository, copy)
+    const { runTool } = await import("../../src/tools/runTool.js")
+    const { capabilitiesOf } = await import("../../src/cli/repositoryCapabilities.js")
+    const Effect = await import("effect/Effect")
+    const call = async () => Effect.runPromise(runTool(runs, { limit: 0 }, {
+      caller: { user: users.admin.login, capabilities: await Effect.runPromise(capabilitiesOf(copy, users.admin.login)), sandboxed: false },
+      dryRun: false, repository: copy
+    }))
+    const before = await call()
+    expect(before.output!.total).toBe(5)
+    expect((await call()).operations[0]!.detail).toMatch(/what arrived since/)
+    const { fossil } = await import("../support/fossilServer.js")
+    await fossil(["sql", "-R", copy, `INSERT INTO private SELECT rid FROM blob WHERE uuid = '${made.waiting}'`])
+    const after = await call()
+    expect(after.operations[0]!.detail).toMatch(/\(every post\)/)
+    // alice holds setup, so x: she still sees it, now private
+    expect(after.output!.total).toBe(5)
+    const builderView = await Effect.runPromise(runTool(runs, { limit: 0 }, {
+      caller: { user: users.stranger.login, capabilities: await Effect.runPromise(capabilitiesOf(copy, users.stranger.login)), sandboxed: false },
+      dryRun: false, repository: copy
+    }))
+    expect(builderView.output!.runs.map((r) => r.run)).not.toContain(made.waiting)
+    expect(builderView.output!.total).toBe(4)
+  })
+
   it("lists a waiting, a running, an ended, a refused and a lost run, each in its state, newest first", async () => {
     const output = await list({ limit: 0 })
     expect(output.senders).toBe("receipts")
