@@ -69,7 +69,9 @@ describe("runs", () => {
     const first = await world.call(runs, { limit: 0 })
     const again = await world.call(runs, { limit: 0 })
     expect(again.operations[0]!.detail).toMatch(/the messages read before, and what arrived since/)
-    expect(again.output).toEqual(first.output)
+    // the same list, but for how long the running run has run by now
+    const steady = (output: RunsOutput | undefined) => output?.runs.map(({ seconds: _s, ...rest }) => rest)
+    expect(steady(again.output)).toEqual(steady(first.output))
     // a copy of the repository where a post was made private (as a post waiting for moderation is)
     const copy = Path.join(world.dir, "copy.fossil")
     Fs.copyFileSync(world.repository, copy)
