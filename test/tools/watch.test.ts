@@ -51,12 +51,12 @@ const watchProgram = (run: string) => {
 describe("watch", () => {
   it("prints a running run's lines as its process prints them, then its outcome", async () => {
     // each line says when the process printed it (milliseconds), a second apart
-    const run = await createRun("for i in 1 2 3 4 5 6; do echo \"line $i $(date +%s%3N)\"; sleep 1; done; echo done >&2; exit 4")
+    const run = await createRun("for i in $(seq 1 10); do echo \"line $i $(date +%s%3N)\"; sleep 1; done; echo done >&2; exit 4")
     expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
     const watched = watchProgram(run)
     expect(await watched.exited).toBe(0)
     const printed = watched.lines.filter((l) => l.text.startsWith("line "))
-    expect(printed.map((l) => l.text.split(" ")[1])).toEqual(["1", "2", "3", "4", "5", "6"])
+    expect(printed.map((l) => l.text.split(" ")[1])).toEqual(["1", "2", "3", "4", "5", "6", "7", "8", "9", "10"])
     expect(watched.lines.at(-1)!.text).toMatch(new RegExp(`^run ${run}: exited 4 after [0-9.]+ s$`))
     expect(watched.stderr()).toContain("done\n")
     expect(watched.stderr()).toMatch(/\[ocx2 watch: [0-9a-f]{12} started\]/)
@@ -141,7 +141,7 @@ describe("watch", () => {
 
   it("from a clone's host it asks the server: the run page's stream, as the user the clone remembers", async () => {
     const clone = await cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, "alice.fossil"))
-    const run = await createRun("for i in 1 2 3 4 5; do echo \"far $i $(date +%s%3N)\"; sleep 1; done")
+    const run = await createRun("for i in $(seq 1 10); do echo \"far $i $(date +%s%3N)\"; sleep 1; done")
     expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
     // the clone has not pulled the run: the server's page knows it
     const child = ChildProcess.spawn(process.execPath, [Path.join(dist, "ocx2.mjs"), "--repository", clone, "watch", run.slice(0, 16)], { stdio: ["ignore", "pipe", "pipe"] })
@@ -157,7 +157,7 @@ describe("watch", () => {
     child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
     expect(await new Promise((resolve) => child.once("exit", resolve)), stderr).toBe(0)
     const far = lines.filter((l) => l.text.startsWith("far "))
-    expect(far.map((l) => l.text.split(" ")[1])).toEqual(["1", "2", "3", "4", "5"])
+    expect(far.map((l) => l.text.split(" ")[1])).toEqual(["1", "2", "3", "4", "5", "6", "7", "8", "9", "10"])
     expect(lines.at(-1)!.text).toMatch(new RegExp(`^run ${run}: exited 0`))
     const live = far.filter((l) => Number(l.text.split(" ")[2]) > far[0]!.at).map((l) => l.at - Number(l.text.split(" ")[2]))
     console.log(`watch from a clone: each line from the process's echo to ocx2 watch's stdout: ${live.join(", ")} ms`)
