@@ -33,6 +33,7 @@ import { endingWords, keptLogText } from "./KeptLogs.js"
 import { followInbox } from "./Inbox.js"
 import { composeReport, finishOutbox, keepReport, readOutbox, removeIfSettled, sendReport, untilServerAnswers, type OutboxReport } from "./Outbox.js"
 import { deliveryBound, makeSessionInbox, sessionOf, startEach } from "./Session.js"
+import { runPagePath } from "../watch/RunPageLink.js"
 import { runStreamFile } from "../watch/StreamFile.js"
 import { launchSpec } from "./LaunchPlan.js"
 import { publicationText, publish } from "./Publications.js"
@@ -341,7 +342,7 @@ const startChecked = (
     const stepValues = Object.fromEntries(Object.entries(values).filter(([name]) => isStepPlaceholder(name)))
     const writeStarted = Effect.gen(function*() {
       const report = yield* composeReport(record, config.nodeUser, "started",
-        writeMessage(startedMessage(run, { values: startedValues(stepValues), limits: checked.run.limits }), `Started on ${config.nodeUser}.`))
+        writeMessage(startedMessage(run, { values: startedValues(stepValues), limits: checked.run.limits }), startedWords(config, run)))
       yield* keepReport(run, report)
       // while the server is down the launch waits (its sandbox gated), and started is sent again
       yield* untilServerAnswers(sendReport(run, report, undefined), `sending started (${report.hash})`, log)
@@ -402,6 +403,10 @@ const startChecked = (
     if (ended.outcome === "stopped") return
     yield* afterProcess(options, record, checked, values, ended, log)
   })
+
+/** started's words for people: where it started, and its run page, so that the thread links to it */
+const startedWords = (config: NodeConfig, run: string): string =>
+  `Started on ${config.nodeUser}. Follow it on [its run page](${runPagePath(run)}).`
 
 /** started's place in the server's order, for the node's rounds deciding what the session is given. */
 const placeStarted = (root: string, session: SessionFile, hash: string, log: (line: string) => Effect.Effect<void>) =>

@@ -93,6 +93,10 @@ describe("the run page", () => {
         expect(await page.locator("#ocx-run-state").textContent()).toBe("exited 0")
         expect(await page.locator(".ocx-post-ended").count()).toBe(1)
         expect(await page.locator("#ocx-stream[data-live]").count()).toBe(0)
+        // the thread links to it: the node's started names the run page
+        await page.goto(`${world.server.url}forumpost/${run}`)
+        await Promise.all([page.waitForNavigation(), page.click(`a[href$="ext/ocx2-cgi/watch?run=${run}"]`)])
+        expect(await page.locator("#ocx-run-state").textContent()).toBe("exited 0")
       } finally {
         await context.close()
       }
