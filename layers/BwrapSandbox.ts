@@ -32,6 +32,7 @@ import { planMounts, type PlannedMounts } from "../src/sandbox/mountPlan.js"
 import { endTree } from "../src/sandbox/processTree.js"
 import { checkSpecForm } from "../src/sandbox/specCheck.js"
 import { TerminalChild } from "../src/sandbox/terminalChild.js"
+import { openStreamWriter } from "../src/watch/StreamFile.js"
 
 export interface BwrapSandboxOptions {
   readonly bash?: string
@@ -179,12 +180,14 @@ class StreamSink {
     keep: number,
     logDir: string | undefined,
     problems: Array<string>,
-    logBound: number | undefined
+    logBound: number | undefined,
+    live?: (stream: "stdout" | "stderr", chunk: Buffer) => void
   ) {
     this.tail = new ByteTail(keep)
     this.done = new Promise<void>((resolve) => {
       readable.on("data", (chunk: Buffer) => {
         this.tail.push(chunk)
+        live?.(name, chunk)
         if (logDir === undefined || this.logFailed) return
         const file = Path.join(logDir, `${name}.log`)
         try {
@@ -353,8 +356,9 @@ const launch = (
     })
 
     // the logs the launcher writes for the process are bounded as the files it writes itself (file_size)
-    const out = new StreamSink("stdout", child.stdout!, spec.keep.stdout, spec.logDir, problems, spec.limits.fileSizeBytes)
-    const err = new StreamSink("stderr", child.stderr!, spec.keep.stderr, spec.logDir, problems, spec.limits.fileSizeBytes)
+    const live = spec.streamFile === undefined ? undefined : openStreamWriter(spec.streamFile)
+    const out = new StreamSink("stdout", child.stdout!, spec.keep.stdout, spec.logDir, problems, spec.limits.fileSizeBytes, live)
+    const err = new StreamSink("stderr", child.stderr!, spec.keep.stderr, spec.logDir, problems, spec.limits.fileSizeBytes, live)
     const pid = child.pid!
 
     const timers: Array<NodeJS.Timeout> = []

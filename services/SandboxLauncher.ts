@@ -33,6 +33,9 @@ export interface LaunchSpec {
   /** when given (the workspace), each stream that printed a byte is written whole to
    *  DIR/stdout.log and DIR/stderr.log, rewritten for each process */
   readonly logDir?: string | undefined
+  /** when given (ROOT/care/RUN.stream), every chunk either stream prints is appended to it as it is read,
+   *  for the people following the run (src/watch/StreamFile.ts) */
+  readonly streamFile?: string | undefined
   /**
    * present: the process runs on a pseudo-terminal the launcher holds, this size (2.10 "With a
    * terminal"): STDIN and STDOUT are the terminal, STDERR a pipe of its own that the launcher keeps

@@ -5,6 +5,7 @@ import { type ServingRelease, servingLine, servingOf } from "../release/Served.j
 import { runTool } from "../tools/runTool.js"
 import { type Answer, type Caller, notOfferedMessage, offeredBy, type Tool } from "../tools/Tool.js"
 import { ocxPage, problemPage, toolPage } from "./html.js"
+import { fieldsOf } from "../tools/fields.js"
 import { FORMAT, fromForm, fromObject, type Decoded } from "./input.js"
 
 // The CGI adapter, run by Fossil from its extension root: Fossil authenticates the viewer and
@@ -16,7 +17,8 @@ import { FORMAT, fromForm, fromObject, type Decoded } from "./input.js"
 //   act for it. A POST without it is refused and nothing runs.
 // - A GET never changes anything: it shows the form, refilled from the query string. A JSON
 //   client may GET a tool's page with ?format=json and the tool's arguments: the tool then runs
-//   as a dry run, which by its contract performs nothing, and the answer says so ("dry_run").
+//   as a dry run, which by its contract performs nothing, and the answer says so ("dry_run"). A tool
+//   that only reads (runs, read, watch) runs on a GET, its page's form too, since it changes nothing.
 // - The pages offer the tools the web offers (seed 001's table): not stage, which runs the
 //   checkout's own code, nor post (people post in Fossil's own forum page), nor node. A call for
 //   one of those is refused, naming where it is offered.
@@ -45,6 +47,8 @@ export interface CgiRequest {
   readonly body: string
   readonly caller: Caller
   readonly repository: string | undefined
+  /** Fossil's nonce for this page's scripts (its Content-Security-Policy allows no other inline script) */
+  readonly nonce?: string | undefined
 }
 
 export interface CgiResponse {
@@ -162,11 +166,22 @@ export const makeCgi = (allTools: ReadonlyArray<Tool>, options: CgiOptions = {})
   }
 
   if (method !== "POST") {
-    if (!wantsJson(request, undefined)) return html(200, toolPage(tool, page, query, undefined, request.caller, pageOptions))
+    // a reading tool runs on a GET once its required fields are given (its form is a GET too)
+    const reads = tool.readOnly === true && fieldsOf(tool).every((f) => f.optional || f.kind === "boolean" || (query.get(f.name) ?? "") !== "")
+    if (!wantsJson(request, undefined)) {
+      if (!reads) return html(200, toolPage(tool, page, query, undefined, request.caller, pageOptions))
+      const decoded = fromForm(tool, withoutFormat(query))
+      if (decoded._tag === "Problem") return html(400, problemPage("Bad request", decoded.message, page))
+      const answer = await Effect.runPromise(runTool(tool, decoded.raw, context(decoded.dryRun)))
+      // a page opened with nothing asked shows its form, not a refusal of nothing (receipt needs an artifact or a user)
+      const asked = fieldsOf(tool).some((f) => query.has(f.name))
+      const shown = !asked && answer.stopped.reason === "refused" ? undefined : answer
+      return html(200, toolPage(tool, page, query, shown, request.caller, { ...pageOptions, base, nonce: request.nonce }))
+    }
     const decoded = fromForm(tool, withoutFormat(query))
     if (decoded._tag === "Problem") return json(400, refusal(tool.name, decoded.message))
-    // A GET only ever runs a dry run: see the rules at the top of this file.
-    return json(200, await Effect.runPromise(runTool(tool, decoded.raw, context(true))))
+    // A GET only ever runs a dry run, or a tool that only reads: see the rules at the top of this file.
+    return json(200, await Effect.runPromise(runTool(tool, decoded.raw, context(tool.readOnly === true ? decoded.dryRun : true))))
   }
 
   const body = postParams(request)
@@ -181,7 +196,7 @@ export const makeCgi = (allTools: ReadonlyArray<Tool>, options: CgiOptions = {})
     return asJson ? json(400, refusal(tool.name, decoded.message)) : html(400, problemPage("Bad request", decoded.message, page))
   }
   const answer = await Effect.runPromise(runTool(tool, decoded.raw, context(decoded.dryRun)))
-  return asJson ? json(200, answer) : html(200, toolPage(tool, page, body.params, answer, request.caller, pageOptions))
+  return asJson ? json(200, answer) : html(200, toolPage(tool, page, body.params, answer, request.caller, { ...pageOptions, base, nonce: request.nonce }))
 }
 
 const withoutFormat = (params: URLSearchParams): URLSearchParams => {
@@ -219,7 +234,8 @@ export const requestFromEnv = (env: NodeJS.ProcessEnv, body: string): CgiRequest
     body,
     caller: { user, capabilities: env.FOSSIL_CAPABILITIES ?? "", sandboxed: false },
     // relative when the server was started with a relative path; the CGI runs in the server's directory
-    repository: env.FOSSIL_REPOSITORY !== undefined && env.FOSSIL_REPOSITORY !== "" ? resolve(env.FOSSIL_REPOSITORY) : undefined
+    repository: env.FOSSIL_REPOSITORY !== undefined && env.FOSSIL_REPOSITORY !== "" ? resolve(env.FOSSIL_REPOSITORY) : undefined,
+    nonce: env.FOSSIL_NONCE !== undefined && env.FOSSIL_NONCE !== "" ? env.FOSSIL_NONCE : undefined
   }
 }
 

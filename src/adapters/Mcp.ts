@@ -65,7 +65,9 @@ export const makeMcpServer = (tools: ReadonlyArray<Tool>, caller: Caller | (() =
     title: tool.summary,
     description: `${tool.summary}. ${tool.description}`,
     inputSchema: inputJsonSchema(tool),
-    outputSchema: answerJsonSchema(tool)
+    outputSchema: answerJsonSchema(tool),
+    // a client may call a reading tool without asking its user first
+    ...(tool.readOnly === true ? { annotations: { readOnlyHint: true, openWorldHint: false } } : {})
   }))
 
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: offered }))

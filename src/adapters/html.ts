@@ -1,6 +1,7 @@
 import { fieldsOf, usage, type Field } from "../tools/fields.js"
 import type { Answer, Caller, Tool } from "../tools/Tool.js"
 import { DRY_RUN } from "./input.js"
+import { outputPages } from "./outputPages.js"
 
 // The CGI's pages. Fossil wraps text/html in its skin only when the whole body is one
 // <div class='fossil-doc' data-title='...'>, so every page is exactly that: the body content,
@@ -29,6 +30,18 @@ const style = `<style>
 .ocx .ocx-answer.ocx-dry_run { border-color: #36c; }
 .ocx .ocx-answer.ocx-refused, .ocx .ocx-answer.ocx-failed { border-color: #c22; }
 .ocx ul.ocx-tools li { margin: 0.6em 0; }
+.ocx table.ocx-runs { border-collapse: collapse; width: 100%; }
+.ocx table.ocx-runs th, .ocx table.ocx-runs td { text-align: left; padding: 0.3em 0.6em 0.3em 0; vertical-align: top; border-bottom: 1px solid rgba(128,128,128,0.3); }
+.ocx .ocx-state { font-weight: bold; white-space: nowrap; }
+.ocx .ocx-state-started { color: #36c; } .ocx .ocx-state-waiting { color: #888; }
+.ocx .ocx-state-refused, .ocx .ocx-state-lost, .ocx .ocx-state-failed { color: #c22; } .ocx .ocx-state-passed { color: #2a2; }
+.ocx pre.ocx-stream { max-height: 40em; overflow: auto; background: rgba(128,128,128,0.1); padding: 0.5em; }
+.ocx .ocx-stream .ocx-stderr { color: #c22; }
+.ocx .ocx-stream .ocx-delivery, .ocx .ocx-stream .ocx-missed { color: #36c; }
+.ocx .ocx-post { margin: 0.8em 0; border-left: 3px solid rgba(128,128,128,0.4); padding-left: 0.6em; }
+.ocx .ocx-post-head { margin: 0.2em 0; }
+.ocx .ocx-post pre, .ocx pre.ocx-file { background: rgba(128,128,128,0.08); padding: 0.4em; }
+@media (max-width: 40em) { .ocx table.ocx-runs .ocx-wide { display: none; } }
 </style>`
 
 /** One page: the only outermost element is the fossil-doc div, so Fossil adds its skin. */
@@ -96,9 +109,10 @@ const control = (field: Field, value: string | undefined): string => {
  */
 export const form = (tool: Tool, action: string, values: URLSearchParams, hidden: ReadonlyArray<string> = []): string =>
   [
-    `<form method="post" action="${escapeHtml(action)}" class="ocx-form">`,
+    // a tool that only reads is asked with a GET: its answer is a page one can link to and reload
+    `<form method="${tool.readOnly === true ? "get" : "post"}" action="${escapeHtml(action)}" class="ocx-form">`,
     ...fieldsOf(tool).filter((field) => !hidden.includes(field.name)).map((field) => control(field, values.get(field.name) ?? undefined)),
-    `<div class="ocx-field ocx-check"><input type="checkbox" name="${DRY_RUN}" id="f-${DRY_RUN}" value="on"${values.get(DRY_RUN) !== null && values.get(DRY_RUN) !== "" ? " checked" : ""}> <label for="f-${DRY_RUN}">${DRY_RUN}</label><span class="ocx-help">say what would be done, and do nothing</span></div>`,
+    tool.readOnly === true ? "" : `<div class="ocx-field ocx-check"><input type="checkbox" name="${DRY_RUN}" id="f-${DRY_RUN}" value="on"${values.get(DRY_RUN) !== null && values.get(DRY_RUN) !== "" ? " checked" : ""}> <label for="f-${DRY_RUN}">${DRY_RUN}</label><span class="ocx-help">say what would be done, and do nothing</span></div>`,
     `<button type="submit">${escapeHtml(tool.name)}</button>`,
     `</form>`
   ].join("\n")
@@ -108,6 +122,12 @@ const value = (v: unknown): string => {
   if (Array.isArray(v)) return v.length === 0 ? "(none)" : `<ol>${v.map((item) => `<li>${value(item)}</li>`).join("")}</ol>`
   const rows = Object.entries(v).map(([key, item]) => `<tr><th>${escapeHtml(key)}</th><td>${value(item)}</td></tr>`)
   return `<table class="label-value">${rows.join("")}</table>`
+}
+
+/** A tool's output as its page shows it: a page of its own for the tools that have one, else label and value. */
+const outputHtml = (answer: Answer<unknown>, base: string, nonce: string | undefined): string => {
+  const own = outputPages[answer.tool]
+  return own !== undefined ? own(answer.output, base, nonce) : value(answer.output)
 }
 
 const stoppedLine = (answer: Answer<unknown>): string => {
@@ -125,7 +145,7 @@ const stoppedLine = (answer: Answer<unknown>): string => {
 }
 
 /** The answer, in the one shape: what was (or would be) done, the output, why it stopped. */
-export const answerHtml = (answer: Answer<unknown>): string =>
+export const answerHtml = (answer: Answer<unknown>, base = "", nonce?: string): string =>
   [
     `<div class="ocx-answer ocx-${escapeHtml(answer.stopped.reason)}" id="ocx-answer" data-reason="${escapeHtml(answer.stopped.reason)}">`,
     stoppedLine(answer),
@@ -133,7 +153,7 @@ export const answerHtml = (answer: Answer<unknown>): string =>
       ? `<ul class="ocx-operations">${answer.operations.map((op) =>
         `<li>${op.done ? "did" : "would"}: ${escapeHtml(op.op)} ${escapeHtml(op.detail)}</li>`).join("")}</ul>`
       : "",
-    answer.output !== undefined ? `<div class="ocx-output">${value(answer.output)}</div>` : "",
+    answer.output !== undefined ? `<div class="ocx-output">${outputHtml(answer, base, nonce)}</div>` : "",
     `<details><summary>JSON</summary><pre class="ocx-json">${escapeHtml(JSON.stringify(answer, null, 2))}</pre></details>`,
     `</div>`
   ].filter((part) => part.length > 0).join("\n")
@@ -143,6 +163,10 @@ export interface ToolPageOptions {
   readonly release?: string | undefined
   /** Fields the page does not offer (see form). */
   readonly hidden?: ReadonlyArray<string>
+  /** The pages' own path (such as /ext/ocx2-cgi), for links between them. */
+  readonly base?: string
+  /** Fossil's nonce for the page's own script (the run page's live stream) */
+  readonly nonce?: string | undefined
 }
 
 export const toolPage = (
@@ -158,7 +182,7 @@ export const toolPage = (
     [
       `<p>${escapeHtml(tool.summary)}. ${escapeHtml(tool.description)}</p>`,
       `<p><code>${escapeHtml(usage(tool))}</code></p>`,
-      answer !== undefined ? answerHtml(answer) : "",
+      answer !== undefined ? answerHtml(answer, options.base, options.nonce) : "",
       releaseLine(options.release),
       who(caller),
       form(tool, action, values, options.hidden)

@@ -122,7 +122,9 @@ const commandOf = (tool: Tool) => {
         caller: caller.right,
         dryRun: parsed.dryRun,
         repository: Option.getOrUndefined(global.repository),
-        entryPoint: "cli"
+        entryPoint: "cli",
+        // as text, what a tool follows is printed as it happens; --json prints the answer alone
+        ...(global.json ? {} : { progress: (stream: "stdout" | "stderr", text: string) => void process[stream].write(text) })
       })
       yield* printAnswer(tool, answer, global.json)
     })).pipe(Command.withDescription(`${tool.summary}. ${tool.description}`))

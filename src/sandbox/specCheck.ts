@@ -29,6 +29,7 @@ export const checkSpecForm = (spec: LaunchSpec): InvalidLaunchSpec | undefined =
   for (const line of spec.stdin.lines) if (line.includes("\n")) return bad("stdin", "a line holds a newline")
   if (!isCount(spec.keep.stdout) || !isCount(spec.keep.stderr)) return bad("keep", "sizes are whole numbers of bytes")
   if (spec.logDir !== undefined && !Path.isAbsolute(spec.logDir)) return bad("logDir", "is not an absolute path")
+  if (spec.streamFile !== undefined && !Path.isAbsolute(spec.streamFile)) return bad("streamFile", "is not an absolute path")
   const l = spec.limits
   // wall may hold a fraction: a session's later processes get what is left of the run's
   if (l.wallSeconds !== undefined && !(Number.isFinite(l.wallSeconds) && l.wallSeconds > 0)) {

@@ -54,6 +54,11 @@ export interface ToolContext {
   readonly repository: string | undefined
   /** The entry point the call came through; list and help show what it offers (all when not given). */
   readonly entryPoint?: EntryPoint
+  /**
+   * Where a tool that follows something as it happens (watch) prints it as it happens, for a person
+   * at a terminal; absent, it only answers at the end.
+   */
+  readonly progress?: (stream: "stdout" | "stderr", text: string) => void
 }
 
 /** What a handler returns; runTool adds the tool's name and turns failures into answers. */
@@ -79,6 +84,11 @@ export interface Tool<I = any, IE = any, O = any, OE = any, R = never> {
   readonly offeredBy?: ReadonlyArray<EntryPoint>
   /** Why an entry point that does not offer it does not, in words that say where to go instead. */
   readonly notOfferedBecause?: string
+  /**
+   * true: the tool only reads, so a web page's GET runs it (a GET never changes anything) and MCP
+   * marks it read-only; its dry run reads too.
+   */
+  readonly readOnly?: boolean
   readonly handle: (input: I, context: ToolContext) => Effect.Effect<Handled<O>, never, R>
 }
 

@@ -20,6 +20,7 @@ export const makeList = (tools: () => ReadonlyArray<Tool>) =>
     positional: [],
     output: Schema.Struct({ tools: Schema.Array(ToolSummary) }),
     allow: () => undefined,
+    readOnly: true,
     handle: (_input, context) =>
       Effect.succeed({
         operations: [],
@@ -51,6 +52,7 @@ export const makeHelp = (tools: () => ReadonlyArray<Tool>) =>
       fields: Schema.Array(FieldHelp)
     }),
     allow: () => undefined,
+    readOnly: true,
     handle: (input, context) => {
       const tool = tools().find((t) => t.name === input.tool)
       if (tool !== undefined && context.entryPoint !== undefined && !shown([tool], context).includes(tool)) {

@@ -52,6 +52,7 @@ export const receipt = defineTool({
   positional: [],
   output: ReceiptOutput,
   allow: () => undefined,
+  readOnly: true,
   handle: (input, context) => {
     const log = new OperationsLog(context.dryRun)
     return finishTool(

@@ -9,14 +9,17 @@ import { hook } from "./hook.js"
 import { gitImport } from "./import.js"
 import { node } from "./node.js"
 import { post } from "./post.js"
+import { read } from "./read.js"
 import { receipt } from "./receipt.js"
 import { rollback } from "./rollback.js"
 import { run } from "./run.js"
+import { runs } from "./runs.js"
 import { stage } from "./stage.js"
 import { status } from "./status.js"
 import { stop } from "./stop.js"
 import type { Tool } from "./Tool.js"
 import { unhook } from "./unhook.js"
+import { watch } from "./watch.js"
 
 /** Every tool this release offers, in the order lists show them. */
 export const tools: ReadonlyArray<Tool> = [
@@ -27,6 +30,9 @@ export const tools: ReadonlyArray<Tool> = [
   create,
   run,
   stop,
+  runs,
+  read,
+  watch,
   attach,
   post,
   audit,

@@ -17,5 +17,6 @@ export const status = defineTool({
   positional: [],
   output: StatusOutput,
   allow: () => undefined,
+  readOnly: true,
   handle: (input, context) => hookStatus(input, context, process.argv[1])
 })

@@ -35,6 +35,8 @@ import {
   sendUnversioned, untilServerAnswers, type OutboxReport
 } from "./Outbox.js"
 import { deliveryBound, makeSessionInbox, sessionOf, startEach } from "./Session.js"
+import { runPagePath } from "../watch/RunPageLink.js"
+import { runStreamFile } from "../watch/StreamFile.js"
 import { launchSpec } from "./LaunchPlan.js"
 import { planPublications } from "./Publications.js"
 import { serveTerminal } from "./TerminalServer.js"
@@ -338,7 +340,8 @@ const startChecked = (
       ownPaths: launchOwnPaths(config)
     })
     if (Either.isLeft(planned)) return yield* refuse(planned.left)
-    const spec = planned.right
+    // what the process prints goes to ROOT/care/RUN.stream too, for those who watch it
+    const spec = { ...planned.right, streamFile: runStreamFile(care.path, run) }
     const unfit = yield* launcher.check(spec).pipe(Effect.flip, Effect.option)
     if (unfit._tag === "Some") {
       const e = unfit.value
@@ -354,7 +357,7 @@ const startChecked = (
     const stepValues = Object.fromEntries(Object.entries(values).filter(([name]) => isStepPlaceholder(name)))
     const writeStarted = Effect.gen(function*() {
       const report = yield* composeReport(record, config.nodeUser, "started",
-        writeMessage(startedMessage(run, { values: startedValues(stepValues), limits: checked.run.limits }), `Started on ${config.nodeUser}.`))
+        writeMessage(startedMessage(run, { values: startedValues(stepValues), limits: checked.run.limits }), startedWords(config, run)))
       yield* keepReport(run, report)
       // while the server is down the launch waits (its sandbox gated), and started is sent again
       yield* untilServerAnswers(sendReport(run, report, undefined), `sending started (${report.hash})`, log)
@@ -423,6 +426,10 @@ const startChecked = (
     if (ended.outcome === "stopped") return
     yield* afterProcess(options, record, checked, values, ended, log)
   })
+
+/** started's words for people: where it started, and its run page, so that the thread links to it */
+const startedWords = (config: NodeConfig, run: string): string =>
+  `Started on ${config.nodeUser}. Follow it on [its run page](${runPagePath(run)}).`
 
 /** started's place in the server's order, for the node's rounds deciding what the session is given. */
 const placeStarted = (root: string, session: SessionFile, hash: string, log: (line: string) => Effect.Effect<void>) =>

@@ -38,6 +38,8 @@ const protocolErrors: Array<Error> = []
 
 beforeAll(async () => {
   dir = makeTempDir("ocx2-mcp-")
+  // the runs list's cache of what it read, in this test's own directory
+  process.env.XDG_CACHE_HOME = join(dir, "cache")
   const build = join(dir, "build")
   marks = join(build, "marks.log")
   const bundled = Promise.all([
@@ -150,6 +152,19 @@ describe("ocx2-mcp", () => {
     expect(createSchema({ title: "t", node: "lab", fields: runFields(), dry_run: true }).valid).toBe(true)
     expect(createSchema({ title: "t", fields: "not an object" }).valid).toBe(false)
     console.log(`ocx2-mcp: started and listed its tools in ${ready} ms`)
+  })
+
+  it("marks the tools that only read as read-only, and no other; no description names a section of the protocol", async () => {
+    const client = await as("alice")
+    const { tools: offered } = await client.listTools()
+    const readOnly = offered.filter((t) => t.annotations?.readOnlyHint === true).map((t) => t.name)
+    expect(readOnly).toEqual(offeredBy("mcp", tools).filter((t) => t.readOnly === true).map((t) => `ocx.${t.name}`))
+    expect(readOnly).toEqual(expect.arrayContaining(["ocx.runs"]))
+    expect(readOnly).not.toContain("ocx.create")
+    for (const tool of offered) expect(tool.description, tool.name).not.toMatch(/\b2\.\d{1,2}\b|section \d/)
+    const listed = await client.callTool({ name: "ocx.runs", arguments: {} })
+    expect(listed.isError).toBe(false)
+    expect(listed.structuredContent).toEqual(await expected(named("runs"), {}, callerOf("alice")))
   })
 
   it("a call answers runTool's answer, as JSON text and as structuredContent", async () => {

@@ -33,7 +33,7 @@ const nodeModules = Path.join(project, "node_modules")
 export const makeReleaseRoot = (root: string, name = "0123456789ab", from: { readonly dist: string; readonly nodeModules: string } = { dist, nodeModules }): string => {
   const release = Path.join(root, "staged", name)
   Fs.mkdirSync(release, { recursive: true })
-  for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher", "ocx2-git"]) {
+  for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher", "ocx2-git", "ocx2-cgi"]) {
     const source = Path.join(from.dist, `${program}.mjs`)
     if (!Fs.existsSync(source)) throw new Error(`${source} is missing: npm run build first`)
     Fs.copyFileSync(source, Path.join(release, program))
@@ -80,8 +80,13 @@ export const waitFor = async <A>(probe: () => Promise<A | undefined> | A | undef
   }
 }
 
+/**
+ * `pages`: the server serves the release's OCX pages from an extension root, as docs/operations.md
+ * says (ext/ocx2-cgi runs ROOT/current/ocx2-cgi, with the Node that runs the tests: Fossil gives an
+ * extension no PATH). `extroot`: an extension root of the test's own making.
+ */
 export const makeHookWorld = async (
-  options: { readonly fastHooks?: boolean; readonly release?: boolean; readonly extroot?: (root: string) => string } = {}
+  options: { readonly fastHooks?: boolean; readonly release?: boolean; readonly pages?: boolean; readonly extroot?: (root: string) => string } = {}
 ): Promise<HookWorld> => {
   const dir = makeTempDir("ocx2-hook-")
   Fs.chmodSync(dir, 0o755) // the sandbox's uid 1000 reaches the workspaces under it
@@ -100,7 +105,11 @@ export const makeHookWorld = async (
   await inCheckout(["add", "hello.txt"])
   await inCheckout(["commit", "-m", "the first check-in", "--user-override", "alice"])
   const serverCode = (await fossil(["sql", "-R", repository, "SELECT value FROM config WHERE name='server-code'"])).trim().replace(/'/g, "")
-  const extroot = options.extroot?.(root)
+  const extroot = options.extroot?.(root) ?? (options.pages === true ? Path.join(dir, "ext") : undefined)
+  if (options.pages === true && extroot !== undefined) {
+    Fs.mkdirSync(extroot, { recursive: true })
+    Fs.writeFileSync(Path.join(extroot, "ocx2-cgi"), `#!/bin/sh\nexec ${process.execPath} ${Path.join(root, "current", "ocx2-cgi")}\n`, { mode: 0o755 })
+  }
   const server = await startServer(repository, { fastHooks: options.fastHooks ?? true, ...(extroot !== undefined ? { extroot } : {}) })
 
   const call: HookWorld["call"] = async (tool, input, o = {}) => {
@@ -136,7 +145,8 @@ export const makeHookWorld = async (
     close: async () => {
       stopSpare(root)
       await server.stop()
-      if (process.env.OCX2_KEEP_TEST_DIR === undefined) Fs.rmSync(dir, { recursive: true, force: true })
+      // a process ending as the world is removed may still write into it: try again while it does
+      if (process.env.OCX2_KEEP_TEST_DIR === undefined) Fs.rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 })
     }
   }
 }

@@ -128,6 +128,20 @@ describe("the release as installed", () => {
       expect(manualEnded.map((m) => m.kind)).toEqual(["started", "ended"])
       expect(manualEnded[1]!.content).toEqual({ outcome: "exited", exit: 0 })
 
+      // runs, read and watch: the runs just made, each in its state; a run's record and a file of the code; a run followed to its end
+      const listed = await ocx2(["runs", "--limit", "0"])
+      expect(listed.answer.stopped.reason, listed.stdout).toBe("completed")
+      const states = new Map((listed.answer.output.runs as Array<{ run: string; state: string; outcome?: string }>).map((r) => [r.run, r]))
+      expect(states.get(run)).toMatchObject({ state: "ended", outcome: "exited" })
+      expect(states.get(longRun)).toMatchObject({ state: "ended", outcome: "stopped" })
+      expect(states.get(manualRun)).toMatchObject({ state: "ended", outcome: "exited" })
+      const record = await ocx2(["read", run])
+      expect(record.answer.output.kind).toBe("run")
+      expect(record.answer.output.posts.map((p: { kind: string }) => p.kind).slice(0, 3)).toEqual(["run", "started", "ended"])
+      const followed = await ocx2(["watch", run])
+      expect(followed.answer.output).toMatchObject({ over: true, followed: "care directory", summary: { state: "ended", outcome: "exited" } })
+      expect(followed.answer.output.events.some((e: { type: string; text?: string }) => e.type === "output" && e.text === `created-${pass}\n`)).toBe(true)
+
       // audit: a verdict on trunk by a reviewer (nobody audits their own check-in), read back as the served repository holds it
       const audited = await ocx2(["audit", trunk, "pass", `the shipped release, pass ${pass}`, run], { as: users.runner.login })
       expect(audited.answer.stopped.reason, audited.stdout).toBe("completed")
@@ -179,6 +193,14 @@ describe("MCP as installed", () => {
           expect(stopped.stopped.reason, JSON.stringify(stopped)).toBe("completed")
           const replies = await world.waitEnded(run)
           expect(replies.filter((m) => m.kind === "ended").map((m) => m.content.outcome)).toEqual(["stopped"])
+          // the reading tools, marked read-only: the run followed to its end, listed, and read with its reports
+          for (const name of ["ocx.runs", "ocx.read", "ocx.watch"]) expect(listed.tools.find((t) => t.name === name)?.annotations?.readOnlyHint, name).toBe(true)
+          const watched = await call("ocx.watch", { run })
+          expect(watched.output).toMatchObject({ over: true, summary: { state: "ended", outcome: "stopped" } })
+          const runsNow = await call("ocx.runs", { state: "over" })
+          expect(runsNow.output.runs.some((r: { run: string }) => r.run === run)).toBe(true)
+          const read = await call("ocx.read", { what: run })
+          expect(read.output.kind).toBe("run")
         } finally {
           await client.close()
         }
@@ -246,6 +268,14 @@ describe("the OCX pages as installed, in Chromium", () => {
         await page.screenshot({ path: Path.join(screenshots, `${pass}-stopped.png`), fullPage: true })
         const replies = await world.waitEnded(long)
         expect(replies.filter((m) => m.kind === "ended").map((m) => m.content.outcome)).toEqual(["stopped"])
+
+        // the runs page lists both, and each links to its run page
+        await page.goto(`${world.pagesUrl}/runs`)
+        for (const made of [run, long]) expect(await page.locator(`tr[data-run="${made}"]`).count()).toBe(1)
+        await page.screenshot({ path: Path.join(screenshots, `${pass}-runs.png`), fullPage: true })
+        await Promise.all([page.waitForNavigation(), page.click(`tr[data-run="${long}"] a[href*="watch"]`)])
+        expect(await page.locator("#ocx-run-state").textContent()).toBe("stopped")
+        await page.screenshot({ path: Path.join(screenshots, `${pass}-run.png`), fullPage: true })
       } finally {
         await context.close()
       }

@@ -1,0 +1,176 @@
+import type { PostOut, ReadOutput } from "../tools/read.js"
+import { stateWords as wordsOf } from "../runs/RunWords.js"
+import type { RunRow, RunsOutput } from "../tools/runs.js"
+import type { WatchOutput } from "../tools/watch.js"
+
+// The outputs that read better as a page of their own than as label and value: the runs list, a
+// table one line a run, as a CI's list of builds is. Plain HTML in Fossil's skin, no script.
+
+const escape = (text: string): string =>
+  text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!)
+
+/** The repository's own pages' top path: the extension's path without its /ext/NAME. */
+export const topOf = (base: string): string => base.replace(/\/ext(\/.*)?$/, "")
+
+/** The run page (the watch tool's page) of a run. */
+export const runPageHref = (base: string, run: string): string => `${base}/watch?run=${encodeURIComponent(run)}`
+
+/** Where a run is in Fossil's own pages: its thread, or its ticket. */
+export const placeHref = (base: string, row: { readonly thread?: string; readonly ticket?: string; readonly run: string }): string =>
+  row.ticket !== undefined ? `${topOf(base)}/tktview/${row.ticket}` : `${topOf(base)}/forumpost/${row.run}`
+
+/** The state in words, with its outcome: `exited 0`, `refused: refusal 4: ...`, `waiting (manual)`. */
+export const stateWords = (r: RunRow): string => wordsOf(r)
+
+/** A class for the state's colour: passed and failed for the ended ones. */
+export const stateClass = (r: RunRow): string =>
+  r.state === "ended" ? (r.outcome === "exited" && r.exit === 0 ? "passed" : "failed") : r.state
+
+const when = (iso: string | undefined): string => (iso === undefined ? "" : escape(iso.replace("T", " ").replace("Z", "")))
+
+const took = (seconds: number | undefined): string => {
+  if (seconds === undefined) return ""
+  if (seconds < 60) return `${seconds} s`
+  const m = Math.floor(seconds / 60)
+  return m < 60 ? `${m} min ${Math.round(seconds % 60)} s` : `${Math.floor(m / 60)} h ${m % 60} min`
+}
+
+const runsPage = (output: RunsOutput, base: string): string => {
+  const rows = output.runs.map((r) =>
+    `<tr data-run="${escape(r.run)}" data-state="${escape(r.state)}">` +
+    `<td><a href="${escape(runPageHref(base, r.run))}"><code>${escape(r.run.slice(0, 12))}</code></a></td>` +
+    `<td class="ocx-state ocx-state-${escape(stateClass(r))}">${escape(stateWords(r))}</td>` +
+    `<td>${escape(r.objective ?? "")}<br><small><a href="${escape(placeHref(base, r))}">${escape(r.title ?? (r.ticket !== undefined ? `ticket ${r.ticket.slice(0, 10)}` : "its thread"))}</a></small></td>` +
+    `<td class="ocx-wide">${escape(r.node)}</td>` +
+    `<td class="ocx-wide">${escape(r.sender ?? "")}</td>` +
+    `<td>${when(r.posted)}</td>` +
+    `<td class="ocx-wide">${took(r.seconds)}</td>` +
+    `</tr>`)
+  const senders = output.senders === "receipts" ? "" : "<p>Read from a clone: who sent each run is the user its artifact names.</p>"
+  return [
+    `<p>${output.runs.length} of ${output.total} run${output.total === 1 ? "" : "s"}, newest first.</p>`,
+    senders,
+    `<table class="ocx-runs"><thead><tr><th>Run</th><th>State</th><th>Objective</th><th class="ocx-wide">Node</th>` +
+    `<th class="ocx-wide">Sender</th><th>Posted (UTC)</th><th class="ocx-wide">Took</th></tr></thead>`,
+    `<tbody>${rows.join("\n")}</tbody></table>`
+  ].filter((p) => p.length > 0).join("\n")
+}
+
+const readHref = (base: string, what: string, at?: string) =>
+  `${base}/read?what=${encodeURIComponent(what)}${at !== undefined ? `&at=${encodeURIComponent(at)}` : ""}`
+
+/** One post or ticket change: who, when, what kind, and its text as it was written. */
+export const postHtml = (p: PostOut, base: string): string =>
+  `<div class="ocx-post ocx-post-${escape(p.kind.replace(/\s+/g, "-"))}" id="p-${escape(p.hash.slice(0, 16))}">` +
+  `<p class="ocx-post-head"><b>${escape(p.kind)}</b> by ${escape(p.sender ?? p.user)} at ${when(p.time)} ` +
+  `<a href="${escape(readHref(base, p.hash))}"><code>${escape(p.hash.slice(0, 12))}</code></a>${p.title !== undefined ? `: ${escape(p.title)}` : ""}</p>` +
+  `<pre>${escape(p.text)}</pre></div>`
+
+/** A run's state, times, verdicts and published files: the top of its run page. */
+export const runSummaryHtml = (run: NonNullable<ReadOutput["run"]>, base: string): string => {
+  const r = run.summary
+  const rows: Array<[string, string]> = [
+    ["State", `<span class="ocx-state ocx-state-${escape(stateClass(r))}" id="ocx-run-state">${escape(stateWords(r))}</span>`],
+    ["Objective", escape(r.objective ?? "")],
+    ["Node", escape(r.node)],
+    ["Sent by", escape(r.sender ?? "")],
+    ["Where", `<a href="${escape(placeHref(base, r))}">${escape(r.title ?? (r.ticket !== undefined ? `ticket ${r.ticket}` : "its thread"))}</a>`],
+    ["Posted", when(r.posted)],
+    ["Started", when(r.started)],
+    ["Ended", when(r.ended)],
+    ["Took", took(r.seconds)],
+    ...run.verdicts.map((v): [string, string] => ["Verdict", `${escape(v.value)} on <a href="${escape(readHref(base, v.checkin))}"><code>${escape(v.checkin.slice(0, 12))}</code></a>`]),
+    ...run.published.map((f): [string, string] => ["Published", f.hash !== undefined
+      ? `<a href="${escape(`${topOf(base)}/uv/${f.as}`)}">${escape(f.as)}</a> <code>${escape(f.hash.slice(0, 12))}</code>`
+      : `${escape(f.as)} (not in the repository)`])
+  ]
+  return `<table class="label-value ocx-run">${rows.filter(([, v]) => v !== "").map(([k, v]) => `<tr><th>${k}</th><td>${v}</td></tr>`).join("")}</table>`
+}
+
+const readPage = (output: ReadOutput, base: string): string => {
+  const parts: Array<string> = []
+  if (output.run !== undefined) parts.push(runSummaryHtml(output.run, base), `<p><a href="${escape(runPageHref(base, output.name))}">The run page</a></p>`)
+  if (output.file !== undefined) {
+    const f = output.file
+    parts.push(`<p><b>${escape(f.path)}</b> at <a href="${escape(readHref(base, f.checkin))}"><code>${escape(f.checkin.slice(0, 12))}</code></a>, ${f.size} bytes</p>`)
+    parts.push(f.binary ? "<p>A binary file.</p>" : `<pre class="ocx-file">${escape(f.text ?? "")}</pre>${f.cut === true ? "<p>Its first 1 MiB.</p>" : ""}`)
+  }
+  if (output.checkin !== undefined) {
+    const c = output.checkin
+    parts.push(`<p>Check-in <code>${escape(c.hash)}</code>${c.branch !== undefined ? ` on <b>${escape(c.branch)}</b>` : ""} by ${escape(c.user)} at ${when(c.time)}</p>`,
+      `<pre>${escape(c.comment)}</pre>`,
+      `<ul class="ocx-files">${c.files.map((f) => `<li><a href="${escape(readHref(base, f.path, c.hash))}">${escape(f.path)}</a></li>`).join("")}</ul>`)
+  }
+  if (output.ticket !== undefined) {
+    const t = output.ticket
+    parts.push(`<p>Ticket <a href="${escape(`${topOf(base)}/tktview/${t.id}`)}"><code>${escape(t.id)}</code></a>${t.fields.title !== undefined ? `: ${escape(t.fields.title)}` : ""}</p>`,
+      ...t.changes.map((p) => postHtml(p, base)))
+  }
+  for (const p of output.posts ?? []) parts.push(postHtml(p, base))
+  return parts.join("\n")
+}
+
+/**
+ * The page's own script: it follows the run from the node's stream server (server-sent events),
+ * appending what the process prints and the state as it changes, without a reload. No framework:
+ * EventSource and a few DOM calls. Fossil's Content-Security-Policy lets it run by its nonce, and
+ * lets it reach the stream server when its default-csp allows that origin in connect-src.
+ */
+const liveScript = `(function () {
+  var out = document.getElementById("ocx-stream");
+  var state = document.getElementById("ocx-run-state");
+  var note = document.getElementById("ocx-live");
+  if (!out || !out.dataset.live) return;
+  var live = JSON.parse(out.dataset.live);
+  var url = live.url.charAt(0) === ":" ? location.protocol + "//" + location.hostname + live.url : live.url;
+  var events = new EventSource(url + (url.indexOf("?") < 0 ? "?" : "&") + "token=" + encodeURIComponent(live.token));
+  var show = function (e) { var d = JSON.parse(e.data); if (state && d.state) { state.textContent = d.state; } return d; };
+  events.addEventListener("state", show);
+  events.addEventListener("output", function (e) {
+    var d = JSON.parse(e.data);
+    var span = document.createElement("span");
+    span.className = "ocx-" + d.stream;
+    span.textContent = d.text;
+    out.appendChild(span);
+    out.scrollTop = out.scrollHeight;
+  });
+  events.addEventListener("delivery", function (e) {
+    var d = JSON.parse(e.data);
+    var span = document.createElement("span");
+    span.className = "ocx-delivery";
+    span.textContent = "[delivered " + d.hash.slice(0, 12) + "] " + d.line + "\\n";
+    out.appendChild(span);
+  });
+  events.addEventListener("end", function (e) {
+    show(e);
+    events.close();
+    if (note) { note.textContent = "The run is over: reload the page for its reports."; note.dataset.over = "true"; }
+  });
+  events.onerror = function () {
+    if (note && note.dataset.over !== "true") { note.textContent = "The live stream is not reachable from this page (the node's stream server, or this site's Content-Security-Policy); reload to see how the run goes."; }
+  };
+})();`
+
+const watchPage = (output: WatchOutput, base: string, nonce: string | undefined): string => {
+  const parts: Array<string> = []
+  if (output.record !== undefined) parts.push(runSummaryHtml(output.record, base))
+  const printed = output.events.filter((e) => e.type === "output" || e.type === "delivery" || e.type === "missed").map((e) =>
+    e.type === "output" ? `<span class="ocx-${escape(e.stream ?? "stdout")}">${escape(e.text ?? "")}</span>`
+    : e.type === "delivery" ? `<span class="ocx-delivery">[delivered ${escape((e.hash ?? "").slice(0, 12))}] ${escape(e.line ?? "")}\n</span>`
+    : `<span class="ocx-missed">[${escape(e.text ?? "")}]\n</span>`).join("")
+  const words = output.live !== undefined ? "Following the run as its process prints."
+    : output.over ? (output.followed === "care directory" ? "What its process printed, as its node's host kept it." : "The run is over; its kept logs are among its reports below.")
+    : output.followed === "record" ? "Its output is followed on its node's host; this page shows its state as the record holds it." : ""
+  parts.push(`<h3>Output</h3>`, `<p id="ocx-live">${escape(words)}</p>`,
+    `<pre class="ocx-stream" id="ocx-stream"${output.live !== undefined ? ` data-live="${escape(JSON.stringify(output.live))}"` : ""}>${printed}</pre>`)
+  if (output.reports.length > 0) parts.push(`<h3>Reports</h3>`, ...output.reports.map((p) => postHtml(p, base)))
+  if (output.live !== undefined) parts.push(`<script${nonce !== undefined ? ` nonce="${escape(nonce)}"` : ""}>${liveScript}</script>`)
+  return parts.join("\n")
+}
+
+/** By tool name. */
+export const outputPages: Readonly<Record<string, (output: any, base: string, nonce: string | undefined) => string>> = {
+  runs: runsPage,
+  read: readPage,
+  watch: watchPage
+}

@@ -1,0 +1,221 @@
+import * as Effect from "effect/Effect"
+import * as Fs from "node:fs"
+import * as Schema from "effect/Schema"
+import * as ReleaseRootFs from "../../layers/ReleaseRootFs.js"
+import { releasePaths } from "../release/ReleasePaths.js"
+import { rootOfCall } from "../release/Served.js"
+import { stateWordsOf } from "../runs/RunWords.js"
+import { followThroughServer } from "../watch/AskServer.js"
+import { follow, readRunSummary, type WatchEvent } from "../watch/Follow.js"
+import { OperationsLog } from "./Operations.js"
+import { PostOut, read, RunOut } from "./read.js"
+import { mayReadRun, RunRow, rowOf } from "./runs.js"
+import { runTool } from "./runTool.js"
+import { finishTool, refuse, Refused } from "./support/finishTool.js"
+import { repositoryFile, type RepositoryFile } from "./support/repositoryFile.js"
+import { ensureStreamServer, streamSettings } from "../watch/StreamServer.js"
+import { signGrant, streamSecret } from "../watch/StreamToken.js"
+import * as Path from "node:path"
+import { defineTool, type ToolContext } from "./Tool.js"
+
+const optional = <A, I>(schema: Schema.Schema<A, I>, description: string) =>
+  Schema.optionalWith(schema.annotations({ description }), { exact: true })
+
+export const WatchInput = Schema.Struct({
+  run: Schema.String.annotations({ description: "the run: its hash or a prefix" }),
+  seconds: optional(Schema.Number.pipe(Schema.nonNegative()), "follow it at most this long, then answer with what happened so far (at a terminal until it ends; through MCP 50 s, on the web page 0 when not given)"),
+  offset: optional(Schema.Int.pipe(Schema.nonNegative()), "where in its output to begin, as an earlier answer's offset says (0, its first line, when not given)"),
+  root: optional(Schema.String, "the release root whose node runs it (by default the root this program was released into)")
+})
+export type WatchInput = typeof WatchInput.Type
+
+export const WatchEventOut = Schema.Struct({
+  type: Schema.Literal("state", "output", "delivery", "missed", "end"),
+  at: Schema.String.annotations({ description: "when (ISO 8601, UTC)" }),
+  state: optional(Schema.String, "state and end: the state in words"),
+  stream: optional(Schema.Literal("stdout", "stderr"), "output: which stream printed it"),
+  text: optional(Schema.String, "output: what it printed; missed: what was missed"),
+  hash: optional(Schema.String, "delivery: the artifact given to the session"),
+  line: optional(Schema.String, "delivery: the line given on its standard input")
+})
+export type WatchEventOut = typeof WatchEventOut.Type
+
+export const WatchOutput = Schema.Struct({
+  run: Schema.String,
+  summary: RunRow,
+  over: Schema.Boolean.annotations({ description: "true: it ended, and summary says how; false: it goes on (call again with offset)" }),
+  followed: Schema.Literal("care directory", "server", "record").annotations({
+    description: "care directory: its output was read on its node's host as it printed it; server: from a clone, through the server's run page and its node's stream server; record: its state alone (its node is not on this host, or its care directory is not readable here)"
+  }),
+  offset: Schema.Number.annotations({ description: "where its output was read to: give it as offset to go on" }),
+  events: Schema.Array(WatchEventOut).annotations({ description: "what happened, in order (its output kept to its last 1 MiB)" }),
+  reports: Schema.Array(PostOut).annotations({ description: "the posts or ticket changes where it is, after it: started, ended, kept logs and the rest" }),
+  record: optional(RunOut, "the run as read gives it: its summary, fields, verdicts and published files"),
+  live: optional(Schema.Struct({
+    url: Schema.String.annotations({ description: "the node's stream server's events of the run (server-sent events), from offset on; the host is the page's own when it starts with :PORT" }),
+    token: Schema.String.annotations({ description: "the viewer's grant, signed by the node, to give as ?token=" })
+  }), "on the web page, while the run goes on and its node is this host's: where its page follows it live")
+})
+export type WatchOutput = typeof WatchOutput.Type
+
+const iso = (ms: number): string => new Date(ms).toISOString().replace(/\.(\d{3})Z$/, ".$1Z")
+const OUTPUT_BOUND = 1 << 20
+
+/** An event as the answer gives it. */
+export const eventOut = (event: WatchEvent): WatchEventOut => {
+  const at = iso(event.at)
+  switch (event.type) {
+    case "state":
+    case "end":
+      return { type: event.type, at, state: stateWordsOf(event.summary) }
+    case "output":
+      return { type: "output", at, stream: event.stream, text: event.text }
+    case "delivery":
+      return { type: "delivery", at, hash: event.hash, line: event.line }
+    case "missed":
+      return { type: "missed", at, text: event.what }
+  }
+}
+
+/** What a person at a terminal sees as it happens: the output as printed, the rest on stderr in brackets. */
+const printed = (run: string, event: WatchEventOut, progress: NonNullable<ToolContext["progress"]>): void => {
+  switch (event.type) {
+    case "output":
+      return progress(event.stream ?? "stdout", event.text ?? "")
+    case "state":
+      return progress("stderr", `[ocx2 watch: ${run.slice(0, 12)} ${event.state ?? ""}]\n`)
+    case "delivery":
+      return progress("stderr", `[ocx2 watch: delivered ${(event.hash ?? "").slice(0, 12)}: ${event.line ?? ""}]\n`)
+    case "missed":
+      return progress("stderr", `[ocx2 watch: missed ${event.text ?? ""}]\n`)
+    case "end":
+      return undefined
+  }
+}
+
+/** ROOT/care when this call can read it: the node's host, as its own account. */
+const careDirOf = (input: WatchInput, context: ToolContext) =>
+  (input.root === undefined && process.argv[1] === undefined
+    ? Effect.succeed(undefined)
+    : rootOfCall("watch", input.root, process.argv[1], context.entryPoint).pipe(
+      Effect.provide(ReleaseRootFs.layer),
+      Effect.map((root): string | undefined => releasePaths(root).care),
+      // a root named and unusable is the caller's to fix; none found, the record alone
+      Effect.catchAll((e) => (input.root !== undefined || context.entryPoint === "cgi" ? Effect.fail(new Refused(e.message)) : Effect.succeed(undefined)))
+    )).pipe(Effect.map((care) => {
+      if (care === undefined) return undefined
+      try {
+        Fs.accessSync(care, Fs.constants.R_OK | Fs.constants.X_OK)
+        return care
+      } catch {
+        return undefined
+      }
+    }))
+
+/** The stream server's URL for the run, from offset on, and a grant signed for the viewer (12 hours). */
+const liveStream = async (root: string, program: string, file: RepositoryFile, run: string, context: ToolContext, offset: number) => {
+  const port = await ensureStreamServer(root, program)
+  const settings = streamSettings(root)
+  const token = signGrant(streamSecret(releasePaths(root).node), {
+    run, user: context.caller.user, capabilities: context.caller.capabilities, repository: file.path, role: file.role,
+    expires: Date.now() + 12 * 3600_000
+  })
+  const path = `/watch/${run}?offset=${offset}`
+  return { url: settings.url !== undefined ? `${settings.url}${path}` : `:${port}${path}`, token }
+}
+
+export const watch = defineTool({
+  name: "watch",
+  summary: "Watch a run",
+  description:
+    "Follows a run as it happens: its state as it changes (waiting, started, ended and how), what its process prints, line " +
+    "by line as it prints it, and a session's deliveries, until it ends, then its outcome and its reports (kept logs and the " +
+    "rest). Its output is read on its node's host (the release root's care directory); elsewhere it follows its state in the " +
+    "record. seconds bounds how long one call follows it and offset goes on from an earlier call. You watch the runs you may " +
+    "read where they are: forum posts need Read Forum (2), tickets Read Ticket (r). Reads only.",
+  input: WatchInput,
+  positional: ["run"],
+  output: WatchOutput,
+  allow: () => undefined,
+  readOnly: true,
+  handle: (input, context) => {
+    const log = new OperationsLog(context.dryRun)
+    return finishTool(
+      log,
+      Effect.flatMap(repositoryFile("watch", context), (file) =>
+        Effect.gen(function*() {
+          const found = yield* Effect.try({
+            try: () => readRunSummary(file, input.run),
+            catch: (e) => new Refused(`the repository ${file.path} cannot be read: ${(e as Error).message}`)
+          })
+          const careDir = yield* careDirOf(input, context)
+          const events: Array<WatchEventOut> = []
+          let outputBytes = 0
+          const keep = (run: string) => (out: WatchEventOut) => {
+            if (context.progress !== undefined) printed(run, out, context.progress)
+            events.push(out)
+            if (out.type !== "output") return
+            outputBytes += out.text!.length
+            // the answer keeps the last of the output; a terminal saw all of it
+            while (outputBytes > OUTPUT_BOUND) {
+              const first = events.findIndex((e) => e.type === "output")
+              outputBytes -= events[first]!.text!.length
+              events.splice(first, 1, { type: "missed", at: events[first]!.at, text: "output past this answer's 1 MiB" })
+            }
+          }
+          // from a clone's host the run's node is elsewhere: the server's run page, as the user the clone remembers
+          if (careDir === undefined && file.role === "clone" && context.entryPoint !== "mcp") {
+            if (context.caller.user !== undefined && context.caller.user !== file.user) {
+              return yield* refuse(`the clone ${file.path} signs in to ${file.url} as ${file.user}, the user it remembers, not as ${context.caller.user}`)
+            }
+            const run = "summary" in found ? found.summary.run : input.run
+            const remote = yield* Effect.tryPromise({
+              try: (signal) => followThroughServer(file, run, keep(run), signal),
+              catch: (e) => new Refused((e as Error).message)
+            })
+            log.note("follow", `the run ${remote.run} through the run page of ${file.url}${remote.live !== undefined ? " and its node's stream server" : ""}, as ${file.user}`)
+            const { live: _live, ...rest } = remote
+            return { ...rest, followed: "server", events } satisfies WatchOutput
+          }
+          if ("problem" in found) return yield* refuse(found.problem)
+          if (!mayReadRun(context.caller, found.summary)) {
+            return yield* refuse(found.summary.place._tag === "Ticket"
+              ? "tickets are not yours to read here: that needs Fossil's Read Ticket (r)"
+              : "forum posts are not yours to read here: that needs Fossil's Read Forum (2)")
+          }
+          const run = found.summary.run
+          const seconds = input.seconds ?? (context.entryPoint === "mcp" ? 50 : context.entryPoint === "cgi" ? 0 : undefined)
+          const keepOut = keep(run)
+          const followed = yield* Effect.tryPromise({
+            try: (signal) => follow({
+              repository: file, run, careDir, emit: (event: WatchEvent) => keepOut(eventOut(event)), signal,
+              ...(input.offset !== undefined ? { offset: input.offset } : {}),
+              ...(seconds !== undefined ? { deadline: Date.now() + seconds * 1000 } : {})
+            }),
+            catch: (e) => new Refused((e as Error).message)
+          })
+          log.note("follow", `the run ${run}${careDir !== undefined ? `, its output in ${careDir}` : ", its state in the record"}: ${followed.over ? "it ended" : "it goes on"}`)
+          const record = yield* runTool(read, { what: run }, { ...context, entryPoint: context.entryPoint ?? "cli", dryRun: false })
+          const reports = (record.output?.posts ?? record.output?.ticket?.changes ?? []).filter((p) => p.hash !== run)
+          // the web page follows it live from the node's stream server, as the viewer Fossil signed in
+          const live = context.entryPoint === "cgi" && !followed.over && careDir !== undefined && process.argv[1] !== undefined
+            ? yield* Effect.tryPromise({
+              try: () => liveStream(Path.dirname(careDir), process.argv[1]!, file, run, context, followed.offset),
+              catch: (e) => new Refused(`the run's live stream cannot be served: ${(e as Error).message}`)
+            }).pipe(Effect.tap((l) => Effect.sync(() => log.note("stream", `the node's stream server follows it at ${l.url}`))))
+            : undefined
+          return {
+            run,
+            summary: rowOf(followed.summary, Date.now()),
+            over: followed.over,
+            followed: careDir !== undefined ? "care directory" : "record",
+            offset: followed.offset,
+            events,
+            reports,
+            ...(record.output?.run !== undefined ? { record: record.output.run } : {}),
+            ...(live !== undefined ? { live } : {})
+          } satisfies WatchOutput
+        }))
+    )
+  }
+})

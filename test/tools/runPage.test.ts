@@ -1,0 +1,150 @@
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { chromium, type Browser, type Page } from "playwright-core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { create } from "../../src/tools/create.js"
+import { hook } from "../../src/tools/hook.js"
+import type { WatchOutput } from "../../src/tools/watch.js"
+import { runningServer } from "../../src/watch/StreamServer.js"
+import { fossil, webLogin, type WebSession } from "../support/fossilServer.js"
+import { shellRun, users } from "../support/nodeWorld.js"
+import { closeHookWorld, makeHookWorld, type HookWorld, waitFor } from "../node/hookWorld.js"
+
+// The runs page and a run page in Chromium (issue 16): a running run's output appears on its page
+// live, without a reload, from the node's stream server; screenshots are saved by the test run.
+
+let world: HookWorld
+let browser: Browser
+let alice: WebSession
+const screenshots = Path.join(Os.tmpdir(), "ocx2-screenshots", "run-page")
+
+beforeAll(async () => {
+  world = await makeHookWorld({ pages: true })
+  // the stream server is another origin (its own port): Fossil's Content-Security-Policy must let the
+  // page reach it, as docs/operations.md says to set it
+  await fossil(["settings", "default-csp",
+    "default-src 'self' data:; script-src 'self' 'nonce-$nonce'; style-src 'self' 'unsafe-inline'; img-src * data:; connect-src 'self' http://127.0.0.1:*",
+    "-R", world.repository])
+  expect((await world.call(hook, { node: users.node.login, root: world.root })).stopped.reason).toBe("completed")
+  alice = await webLogin(world.server.url, users.admin.login, users.admin.password)
+  browser = await chromium.launch({
+    executablePath: "/usr/bin/chromium",
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+  })
+  Fs.mkdirSync(screenshots, { recursive: true })
+}, 120_000)
+
+afterAll(async () => {
+  await browser?.close()
+  const server = world === undefined ? undefined : runningServer(world.root)
+  if (server !== undefined) process.kill(server.pid, "SIGTERM")
+  await closeHookWorld(world)
+})
+
+const logIn = async (page: Page) => {
+  await page.goto(`${world.server.url}login`)
+  await page.fill("input[name=u]", users.admin.login)
+  await page.fill("input[name=p]", users.admin.password)
+  await Promise.all([page.waitForNavigation(), page.click("input[name=in]")])
+}
+
+const createRun = async (script: string) => {
+  const { process: base, objective: _objective, ...rest } = shellRun(world, script)
+  const answer = await world.call(create, { title: "a run to follow", node: users.node.login, objective: "count slowly", fields: { ...rest, process: base } })
+  expect(answer.stopped).toEqual({ reason: "completed" })
+  return answer.output!.run!
+}
+
+describe("the run page", () => {
+  it("shows a running run's output live, without a reload, from the runs page's link; then its outcome", async () => {
+    // long enough that the page opens while it runs, on a machine others load too
+    const run = await createRun("for i in $(seq 1 40); do echo \"tick $i\"; sleep 0.5; done; echo finished >&2")
+    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
+    for (const [name, viewport] of [["desktop", { width: 1100, height: 900 }]] as const) {
+      const context = await browser.newContext({ viewport })
+      const page = await context.newPage()
+      const violations: Array<string> = []
+      page.on("console", (m) => { if (m.type() === "error") violations.push(m.text()) })
+      try {
+        await logIn(page)
+        await page.goto(`${world.server.url}ext/ocx2-cgi/runs`)
+        await expect.poll(() => page.locator(`tr[data-run="${run}"]`).count()).toBe(1)
+        await page.screenshot({ path: Path.join(screenshots, `${name}-runs.png`), fullPage: true })
+        let navigations = 0
+        await Promise.all([page.waitForNavigation(), page.click(`tr[data-run="${run}"] a[href*="watch"]`)])
+        page.on("framenavigated", () => navigations++)
+        expect(await page.locator("#ocx-run-state").textContent()).toBe("started")
+        const atLoad = (await page.locator("#ocx-stream").textContent()) ?? ""
+        const seenAtLoad = atLoad.split("\n").filter((l) => l.startsWith("tick")).length
+        expect(seenAtLoad).toBeLessThan(40)
+        // a later line arrives on the page as the process prints it
+        await page.locator("#ocx-stream", { hasText: `tick ${seenAtLoad + 1}` }).waitFor({ timeout: 60_000 })
+        await page.screenshot({ path: Path.join(screenshots, `${name}-running.png`), fullPage: true })
+        await page.locator("#ocx-run-state", { hasText: "exited 0" }).waitFor({ timeout: 60_000 })
+        const all = (await page.locator("#ocx-stream").textContent()) ?? ""
+        expect(all.split("\n").filter((l) => l.startsWith("tick"))).toEqual(Array.from({ length: 40 }, (_, i) => `tick ${i + 1}`))
+        expect(all).toContain("finished")
+        expect(navigations).toBe(0)
+        expect(violations.filter((v) => /Content Security Policy|EventSource/i.test(v))).toEqual([])
+        await page.screenshot({ path: Path.join(screenshots, `${name}-ended.png`), fullPage: true })
+        // reloaded, the page of the run that is over shows its reports and no stream
+        await page.reload()
+        expect(await page.locator("#ocx-run-state").textContent()).toBe("exited 0")
+        expect(await page.locator(".ocx-post-ended").count()).toBe(1)
+        expect(await page.locator("#ocx-stream[data-live]").count()).toBe(0)
+        // the thread links to it: the node's started names the run page
+        await page.goto(`${world.server.url}forumpost/${run}`)
+        await Promise.all([page.waitForNavigation(), page.click(`a[href$="ext/ocx2-cgi/watch?run=${run}"]`)])
+        expect(await page.locator("#ocx-run-state").textContent()).toBe("exited 0")
+      } finally {
+        await context.close()
+      }
+    }
+    console.log(`screenshots of the runs page and a run page: ${screenshots}`)
+  }, 180_000)
+
+  it("reads well on a phone", async () => {
+    const run = await createRun("echo on a phone; sleep 1")
+    await world.waitEnded(run, 60_000)
+    const context = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true })
+    const page = await context.newPage()
+    try {
+      await logIn(page)
+      await page.goto(`${world.server.url}ext/ocx2-cgi/runs`)
+      await page.screenshot({ path: Path.join(screenshots, "phone-runs.png"), fullPage: true })
+      // nothing wider than the screen
+      expect(await page.evaluate("document.documentElement.scrollWidth")).toBeLessThanOrEqual(390 + 1)
+      await page.goto(`${world.server.url}ext/ocx2-cgi/watch?run=${run}`)
+      expect(await page.locator("#ocx-run-state").textContent()).toBe("exited 0")
+      await page.screenshot({ path: Path.join(screenshots, "phone-run.png"), fullPage: true })
+    } finally {
+      await context.close()
+    }
+  }, 120_000)
+
+  it("the stream server gives a run only with the page's grant for it, and to a viewer who may read it", async () => {
+    const run = await createRun("echo streamed; sleep 5")
+    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
+    const answer = await (await fetch(`${world.server.url}ext/ocx2-cgi/watch?run=${run}&format=json`, { headers: { cookie: alice.cookie } })).json() as { output: WatchOutput }
+    const live = answer.output.live!
+    expect(live.url).toMatch(new RegExp(`^:\\d+/watch/${run}\\?offset=\\d+$`))
+    const url = `http://127.0.0.1${live.url}`
+    expect((await fetch(url)).status).toBe(403)
+    expect((await fetch(`${url}&token=${live.token}x`)).status).toBe(403)
+    const other = await createRun("true")
+    expect((await fetch(`http://127.0.0.1${live.url.replace(run, other)}&token=${live.token}`)).status).toBe(403)
+    const streamed = await fetch(`http://127.0.0.1${live.url.replace(/offset=\d+/, "offset=0")}&token=${encodeURIComponent(live.token)}`)
+    expect(streamed.status).toBe(200)
+    expect(streamed.headers.get("content-type")).toContain("text/event-stream")
+    const text = await streamed.text()
+    expect(text).toContain("event: output\ndata: ")
+    expect(text).toContain("streamed\\n")
+    expect(text).toMatch(/event: end\ndata: .*"state":"exited 0"/)
+    // a viewer Fossil gives no Read Forum gets no grant: the page refuses them first
+    const builder = await webLogin(world.server.url, users.builder.login, users.builder.password)
+    const refused = await (await fetch(`${world.server.url}ext/ocx2-cgi/watch?run=${run}&format=json`, { headers: { cookie: builder.cookie } })).json() as { stopped: { reason: string }; output?: unknown }
+    expect(refused.stopped.reason).toBe("refused")
+    expect(refused.output).toBeUndefined()
+  }, 120_000)
+})

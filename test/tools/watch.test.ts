@@ -1,0 +1,177 @@
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
+import * as ChildProcess from "node:child_process"
+import * as Path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { create } from "../../src/tools/create.js"
+import { hook } from "../../src/tools/hook.js"
+import { watch, type WatchOutput } from "../../src/tools/watch.js"
+import { cloneAs, fossil } from "../support/fossilServer.js"
+import { shellRun, users } from "../support/nodeWorld.js"
+import { closeHookWorld, dist, makeHookWorld, type HookWorld, waitFor } from "../node/hookWorld.js"
+
+// watch (issue 16): a running run's lines as its process prints them, on its node's host, until
+// it ends with its outcome; a session's deliveries; the same through MCP; the record alone elsewhere.
+
+let world: HookWorld
+
+const createRun = async (script: string, process: object = {}) => {
+  const { process: base, objective: _objective, ...rest } = shellRun(world, script)
+  const answer = await world.call(create, { title: `run: ${script}`, node: users.node.login, objective: "watched", fields: { ...rest, process: { ...base, ...process } } })
+  expect(answer.stopped).toEqual({ reason: "completed" })
+  return answer.output!.run!
+}
+
+beforeAll(async () => {
+  world = await makeHookWorld({ pages: true })
+  expect((await world.call(hook, { node: users.node.login, root: world.root })).stopped.reason).toBe("completed")
+}, 120_000)
+
+afterAll(async () => {
+  await closeHookWorld(world)
+})
+
+/** ocx2 watch as shipped, its stdout lines each with the moment it arrived. */
+const watchProgram = (run: string) => {
+  const child = ChildProcess.spawn(process.execPath, [Path.join(dist, "ocx2.mjs"), "--repository", world.repository, "--user", users.admin.login, "watch", run, "--root", world.root], { stdio: ["ignore", "pipe", "pipe"] })
+  const lines: Array<{ readonly text: string; readonly at: number }> = []
+  let rest = ""
+  let stderr = ""
+  child.stdout.on("data", (chunk: Buffer) => {
+    const at = Date.now()
+    const parts = (rest + chunk.toString("utf8")).split("\n")
+    rest = parts.pop()!
+    for (const text of parts) lines.push({ text, at })
+  })
+  child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
+  const exited = new Promise<number | null>((resolve) => child.once("exit", resolve))
+  return { lines, exited, stderr: () => stderr }
+}
+
+describe("watch", () => {
+  it("prints a running run's lines as its process prints them, then its outcome", async () => {
+    // each line says when the process printed it (milliseconds), a second apart
+    const run = await createRun("for i in $(seq 1 10); do echo \"line $i $(date +%s%3N)\"; sleep 1; done; echo done >&2; exit 4")
+    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
+    const watched = watchProgram(run)
+    expect(await watched.exited).toBe(0)
+    const printed = watched.lines.filter((l) => l.text.startsWith("line "))
+    expect(printed.map((l) => l.text.split(" ")[1])).toEqual(["1", "2", "3", "4", "5", "6", "7", "8", "9", "10"])
+    expect(watched.lines.at(-1)!.text).toMatch(new RegExp(`^run ${run}: exited 4 after [0-9.]+ s$`))
+    expect(watched.stderr()).toContain("done\n")
+    expect(watched.stderr()).toMatch(/\[ocx2 watch: [0-9a-f]{12} started\]/)
+    // the lines came as they were printed, not at the end: each before the process printed the next
+    const latencies = printed.map((l) => l.at - Number(l.text.split(" ")[2]))
+    const late = printed.slice(0, -1).filter((l, i) => l.at >= Number(printed[i + 1]!.text.split(" ")[2]))
+    console.log(`watch: each line from the process's echo to ocx2 watch's stdout: ${latencies.join(", ")} ms`)
+    // the first lines were printed before watch began, and are given from the stream as it was kept
+    expect(late.filter((l) => Number(l.text.split(" ")[2]) > printed[0]!.at)).toEqual([])
+    const live = latencies.filter((_, i) => Number(printed[i]!.text.split(" ")[2]) > printed[0]!.at)
+    expect(live.length).toBeGreaterThan(0)
+    expect([...live].sort((a, b) => a - b)[Math.floor(live.length / 2)]).toBeLessThanOrEqual(300)
+  }, 120_000)
+
+  it("gives a session's deliveries and what it answers, as they happen", async () => {
+    const run = await createRun("while read line; do echo \"heard: $line\"; done", { session: true, hears: ["*"], user: users.stranger.login })
+    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
+    const seen: Array<WatchOutput["events"][number]> = []
+    const following = world.call(watch, { run, root: world.root, seconds: 60 }).then((a) => a.output!)
+    void following
+    await world.reply(users.admin.login, run, "hello, session")
+    const answer = await waitFor(async () => {
+      const got = await world.call(watch, { run, root: world.root, seconds: 0 })
+      const events = got.output!.events
+      return events.some((e) => e.type === "output" && /heard: .*hello, session/.test(e.text!)) ? events : undefined
+    }, 60_000, 300)
+    seen.push(...answer!)
+    expect(seen.some((e) => e.type === "delivery" && /hello, session/.test(e.line!))).toBe(true)
+    expect(seen.find((e) => e.type === "state")!.state).toBe("started")
+    await world.call((await import("../../src/tools/stop.js")).stop, { run })
+    const ended = await following
+    expect(ended.over).toBe(true)
+    expect(ended.summary.outcome).toBe("stopped")
+    expect(ended.events.at(-1)).toMatchObject({ type: "end", state: "stopped" })
+  }, 120_000)
+
+  it("through MCP: ocx.watch answers within its seconds with what happened, and offset goes on from there", async () => {
+    const run = await createRun("echo first; sleep 2; echo second; sleep 1", { user: users.runner.login })
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [Path.join(dist, "ocx2.mjs"), "--repository", world.repository, "--user", users.admin.login, "--mcp"],
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", USER: "root" },
+      stderr: "pipe"
+    })
+    const client = new Client({ name: "an-agent", version: "0.0.0" })
+    await client.connect(transport)
+    try {
+      const callWatch = async (args: Record<string, unknown>) => {
+        const result = await client.callTool({ name: "ocx.watch", arguments: { run, root: world.root, ...args } }) as unknown as { structuredContent: { output: WatchOutput; stopped: unknown } }
+        expect(result.structuredContent.stopped).toEqual({ reason: "completed" })
+        return result.structuredContent.output
+      }
+      const first = await waitFor(async () => {
+        const got = await callWatch({ seconds: 0.5 })
+        return got.events.some((e) => e.type === "output" && e.text === "first\n") ? got : undefined
+      }, 60_000, 100)
+      expect(first!.followed).toBe("care directory")
+      const rest = await callWatch({ offset: first!.offset })
+      expect(rest.over).toBe(true)
+      const texts = rest.events.filter((e) => e.type === "output").map((e) => e.text).join("")
+      expect(texts.includes("first")).toBe(first!.over)
+      expect(texts).toContain("second\n")
+      expect(rest.summary).toMatchObject({ state: "ended", outcome: "exited", exit: 0 })
+      expect(rest.events.at(-1)).toMatchObject({ type: "end", state: "exited 0" })
+    } finally {
+      await client.close()
+    }
+  }, 120_000)
+
+  it("without the node's care directory it follows the state in the record, and refuses a viewer who may not read the run", async () => {
+    const run = await createRun("sleep 1")
+    const answer = await world.call(watch, { run })
+    // this test's program is no release of the root: it does not know the care directory
+    expect(answer.output!.followed).toBe("record")
+    expect(answer.output!.over).toBe(true)
+    expect(answer.output!.events.map((e) => e.type)).toContain("end")
+    const refused = await world.call(watch, { run }, { as: users.builder.login })
+    expect(refused.stopped).toEqual({ reason: "refused", message: "forum posts are not yours to read here: that needs Fossil's Read Forum (2)" })
+    const none = await world.call(watch, { run: "0000000000" })
+    expect(none.stopped.message).toMatch(/names no run/)
+  }, 120_000)
+
+  it("from a clone's host it asks the server: the run page's stream, as the user the clone remembers", async () => {
+    const clone = await cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, "alice.fossil"))
+    const run = await createRun("for i in $(seq 1 10); do echo \"far $i $(date +%s%3N)\"; sleep 1; done")
+    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
+    // the clone has not pulled the run: the server's page knows it
+    const child = ChildProcess.spawn(process.execPath, [Path.join(dist, "ocx2.mjs"), "--repository", clone, "watch", run.slice(0, 16)], { stdio: ["ignore", "pipe", "pipe"] })
+    const lines: Array<{ readonly text: string; readonly at: number }> = []
+    let rest = ""
+    let stderr = ""
+    child.stdout.on("data", (chunk: Buffer) => {
+      const at = Date.now()
+      const parts = (rest + chunk.toString("utf8")).split("\n")
+      rest = parts.pop()!
+      for (const text of parts) lines.push({ text, at })
+    })
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
+    expect(await new Promise((resolve) => child.once("exit", resolve)), stderr).toBe(0)
+    const far = lines.filter((l) => l.text.startsWith("far "))
+    expect(far.map((l) => l.text.split(" ")[1])).toEqual(["1", "2", "3", "4", "5", "6", "7", "8", "9", "10"])
+    expect(lines.at(-1)!.text).toMatch(new RegExp(`^run ${run}: exited 0`))
+    const live = far.filter((l) => Number(l.text.split(" ")[2]) > far[0]!.at).map((l) => l.at - Number(l.text.split(" ")[2]))
+    console.log(`watch from a clone: each line from the process's echo to ocx2 watch's stdout: ${live.join(", ")} ms`)
+    expect(live.length).toBeGreaterThan(0)
+    expect([...live].sort((a, b) => a - b)[Math.floor(live.length / 2)]).toBeLessThanOrEqual(300)
+    // once Fossil has synced, the clone keeps only the hash of the password, which sign-in does not take
+    await fossil(["pull", "-R", clone], users.admin.login)
+    const program = (env: NodeJS.ProcessEnv = {}) =>
+      ChildProcess.spawnSync(process.execPath, [Path.join(dist, "ocx2.mjs"), "--json", "--repository", clone, "watch", run], { encoding: "utf8", env: { ...process.env, ...env } })
+    const hashed = program({ OCX_PASSWORD: "" })
+    expect(JSON.parse(hashed.stdout).stopped.message).toMatch(/keeps only its sync hash of the password, .*OCX_PASSWORD/)
+    const json = JSON.parse(program({ OCX_PASSWORD: users.admin.password }).stdout)
+    expect(json.output).toMatchObject({ followed: "server", over: true, summary: { state: "ended", outcome: "exited", exit: 0 } })
+    const otherUser = ChildProcess.spawnSync(process.execPath, [Path.join(dist, "ocx2.mjs"), "--json", "--repository", clone, "--user", users.builder.login, "watch", run], { encoding: "utf8" })
+    expect(JSON.parse(otherUser.stdout).stopped.message).toMatch(/signs in to .* as alice, the user it remembers, not as builder/)
+  }, 120_000)
+})
