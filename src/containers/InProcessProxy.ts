@@ -166,6 +166,19 @@ export class InProcessProxy {
     channel.finish()
   }
 
+  /** what the proxy received and answered, for tests and logs */
+  describe(): string {
+    const connection = this.connection === undefined ? "none" : this.connection.isClosed ? "closed" : "open"
+    return [
+      `proxy connections ${this.connections} (the last ${connection})`,
+      `scopes [${this.scopes.map((s) => s.tag).join(",")}]`,
+      `begun sent ${this.begunSent}`,
+      `feeds ${this.feeds.length}`,
+      `mounts made ${this.mounts.length}, waiting ${this.mountsWaiting}`,
+      `stopped ${this.stopped}`
+    ].join(", ")
+  }
+
   /** the begin scope, once the server opened it */
   beginScope(): Promise<Scope> {
     if (this.begin !== undefined) return Promise.resolve(this.begin)

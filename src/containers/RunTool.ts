@@ -77,6 +77,22 @@ export class RunTool {
     return { client: this.scope.connection, proxy: this.proxy }
   }
 
+  /** where the run is, for tests and logs (what a run that does not end waits for) */
+  describe(): string {
+    const proxy = this.proxy === undefined ? "none" : this.proxy.isClosed ? "closed" : this.proxy.isHeld ? "held" : "open"
+    const client = this.scope.connection.isClosed ? "closed" : this.scope.connection.isHeld ? "held" : "open"
+    return [
+      `state ${this.state}`,
+      `id ${this.id === undefined ? "none" : this.idSent ? "sent" : "minted"}`,
+      `scope ${this.scope.isEnded ? "ended" : "open"}`,
+      `client connection ${client}`,
+      `proxy connection ${proxy}`,
+      `begin ${this.begin === undefined ? "none" : this.begin.isEnded ? "ended" : `open, ${this.begin.channels.size} of its channels unfinished`}`,
+      `mounts made ${this.mountScopes.length}`,
+      `ending ${this.ending !== undefined}`
+    ].join(", ")
+  }
+
   private until<A>(p: Promise<A>): Promise<A | typeof gone> {
     return Promise.race([p, this.clientGone])
   }
