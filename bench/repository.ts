@@ -27,40 +27,14 @@ import * as Path from "node:path"
 import * as FossilRepository from "../layers/FossilRepository.js"
 import { type Cursor, type Item, Repository, startCursor } from "../services/Repository.js"
 import { type Artifact, composeForumPost } from "../src/fossil/Artifact.js"
-import { writeBundle } from "../src/fossil/Bundle.js"
+import { alternate, importBundle, median, now } from "./support/measure.js"
 import { runFossil } from "../src/fossil/Command.js"
 import { cloneAs, createRepository, fossil, makeTempDir, pushArtifacts, startServer } from "../test/support/fossilServer.js"
 
 const N = 10_000
-const now = () => performance.now()
-const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 const ms = (x: number) => `${x.toFixed(1)} ms`
 const verdict = (ok: boolean) => (ok ? "MET" : "NOT MET")
 
-/** runs f and g alternately, `runs` times each (one untimed warm-up each first); medians */
-const alternate = async (runs: number, f: () => Promise<unknown>, g: () => Promise<unknown>) => {
-  await f()
-  await g()
-  const fs: Array<number> = []
-  const gs: Array<number> = []
-  for (let i = 0; i < runs; i++) {
-    let t = now()
-    await f()
-    fs.push(now() - t)
-    t = now()
-    await g()
-    gs.push(now() - t)
-  }
-  return [median(fs), median(gs)] as const
-}
-
-const importBundle = async (repo: string, user: string, artifacts: ReadonlyArray<Artifact>, dir: string) => {
-  const projectCode = (await fossil(["sql", "-R", repo, "SELECT value FROM config WHERE name='project-code'"])).trim().replace(/'/g, "")
-  const bundle = Path.join(dir, `b-${Date.now()}.bundle`)
-  writeBundle(bundle, projectCode, artifacts)
-  await fossil(["bundle", "import", bundle, "--publish", "-U", user, "-R", repo], user)
-  Fs.rmSync(bundle)
-}
 
 /**
  * The baseline: what the service returns for a post, by Fossil itself. Server order,
