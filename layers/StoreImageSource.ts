@@ -39,13 +39,14 @@ interface Fetcher {
 
 class Failure extends Error {}
 
-const readRefused = (file: string | undefined): ReadonlySet<string> => {
-  if (file === undefined) return new Set()
+/** the digests the image policy FILE (`{"refuse": [digests]}`) refuses; none when it is missing */
+export const refusedImages = (file: string | undefined): ReadonlyArray<string> => {
+  if (file === undefined) return []
   try {
     const policy = JSON.parse(Fs.readFileSync(file, "utf8")) as { refuse?: unknown }
-    return new Set(Array.isArray(policy.refuse) ? policy.refuse.filter(isDigest) : [])
+    return Array.isArray(policy.refuse) ? policy.refuse.filter(isDigest) : []
   } catch {
-    return new Set()
+    return []
   }
 }
 
@@ -75,7 +76,7 @@ export const make = (options: StoreImageSourceOptions) => {
     for (const descriptor of [parsed.config, ...parsed.layers]) {
       if (store.hasBlob(identity, descriptor)) continue
       const into = store.receive(identity, descriptor)
-      const problem = await fetcher.blob(descriptor, into).catch((e: unknown) => `${fetcher.name} failed: ${e instanceof Error ? e.message : String(e)}`)
+      const problem = await fetcher.blob(descriptor, into).catch((e: unknown) => `receiving it failed: ${e instanceof Error ? e.message : String(e)}`)
       if (problem !== undefined) {
         into.discard()
         throw new Failure(`${describe(descriptor, parsed)} did not come from ${fetcher.name}: ${problem}`)
@@ -221,7 +222,7 @@ export const make = (options: StoreImageSourceOptions) => {
   }
 
   return ImageSource.of({
-    willSupply: (_identity, digest) => Effect.sync(() => !readRefused(options.imagePolicy).has(digest)),
+    willSupply: (_identity, digest) => Effect.sync(() => !refusedImages(options.imagePolicy).includes(digest)),
     obtain: (identity, digest, client) =>
       Effect.tryPromise({
         try: () => {

@@ -1,6 +1,5 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as MemoryImageSource from "../../layers/MemoryImageSource.js"
 import * as InProcessDeployer from "../../layers/InProcessDeployer.js"
@@ -24,16 +23,6 @@ const usage = `usage:
 const option = (args: ReadonlyArray<string>, name: string): string | undefined => {
   const i = args.indexOf(`--${name}`)
   return i >= 0 ? args[i + 1] : undefined
-}
-
-/** the digests ROOT/image-policy.json refuses, as the server starts (the store's source reads it at each run) */
-const refusedImages = (file: string): ReadonlyArray<string> => {
-  try {
-    const refuse = (JSON.parse(Fs.readFileSync(file, "utf8")) as { refuse?: unknown }).refuse
-    return Array.isArray(refuse) ? refuse.filter((d): d is string => typeof d === "string") : []
-  } catch {
-    return []
-  }
 }
 
 /** undefined: the server runs until a signal ends it */
@@ -66,7 +55,7 @@ export const runContainersServer = async (args: ReadonlyArray<string>): Promise<
   if (images !== "store" && images !== "memory") return bad(`--images takes store or memory: ${images}`)
   const imagePolicy = Path.join(resolved, "image-policy.json")
   const imageSource = images === "memory"
-    ? MemoryImageSource.layer({ refuse: refusedImages(imagePolicy) })
+    ? MemoryImageSource.layer({ refuse: StoreImageSource.refusedImages(imagePolicy) })
     : StoreImageSource.layer({
         store: Path.resolve(option(rest, "store") ?? Path.join(resolved, "store")),
         registries: Path.resolve(option(rest, "registries") ?? Path.join(resolved, "registries.json")),

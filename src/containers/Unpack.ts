@@ -70,6 +70,8 @@ class Tree {
       }
       if (stat === undefined) {
         Fs.mkdirSync(this.full(rel), { mode: 0o755 })
+        // a directory the layer implies without an entry of its own: 0755 whatever the umask
+        this.dirModes.set(rel, 0o755)
         this.markCreated(rel)
       } else if (stat.isSymbolicLink()) {
         throw new UnpackError(`the entry ${JSON.stringify(raw)} goes through the symlink ${JSON.stringify(rel)}`)
@@ -201,6 +203,7 @@ export const unpackLayers = async (target: string, layers: ReadonlyArray<LayerFi
       throw new UnpackError(`${name} is not the image's: its uncompressed bytes hash to ${diffId} where the config's diff_id says ${layer.diffId}`)
     }
   }
-  // deepest first, so a directory made read-only has been filled
+  // deepest first, so a directory made read-only has been filled; the root as an image expects it
   for (const [rel, mode] of [...tree.dirModes].sort((a, b) => b[0].length - a[0].length)) Fs.chmodSync(tree.full(rel), mode)
+  if (!tree.dirModes.has("")) Fs.chmodSync(target, 0o755)
 }

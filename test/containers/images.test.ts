@@ -220,6 +220,34 @@ describe("images from the store, the client and a registry", () => {
     }
   })
 
+  it("a registry's redirects are followed (a registry commonly sends blobs from elsewhere)", async () => {
+    const redirects: Array<string> = []
+    const redirector = Http.createServer((req, res) => {
+      redirects.push(req.url!)
+      res.writeHead(307, { location: `${registry.url}${req.url}` })
+      res.end()
+    })
+    await new Promise<void>((resolve) => redirector.listen(0, "127.0.0.1", resolve))
+    try {
+      const port = (redirector.address() as { port: number }).port
+      const w = await open({ registries: [{ url: `http://127.0.0.1:${port}`, repositories: ["tests/busybox"] }] })
+      expect((await runImage(w, inRegistry.digest)).first).toMatchObject({ kind: "id" })
+      expect(redirects).toEqual([`/v2/tests/busybox/manifests/${inRegistry.digest}`, ...[...inRegistry.blobs.keys()].map((d) => `/v2/tests/busybox/blobs/${d}`)])
+      expectBusyboxRootfs(w.deploys[0]!.spec.image.rootfs)
+    } finally {
+      redirector.close()
+    }
+  })
+
+  it("what a server that stopped mid-fetch or mid-unpack left in the store's tmp is removed when it starts", async () => {
+    const store = Path.join(dir, "restarted-store")
+    Fs.mkdirSync(Path.join(store, "tmp", "rootfs-half", "bin"), { recursive: true })
+    Fs.writeFileSync(Path.join(store, "tmp", "blob-half"), "half a layer")
+    StoreImageSource.make({ store })
+    expect(Fs.readdirSync(Path.join(store, "tmp"))).toEqual([])
+    expect(Fs.readdirSync(Path.join(store, "rootfs"))).toEqual([])
+  })
+
   it("a layer whose uncompressed bytes are not the config's diff_id is the run's error", async () => {
     const w = await open({ registries: [] })
     const image = busyboxImage({ diffIds: [sha256(Buffer.from("one")), sha256(Buffer.from("two"))] })

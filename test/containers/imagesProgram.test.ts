@@ -5,6 +5,7 @@ import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { buildImage, busyboxImage } from "../support/ociImages.js"
 import { startRegistry, type TestRegistry } from "../support/registry.js"
+import { listeningUrl } from "./world.js"
 
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 })
 
@@ -38,14 +39,7 @@ beforeAll(async () => {
     [Path.join(dist, "ocx2-containers.mjs"), "serve", "--root", root, "--listen", "127.0.0.1:0", "--deployer", "in-process", "--images", "store", "--store", store, "--registries", policy],
     { stdio: ["ignore", "pipe", "inherit"] }
   )
-  url = await new Promise<string>((resolve) => {
-    let out = ""
-    server.stdout!.on("data", (d: Buffer) => {
-      out += d.toString()
-      const m = /listening on (\S+)\n/.exec(out)
-      if (m !== null) resolve(m[1]!)
-    })
-  })
+  url = await listeningUrl(server)
 })
 
 afterAll(async () => {

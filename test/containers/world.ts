@@ -130,3 +130,14 @@ export const responsesOf = async (scope: { responses: { take(): Promise<Buffer |
     out.push(p)
   }
 }
+
+/** the URL a spawned `ocx2-containers serve` prints once it listens */
+export const listeningUrl = (server: { readonly stdout: NodeJS.ReadableStream | null }): Promise<string> =>
+  new Promise<string>((resolve) => {
+    let out = ""
+    server.stdout!.on("data", (d: Buffer) => {
+      out += d.toString()
+      const m = /listening on (\S+)\n/.exec(out)
+      if (m !== null) resolve(m[1]!)
+    })
+  })
