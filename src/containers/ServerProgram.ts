@@ -13,7 +13,8 @@ import { mintToken, startContainersServer } from "./Server.js"
  * revision's only deployer is `in-process`: each run's container proxy is a program in the
  * server's own process that begins, declares no secret and answers nothing else (for trying the
  * protocol); the container runtime is part 2. Images come from the store (docs/containers.md
- * section 7) unless `--images memory` holds them in memory unpacked (the protocol's own toy images).
+ * section 7), or with `--images memory` are held in memory and never unpacked (for toy images
+ * whose layers are not tars).
  */
 const usage = `usage:
   ocx2-containers serve --root ROOT [--listen HOST:PORT] --deployer in-process

@@ -220,6 +220,21 @@ describe("images from the store, the client and a registry", () => {
     }
   })
 
+  it("a Docker schema 2 image (Docker manifest and layer media types) from the registry", async () => {
+    registry.push(Path.join(dir, "layout"), "tests/docker", "latest", "docker")
+    const head = await fetch(`${registry.url}/v2/tests/docker/manifests/latest`, { headers: { accept: "application/vnd.docker.distribution.manifest.v2+json" } })
+    const manifest = Buffer.from(await head.arrayBuffer())
+    expect(JSON.parse(manifest.toString()).mediaType).toBe("application/vnd.docker.distribution.manifest.v2+json")
+    const digest = sha256(manifest)
+    expect(digest).not.toBe(inRegistry.digest)
+    const w = await open({ registries: [{ url: registry.url, repositories: ["tests/absent", "tests/docker"] }] })
+    expect((await runImage(w, digest)).first).toMatchObject({ kind: "id" })
+    const image = w.deploys[0]!.spec.image
+    expect(image.layers.map((l) => l.mediaType)).toEqual(["application/vnd.docker.image.rootfs.diff.tar.gzip", "application/vnd.docker.image.rootfs.diff.tar.gzip"])
+    expect(image).toMatchObject({ entrypoint: ["/bin/busybox"], cmd: ["echo", "from the registry"] })
+    expectBusyboxRootfs(image.rootfs)
+  })
+
   it("a registry's redirects are followed (a registry commonly sends blobs from elsewhere)", async () => {
     const redirects: Array<string> = []
     const redirector = Http.createServer((req, res) => {

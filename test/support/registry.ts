@@ -11,8 +11,8 @@ import * as Path from "node:path"
 export interface TestRegistry {
   /** http://127.0.0.1:PORT */
   readonly url: string
-  /** pushes the OCI layout at LAYOUT (tag REF) as REPOSITORY:REF */
-  readonly push: (layout: string, repository: string, ref?: string) => void
+  /** pushes the OCI layout at LAYOUT (tag REF) as REPOSITORY:REF; as a Docker schema 2 image (a manifest of another digest) with `docker` */
+  readonly push: (layout: string, repository: string, ref?: string, docker?: "docker") => void
   /** where the registry keeps the blob DIGEST's bytes (a test tampers with them there) */
   readonly blobFile: (digest: string) => string
   readonly requests: () => ReadonlyArray<string>
@@ -73,10 +73,11 @@ export const startRegistry = async (dir: string): Promise<TestRegistry> => {
     }
     return {
       url,
-      push: (layout, repository, ref = "latest") => {
+      push: (layout, repository, ref = "latest", docker) => {
+        const format = docker === undefined ? ["--preserve-digests"] : ["--format", "v2s2"]
         const r = spawnSync(
           "skopeo",
-          ["copy", "--insecure-policy", "--dest-tls-verify=false", "--preserve-digests", `oci:${layout}:${ref}`, `docker://127.0.0.1:${port}/${repository}:${ref}`],
+          ["copy", "--insecure-policy", "--dest-tls-verify=false", ...format, `oci:${layout}:${ref}`, `docker://127.0.0.1:${port}/${repository}:${ref}`],
           { encoding: "utf8", timeout: 120_000 }
         )
         if (r.status !== 0) throw new Error(`skopeo copy failed: ${r.stderr}`)
