@@ -3,7 +3,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
-import { makeImage } from "./world.js"
+import { listeningUrl, makeImage } from "./world.js"
 
 // a loaded machine may be slow; nothing here waits on time, only on what it waits for
 vi.setConfig({ testTimeout: 300_000 })
@@ -27,14 +27,7 @@ beforeAll(async () => {
   Fs.writeFileSync(Path.join(dir, "token"), token.stdout)
   expect(Fs.readFileSync(Path.join(root, "tokens"), "utf8")).toMatch(/^alice [0-9a-f]{64}\n$/)
   server = spawn(process.execPath, [Path.join(dist, "ocx2-containers.mjs"), "serve", "--root", root, "--listen", "127.0.0.1:0", "--deployer", "in-process"], { stdio: ["ignore", "pipe", "inherit"] })
-  url = await new Promise<string>((resolve) => {
-    let out = ""
-    server.stdout!.on("data", (d: Buffer) => {
-      out += d.toString()
-      const m = /listening on (\S+)\n/.exec(out)
-      if (m !== null) resolve(m[1]!)
-    })
-  })
+  url = await listeningUrl(server)
 }, 60_000)
 
 afterAll(() => {
