@@ -22,6 +22,8 @@
  * - throughput: on each path in turn, the client answers one ask with BENCH_FRAMES (default
  *   10000) frames of 16 KiB, writing no faster than its socket drains; MiB/s at the proxy, from
  *   the ask to the finish.
+ * - the relays' own CPU time (the pipe's and the server's) over all of it, which the machine's
+ *   load does not change as it changes the times: what the server's relay costs beyond the floor.
  * Targets: latency through the server at most 1.5x direct, throughput at least 0.7x direct.
  * BENCH_PROFILE=DIR writes the server process's CPU profile there (node --cpu-prof).
  */
@@ -70,6 +72,7 @@ async function serverProcess(root: string, proxyUrl: string) {
   const server = await startContainersServer({ root, parts })
   // an exit of its own, so that node writes the profile
   process.once("SIGINT", () => process.exit(0))
+  answerCpu()
   process.stdout.write(`${server.port}\n`)
 }
 
@@ -89,7 +92,18 @@ async function pipeProcess(proxyUrl: string) {
     client.on("close", () => proxy.close())
     proxy.on("close", () => client.close())
   })
+  answerCpu()
   process.stdout.write(`${(wss.address() as { port: number }).port}\n`)
+}
+
+/** a relay's process: each line on its standard input asks for the CPU time it has taken, in ms */
+function answerCpu() {
+  process.stdin.on("data", (d: Buffer) => {
+    for (const _ of d.toString().matchAll(/\n/g)) {
+      const u = process.cpuUsage()
+      process.stdout.write(`${(u.user + u.system) / 1000}\n`)
+    }
+  })
 }
 
 /** the client's process: answers each ask (one small answer, or the long stream) and prints "ready" */
@@ -145,19 +159,44 @@ async function main() {
   const quantile = (values: ReadonlyArray<number>, q: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.ceil(q * values.length) - 1)]!
   const small = tagged(16, Buffer.alloc(64, 1))
   const children: Array<ChildProcess> = []
+  /** the processes that relay (server, pipe), asked for their CPU time */
+  const relays = new Map<"floor" | "server", { child: ChildProcess; line: () => Promise<string> }>()
   /** a process of this script; resolves with its first line */
-  const start = (args: ReadonlyArray<string>, profile = false) => {
-    const flags = profile && process.env.BENCH_PROFILE !== undefined ? ["--cpu-prof", "--cpu-prof-dir", process.env.BENCH_PROFILE] : []
+  const start = (args: ReadonlyArray<string>, relay?: "floor" | "server") => {
+    const profile = relay === "server" && process.env.BENCH_PROFILE !== undefined
+    const flags = profile ? ["--cpu-prof", "--cpu-prof-dir", process.env.BENCH_PROFILE!] : []
     const child = spawn(process.execPath, [...flags, bench, ...args], { stdio: ["pipe", "pipe", "inherit"] })
     children.push(child)
+    let out = ""
+    let waiting: ((line: string) => void) | undefined
+    const line = () => new Promise<string>((resolve) => {
+      waiting = resolve
+      child.stdout!.emit("more")
+    })
+    child.stdout!.on("data", (d: Buffer) => {
+      out += d.toString()
+      child.stdout!.emit("more")
+    })
+    child.stdout!.on("more", () => {
+      const at = out.indexOf("\n")
+      if (at < 0 || waiting === undefined) return
+      const w = waiting
+      waiting = undefined
+      const first = out.slice(0, at)
+      out = out.slice(at + 1)
+      w(first)
+    })
+    if (relay !== undefined) relays.set(relay, { child, line })
     return new Promise<string>((resolve, reject) => {
-      let out = ""
-      child.stdout!.on("data", (d: Buffer) => {
-        out += d.toString()
-        if (out.includes("\n")) resolve(out.slice(0, out.indexOf("\n")))
-      })
+      void line().then(resolve)
       child.once("exit", (code) => reject(new Error(`${args[0]} exited with ${code} before it was ready`)))
     })
+  }
+  /** the CPU time (user and system) the relay's process has taken, in ms */
+  const cpuOf = async (relay: "floor" | "server"): Promise<number> => {
+    const r = relays.get(relay)!
+    r.child.stdin!.write("cpu\n")
+    return Number(await r.line())
   }
   const stopAll = async () => {
     // a client ends when its standard input does; the others are signalled (the server writes its profile on SIGINT)
@@ -193,10 +232,10 @@ async function main() {
     const proxy = new InProcessProxy({})
     const proxyUrl = await proxy.start()
     if (path === "direct") await start(["--client", "direct", proxyUrl])
-    else if (path === "floor") await start(["--client", "floor", `ws://127.0.0.1:${await start(["--pipe", proxyUrl])}`])
+    else if (path === "floor") await start(["--client", "floor", `ws://127.0.0.1:${await start(["--pipe", proxyUrl], "floor")}`])
     else {
       const token = mintToken(root, "bench")
-      const port = await start(["--server", root, proxyUrl], true)
+      const port = await start(["--server", root, proxyUrl], "server")
       await start(["--client", "server", `ws://127.0.0.1:${port}`, token])
     }
     return proxy
@@ -211,6 +250,7 @@ async function main() {
     console.log(`the three paths stand side by side and take turns (the machine's load falls on all three alike): ` +
       `each repeat ${rounds} latency rounds each (one frame one way: half the round trip), then ${frames} frames of ${frameSize / 1024} KiB each; ${repeats} repeats`)
     for (let i = 0; i < warmUp; i++) for (const path of paths) await round(proxies.get(path)!)
+    const cpuBefore = { floor: await cpuOf("floor"), server: await cpuOf("server") }
     for (let r = 1; r <= repeats; r++) {
       const took = new Map<Path, Array<number>>(paths.map((p) => [p, []]))
       for (let i = 0; i < rounds; i++) for (const path of paths) took.get(path)!.push(await round(proxies.get(path)!))
@@ -224,6 +264,11 @@ async function main() {
       console.log(`  repeat ${r} ratios: server/direct latency ${(s.median / d.median).toFixed(2)}x throughput ${(s.mibPerSecond / d.mibPerSecond).toFixed(2)}x; ` +
         `floor/direct latency ${(p.median / d.median).toFixed(2)}x throughput ${(p.mibPerSecond / d.mibPerSecond).toFixed(2)}x`)
     }
+    const cpu = { floor: (await cpuOf("floor")) - cpuBefore.floor, server: (await cpuOf("server")) - cpuBefore.server }
+    const relayed = (repeats * frames * (frameSize + 10)) / 1024 / 1024
+    console.log(`the relays' own CPU time (user and system) for the same ${repeats * rounds} rounds and ${relayed.toFixed(0)} MiB, whatever the machine's load: ` +
+      `floor ${cpu.floor.toFixed(0)} ms, server ${cpu.server.toFixed(0)} ms (${(cpu.server / cpu.floor).toFixed(2)}x the floor's; ` +
+      `${(cpu.floor / relayed).toFixed(2)} and ${(cpu.server / relayed).toFixed(2)} ms per MiB, rounds included)`)
   } finally {
     await stopAll()
     for (const proxy of proxies.values()) await proxy.stop()
