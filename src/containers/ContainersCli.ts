@@ -17,12 +17,14 @@ const usage = `usage:
   ocx2 containers volumes
   ocx2 containers volume-create NAME ephemeral|read_only|persistent
   ocx2 containers version
-common options: --server ws://HOST:PORT (or OCX2_CONTAINERS_URL), --token-file FILE (or OCX2_CONTAINERS_TOKEN)`
+common options: --server ws://HOST:PORT (or OCX2_CONTAINERS_URL), --token-file FILE (or OCX2_CONTAINERS_TOKEN),
+  --dry-run (say what would be sent, and connect to nothing)`
 
 class Usage extends Error {}
 
 interface Parsed {
   readonly positional: Array<string>
+  dryRun: boolean
   readonly single: Map<string, string>
   readonly many: Map<string, Array<string>>
 }
@@ -31,11 +33,15 @@ const repeatable = new Set(["volume", "fuse-file", "fuse-directory"])
 const known = new Set(["server", "token-file", "layout", "template", "memory", "disk", "arguments", "secrets", ...repeatable])
 
 const parse = (args: ReadonlyArray<string>): Parsed => {
-  const parsed: Parsed = { positional: [], single: new Map(), many: new Map() }
+  const parsed: Parsed = { positional: [], dryRun: false, single: new Map(), many: new Map() }
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!
     if (!arg.startsWith("--")) {
       parsed.positional.push(arg)
+      continue
+    }
+    if (arg === "--dry-run") {
+      parsed.dryRun = true
       continue
     }
     const eq = arg.indexOf("=")
@@ -113,14 +119,19 @@ const cli = async (args: ReadonlyArray<string>): Promise<number> => {
   if (token === undefined || token === "") throw new Usage("give the token: --token-file FILE or OCX2_CONTAINERS_TOKEN")
 
   if (command === "version" || command === "volumes" || command === "volume-create") {
+    const [name, mode] = p.positional
+    if (command === "volume-create" && (name === undefined || mode === undefined)) throw new Usage("volume-create takes NAME and MODE")
+    if (p.dryRun) {
+      const what = command === "version" ? "ask for its version and capabilities" : command === "volumes" ? "list the volumes of the token's identity" : `create the volume ${name} (${mode})`
+      process.stdout.write(`would connect to ${server} with the token and ${what}; nothing was done (a dry run)\n`)
+      return 0
+    }
     const client = await connect(server, token)
     try {
       if (command === "version") process.stdout.write(JSON.stringify(await client.version()) + "\n")
       else if (command === "volumes") for (const v of await client.volumesList()) process.stdout.write(`${v.name} ${v.mode}\n`)
       else {
-        const [name, mode] = p.positional
-        if (name === undefined || mode === undefined) throw new Usage("volume-create takes NAME and MODE")
-        await client.volumesCreate(name, mode)
+        await client.volumesCreate(name!, mode!)
         process.stdout.write(`created ${name} (${mode})\n`)
       }
       return 0
@@ -156,6 +167,14 @@ const cli = async (args: ReadonlyArray<string>): Promise<number> => {
   })
   // the arguments as the person wrote them, byte for byte
   const request = argumentsText === undefined ? body : `${body.slice(0, -1)},"arguments":${argumentsText}}`
+  if (p.dryRun) {
+    process.stdout.write(
+      `would connect to ${server} with the token and run the tool container ${image}: the request ${request}; ` +
+        `${layout !== undefined ? `the image's blobs from ${layout} as the server asks for them` : "no image to give the server (it must have it)"}; ` +
+        `${secrets !== undefined ? "the secrets given (not shown) fed when the container registers" : "no secrets fed"}; nothing was done (a dry run)\n`
+    )
+    return 0
+  }
 
   let failed = false
   const client = await connect(server, token)

@@ -79,3 +79,42 @@ describe("ocx2-containers and ocx2 containers, as built", () => {
     expect(r.stderr).toContain("did not accept the token")
   })
 })
+
+describe("ocx2 containers among the commands", () => {
+  const plain = (...args: Array<string>) => spawnSync(process.execPath, [Path.join(dist, "ocx2.mjs"), ...args], { cwd: dir, encoding: "utf8", timeout: 120_000 })
+
+  it("is listed by ocx2 --help and ocx2 list, and its help describes every option", () => {
+    const help = plain("--help")
+    expect(help.status).toBe(0)
+    expect(help.stdout).toMatch(/^ {2}- containers +Run a tool container/m)
+    expect(plain("list").stdout).toContain("ocx2 containers run|volumes|volume-create|version [SUBJECT] [MODE]")
+    for (const asked of [plain("help", "containers"), plain("containers", "--help")]) {
+      expect(asked.status).toBe(0)
+      for (const option of ["--server SERVER", "--token-file TOKEN-FILE", "--layout LAYOUT", "--volume VOLUME", "--fuse-file", "--fuse-directory", "--secrets", "--dry-run"]) {
+        expect(asked.stdout).toContain(option)
+      }
+    }
+    // ocx2's own options are not its own: refused, with how to call it
+    const global = plain("--json", "containers", "version")
+    expect(global.status).toBe(2)
+    expect(JSON.parse(global.stdout).stopped.message).toContain("ocx2 containers COMMAND")
+  })
+
+  it("--dry-run checks the arguments, says what it would send and connects to nothing", () => {
+    // a server that is not there: a dry run never dials it
+    const nowhere = ["--server", "ws://127.0.0.1:9", "--token-file", Path.join(dir, "token")]
+    Fs.writeFileSync(Path.join(dir, "token"), "some-token")
+    const run = plain("containers", "run", `tests/tool@sha256:${"2".repeat(64)}`, "--arguments", `{"n": 1}`, "--volume", "data:/data:persistent", "--dry-run", ...nowhere)
+    expect(run.status, run.stderr).toBe(0)
+    expect(run.stdout).toContain(`"image":"sha256:${"2".repeat(64)}"`)
+    expect(run.stdout).toContain(`"arguments":{"n": 1}`)
+    expect(run.stdout).toContain("nothing was done (a dry run)")
+    const create = plain("containers", "volume-create", "v", "persistent", "--dry-run", ...nowhere)
+    expect(create.status).toBe(0)
+    expect(create.stdout).toContain("create the volume v (persistent)")
+    // bad usage is bad usage, dry or not
+    const bad = plain("containers", "volume-create", "v", "--dry-run", ...nowhere)
+    expect(bad.status).toBe(2)
+    expect(bad.stderr).toContain("volume-create takes NAME and MODE")
+  })
+})
