@@ -54,7 +54,7 @@ export const busyboxRootfs = (dir: string): string => {
   for (const d of ["bin", "etc", "tmp", "proc", "dev", "mnt", ".kit", ".sock"]) Fs.mkdirSync(Path.join(root, d), { recursive: true })
   Fs.copyFileSync(busybox(), Path.join(root, "bin", "busybox"))
   Fs.chmodSync(Path.join(root, "bin", "busybox"), 0o755)
-  for (const applet of ["sh", "cat", "echo", "ls", "mkdir", "rm", "mv", "grep", "kill", "rmdir", "wc", "stat", "sleep", "truncate", "od"]) {
+  for (const applet of ["sh", "cat", "echo", "ls", "mkdir", "rm", "mv", "grep", "kill", "rmdir", "wc", "stat", "sleep", "truncate", "od", "cut"]) {
     Fs.symlinkSync("busybox", Path.join(root, "bin", applet))
   }
   return root

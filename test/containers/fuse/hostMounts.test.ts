@@ -170,6 +170,39 @@ describe("FUSE mounts on the host", () => {
     await until(() => m.inFlight() === 0, "no ask in flight")
   })
 
+  it("an ask the kernel interrupts (its program got a signal) is answered EINTR at once; the late answer goes nowhere", async () => {
+    const d = dir("interrupt")
+    Fs.mkdirSync(`${d}/host`)
+    Fs.writeFileSync(`${d}/host/slow.txt`, "slow\n")
+    const base = hostDirectoryHandler(`${d}/host`)
+    const asked = gate()
+    const release = gate()
+    let answered = 0
+    // a stat (the kernel's LOOKUP): a request the program waits for itself, unlike a read, which
+    // the kernel may make in the background ahead of the program (readahead) and never interrupts
+    const m = await mount("i", `${d}/mnt`, "directory", {
+      ...base,
+      stat: async (path) => {
+        if (path !== "slow.txt") return base.stat!(path)
+        asked.open()
+        await release.promise
+        answered++
+        return base.stat!(path)
+      }
+    })
+    const child = spawn(busybox(), ["stat", `${d}/mnt/slow.txt`], { stdio: "ignore" })
+    const ended = new Promise<NodeJS.Signals | null>((resolve) => child.once("exit", (_code, signal) => resolve(signal)))
+    await asked.promise
+    child.kill("SIGTERM")
+    // stat ends while its ask is still unanswered by the client
+    expect(await ended).toBe("SIGTERM")
+    expect(answered).toBe(0)
+    expect(m.inFlight()).toBe(0)
+    release.open()
+    await until(() => answered === 1, "the client's late answer")
+    expect(await sh(`ls ${d}/mnt && cat ${d}/mnt/slow.txt`)).toEqual({ code: 0, out: "slow.txt\nslow\n" })
+  })
+
   it("a target that is the other kind is refused; a missing one is made", async () => {
     const d = dir("targets")
     Fs.mkdirSync(`${d}/adir`)
