@@ -3,6 +3,8 @@
  * the headers, and the structures it reads and writes. Little-endian, as the kernel lays them
  * out on x86-64 and arm64.
  */
+import type { Statfs } from "./Ask.js"
+
 export const Op = {
   LOOKUP: 1,
   FORGET: 2,
@@ -172,18 +174,8 @@ export const writeOut = (size: number): Buffer => {
   return out
 }
 
-export interface Kstatfs {
-  readonly blocks: bigint
-  readonly bfree: bigint
-  readonly bavail: bigint
-  readonly files: bigint
-  readonly ffree: bigint
-  readonly bsize: number
-  readonly namelen: number
-}
-
-/** fuse_statfs_out (80 bytes) */
-export const statfsOut = (s: Kstatfs): Buffer => {
+/** fuse_statfs_out (80 bytes), of the figures the client answered */
+export const statfsOut = (s: Statfs): Buffer => {
   const out = Buffer.alloc(80)
   out.writeBigUInt64LE(s.blocks, 0)
   out.writeBigUInt64LE(s.bfree, 8)

@@ -6,6 +6,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { answerFuseAsk, type FuseHandler } from "../../../src/containers/fuse/Handler.js"
 import { fuseHelperPath, unmountStale } from "../../../src/containers/fuse/Mount.js"
+import { Message, onMessages, sendMessage } from "./socketMessages.js"
 
 /**
  * The FUSE tests' world: each test its own directory under the system's temporary one, the
@@ -42,6 +43,16 @@ export const processesSeeing = (path: string): Array<number> => {
   }
   return out
 }
+
+/** a busybox shell script, run as its own process (never synchronously: the test's process may serve the mount) */
+export const sh = (script: string) =>
+  new Promise<{ code: number | null; out: string }>((resolve) => {
+    const child = spawn(busybox(), ["sh", "-c", script], { stdio: ["ignore", "pipe", "pipe"] })
+    let out = ""
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()))
+    child.stderr.on("data", (d: Buffer) => (out += d.toString()))
+    child.on("close", (code) => resolve({ code, out }))
+  })
 
 export const busybox = (): string => {
   for (const p of ["/usr/bin/busybox", "/bin/busybox"]) if (Fs.existsSync(p)) return p
@@ -117,31 +128,15 @@ export const serve = async (options: ServeOptions): Promise<Served> => {
   let connection: Net.Socket | undefined
   const server = Net.createServer((c) => {
     connection = c
-    let pending = Buffer.alloc(0)
-    c.on("data", (data: Buffer) => {
-      pending = Buffer.concat([pending, data])
-      while (pending.length >= 4 && pending.length >= 4 + pending.readUInt32BE(0)) {
-        const length = pending.readUInt32BE(0)
-        const type = pending[4]!
-        const number = pending.readUInt32BE(5)
-        const payload = Buffer.from(pending.subarray(9, 4 + length))
-        pending = pending.subarray(4 + length)
-        if (type === 1) void answerFuseAsk(options.handlers, payload).then((answer) => send(2, number, answer))
-        if (type === 4) {
-          events.push(JSON.parse(payload.toString()) as Record<string, unknown>)
-          for (const w of [...watchers]) w()
-        }
+    onMessages(c, (type, number, payload) => {
+      if (type === Message.ask) void answerFuseAsk(options.handlers, payload).then((answer) => sendMessage(c, Message.answer, number, answer))
+      if (type === Message.event) {
+        events.push(JSON.parse(payload.toString()) as Record<string, unknown>)
+        for (const w of [...watchers]) w()
       }
     })
     c.on("error", () => {})
   })
-  const send = (type: number, number: number, payload: Buffer) => {
-    const head = Buffer.alloc(9)
-    head.writeUInt32BE(5 + payload.length, 0)
-    head[4] = type
-    head.writeUInt32BE(number, 5)
-    connection?.write(Buffer.concat([head, payload]))
-  }
   await new Promise<void>((resolve) => server.listen(socketPath, resolve))
   const mountsJson = JSON.stringify(options.mounts)
   let child: ChildProcess
@@ -186,7 +181,7 @@ export const serve = async (options: ServeOptions): Promise<Served> => {
         })
       }
     })
-  const command = (c: object) => send(3, 0, Buffer.from(JSON.stringify(c)))
+  const command = (c: object) => sendMessage(connection, Message.command, 0, Buffer.from(JSON.stringify(c)))
   await next("mounted")
   return {
     events,

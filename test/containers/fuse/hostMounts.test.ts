@@ -1,13 +1,12 @@
 import { spawn } from "node:child_process"
 import * as Fs from "node:fs"
-import * as Path from "node:path"
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest"
 import { Errno } from "../../../src/containers/fuse/Ask.js"
 import { answerFuseAsk, FuseErrno, type FuseHandler } from "../../../src/containers/fuse/Handler.js"
 import { hostDirectoryHandler, hostFileHandler } from "../../../src/containers/fuse/HostHandler.js"
 import { mountFuse, type FuseMount } from "../../../src/containers/fuse/Mount.js"
 import { gate, until } from "../world.js"
-import { busybox, ensureHelper, mountsUnder, serve, teardown, testDir } from "./fuseWorld.js"
+import { busybox, ensureHelper, mountsUnder, serve, sh, teardown, testDir } from "./fuseWorld.js"
 
 // a loaded machine may be slow; nothing here waits on time, only on what it waits for
 vi.setConfig({ testTimeout: 120_000 })
@@ -31,16 +30,6 @@ const dir = (name: string) => {
   dirs.push(d)
   return d
 }
-
-/** a busybox shell script, run as its own process (never synchronously: this process serves the mount) */
-const sh = (script: string) =>
-  new Promise<{ code: number | null; out: string }>((resolve) => {
-    const child = spawn(busybox(), ["sh", "-c", script], { stdio: ["ignore", "pipe", "pipe"] })
-    let out = ""
-    child.stdout.on("data", (d: Buffer) => (out += d.toString()))
-    child.stderr.on("data", (d: Buffer) => (out += d.toString()))
-    child.on("close", (code) => resolve({ code, out }))
-  })
 
 const mount = async (id: string, target: string, kind: "file" | "directory", handler: FuseHandler) => {
   const m = await mountFuse({ id, target, kind, ask: (request) => answerFuseAsk((asked) => (asked === id ? handler : undefined), request) })
@@ -245,6 +234,5 @@ describe("FUSE asks on the wire", () => {
     // a path that climbs out of what is served
     const climb = Buffer.concat([Buffer.from([16, 0, 1]), Buffer.from("x"), Buffer.from([1, 0, 5]), Buffer.from("../.."), Buffer.alloc(0)])
     expect(await answerFuseAsk(() => h, climb)).toEqual(Buffer.from([1, 0, Errno.EINVAL]))
-    void Path
   })
 })

@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest"
 import type { PeerChannel } from "../../../src/containers/FrameConnection.js"
@@ -7,7 +6,7 @@ import { fuseAskTag } from "../../../src/containers/fuse/Ask.js"
 import { hostDirectoryHandler, hostFileHandler } from "../../../src/containers/fuse/HostHandler.js"
 import { askOnScope, mountFuse, type FuseMount } from "../../../src/containers/fuse/Mount.js"
 import { images, makeImage, makeWorld, request, until, type World } from "../world.js"
-import { busybox, ensureHelper, mountsUnder, teardown, testDir } from "./fuseWorld.js"
+import { ensureHelper, mountsUnder, sh, teardown, testDir } from "./fuseWorld.js"
 
 // a loaded machine may be slow; nothing here waits on time, only on what it waits for
 vi.setConfig({ testTimeout: 120_000 })
@@ -29,15 +28,6 @@ afterEach(async () => {
   world = undefined
   for (const d of dirs.splice(0)) await teardown(d)
 })
-
-const sh = (script: string) =>
-  new Promise<{ code: number | null; out: string }>((resolve) => {
-    const child = spawn(busybox(), ["sh", "-c", script], { stdio: ["ignore", "pipe", "pipe"] })
-    let out = ""
-    child.stdout.on("data", (d: Buffer) => (out += d.toString()))
-    child.stderr.on("data", (d: Buffer) => (out += d.toString()))
-    child.on("close", (code) => resolve({ code, out }))
-  })
 
 const img = makeImage()
 
