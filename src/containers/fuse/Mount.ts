@@ -42,7 +42,10 @@ export interface FuseMount {
   readonly ended: Promise<void>
   /** requests being answered now */
   readonly inFlight: () => number
-  /** unmounts (lazily: gone from the tree at once) and resolves once the connection ended */
+  /**
+   * unmounts, lazily: gone from the tree at once; resolves once the kernel ended the connection,
+   * which is at once, or, while a program still holds a file of the mount open, once it closes it
+   */
   readonly unmount: () => Promise<void>
 }
 
@@ -94,7 +97,12 @@ export const mountFuse = async (options: FuseMountOptions): Promise<FuseMount> =
   const helper = options.helper ?? fuseHelperPath()
   const target = options.target
   prepareTarget(target, options.kind)
-  const fd = Fs.openSync("/dev/fuse", "r+")
+  let fd: number
+  try {
+    fd = Fs.openSync("/dev/fuse", "r+")
+  } catch (e) {
+    throw new FuseMountError(`the ${options.kind} mount at ${target} was not made: /dev/fuse: ${e instanceof Error ? e.message : String(e)}`)
+  }
   const prefix = askPrefix(options.id)
   const session = new Session({
     ask: async (ask) => {

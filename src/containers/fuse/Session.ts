@@ -59,6 +59,11 @@ const attrOf = (id: bigint, s: Stat): Attr => ({ ino: id, size: s.size, mode: ki
 /** ops whose asks change nothing: an interrupted one is answered EINTR at once */
 const readOnly = new Set<Ask["op"]>(["stat", "list", "read", "statfs", "readlink"])
 
+/** a request being answered: the op of the ask it made, once it made one */
+interface Pending {
+  op: Ask["op"] | undefined
+}
+
 class Failure {
   constructor(readonly errno: number) {}
 }
@@ -66,7 +71,7 @@ class Failure {
 export class Session {
   readonly inodes = new Inodes()
   /** requests read and not yet answered, by unique */
-  private readonly pending = new Map<bigint, { op: Ask["op"] | undefined; interrupted: boolean }>()
+  private readonly pending = new Map<bigint, Pending>()
   private readonly dirs = new Map<bigint, Array<DirEntry> | undefined>()
   private nextHandle = 1n
 
@@ -93,7 +98,7 @@ export class Session {
       case Op.INTERRUPT:
         return this.interrupt(body.readBigUInt64LE(0))
     }
-    const entry = { op: undefined as Ask["op"] | undefined, interrupted: false }
+    const entry: Pending = { op: undefined }
     this.pending.set(h.unique, entry)
     void this.serve(h, body, entry).then(
       (out) => this.answer(h.unique, 0, out),
@@ -112,11 +117,10 @@ export class Session {
   private interrupt(unique: bigint): void {
     const entry = this.pending.get(unique)
     if (entry === undefined) return
-    entry.interrupted = true
     if (entry.op !== undefined && readOnly.has(entry.op)) this.answer(unique, -Errno.EINTR)
   }
 
-  private async ask(entry: { op: Ask["op"] | undefined; interrupted: boolean }, ask: Ask): Promise<Buffer> {
+  private async ask(entry: Pending, ask: Ask): Promise<Buffer> {
     entry.op = ask.op
     const answer = await this.io.ask(ask)
     if (!answer.ok) throw new Failure(answer.errno)
@@ -144,7 +148,7 @@ export class Session {
     return entryOut(node.id, attrOf(node.id, stat))
   }
 
-  private async serve(h: InHeader, body: Buffer, p: { op: Ask["op"] | undefined; interrupted: boolean }): Promise<Buffer | undefined> {
+  private async serve(h: InHeader, body: Buffer, p: Pending): Promise<Buffer | undefined> {
     switch (h.opcode) {
       case Op.INIT: {
         const major = body.readUInt32LE(0)
@@ -275,7 +279,7 @@ export class Session {
   }
 
   /** a directory's entries, asked for once per opening (at offset 0) and handed out from there */
-  private async readdir(h: InHeader, body: Buffer, p: { op: Ask["op"] | undefined; interrupted: boolean }): Promise<Buffer> {
+  private async readdir(h: InHeader, body: Buffer, p: Pending): Promise<Buffer> {
     const node = this.node(h.nodeid)
     const fh = body.readBigUInt64LE(0)
     const offset = Number(body.readBigUInt64LE(8))
