@@ -3,17 +3,19 @@ import * as Layer from "effect/Layer"
 import * as Path from "node:path"
 import * as MemoryImageSource from "../../layers/MemoryImageSource.js"
 import * as InProcessDeployer from "../../layers/InProcessDeployer.js"
+import * as BwrapDeployer from "../../layers/BwrapDeployer.js"
+import { siblingPath } from "../siblings.js"
 import { makeServerParts } from "./Parts.js"
 import { mintToken, startContainersServer } from "./Server.js"
 
 /**
- * `ocx2-containers serve --root ROOT [--listen HOST:PORT] --deployer in-process` and
- * `ocx2-containers token IDENTITY --root ROOT`. This revision's only deployer is `in-process`:
- * each run's container proxy is a program in the server's own process that begins, declares no
- * secret and answers nothing else (for trying the protocol); the container runtime is part 2.
+ * `ocx2-containers serve --root ROOT [--listen HOST:PORT] --deployer bwrap|in-process` and
+ * `ocx2-containers token IDENTITY --root ROOT`. `bwrap` runs each container for real (as root:
+ * layers/BwrapDeployer.ts); `in-process` stands a proxy inside the server that begins, declares no
+ * secret and answers nothing else, for trying the protocol without containers.
  */
 const usage = `usage:
-  ocx2-containers serve --root ROOT [--listen HOST:PORT] --deployer in-process
+  ocx2-containers serve --root ROOT [--listen HOST:PORT] --deployer bwrap|in-process
   ocx2-containers token IDENTITY --root ROOT`
 
 const option = (args: ReadonlyArray<string>, name: string): string | undefined => {
@@ -38,16 +40,22 @@ export const runContainersServer = async (args: ReadonlyArray<string>): Promise<
   }
   if (command !== "serve") return bad(`unknown command ${JSON.stringify(command ?? "")}`)
   const deployer = option(rest, "deployer")
-  if (deployer !== "in-process") {
-    return bad("this revision deploys no real containers: --deployer in-process serves each run with a proxy inside the server")
-  }
+  if (deployer !== "in-process" && deployer !== "bwrap") return bad("name the deployer: --deployer bwrap (containers) or in-process (a proxy inside the server)")
   const listen = option(rest, "listen") ?? "127.0.0.1:14980"
   const colon = listen.lastIndexOf(":")
   const host = listen.slice(0, colon)
   const port = Number(listen.slice(colon + 1))
   if (colon <= 0 || !Number.isInteger(port) || port < 0 || port > 65535) return bad(`--listen takes HOST:PORT: ${listen}`)
   const resolved = Path.resolve(root)
-  const parts = await Effect.runPromise(makeServerParts(resolved).pipe(Effect.provide(Layer.merge(InProcessDeployer.layer(), MemoryImageSource.layer()))))
+  let deployerLayer = InProcessDeployer.layer()
+  if (deployer === "bwrap") {
+    if (process.getuid?.() !== 0) return bad("--deployer bwrap mounts overlays and loop devices and makes cgroups: run it as root")
+    const proxyBundle = siblingPath("ocx2-container-proxy")
+    const relayBundle = siblingPath("ocx2-container-relay")
+    if (proxyBundle === undefined || relayBundle === undefined) return bad("--deployer bwrap needs ocx2-container-proxy and ocx2-container-relay beside this program (npm run build)")
+    deployerLayer = BwrapDeployer.layer({ root: resolved, proxyBundle, relayBundle })
+  }
+  const parts = await Effect.runPromise(makeServerParts(resolved).pipe(Effect.provide(Layer.merge(deployerLayer, MemoryImageSource.layer()))))
   parts.volumes.emptyEphemeral()
   const server = await startContainersServer({ root: resolved, parts, host, port })
   process.stdout.write(`listening on ws://${host}:${server.port}\n`)
