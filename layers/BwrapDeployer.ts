@@ -18,7 +18,7 @@ import { DeployError, Deployer, type DeploySpec, type Deployment } from "../serv
 import { exited } from "../src/containers/deploy/Exec.js"
 import { imageLaunch } from "../src/containers/deploy/ImageLaunch.js"
 import {
-  containersDir, diskFile, endRelay, freeContainer, socketFile, sweepContainers, writeRecord
+  cgroupPrefix, containersDir, diskFile, endRelay, freeContainer, socketFile, sweepContainers, writeRecord
 } from "../src/containers/deploy/Leftovers.js"
 import { mountDisk, mountOverlay } from "../src/containers/deploy/Mounts.js"
 import { proxyKit } from "../src/containers/deploy/ProxyKit.js"
@@ -114,7 +114,7 @@ export const make = (options: BwrapDeployerOptions) => {
       writeRecord(dir, { cgroups: [] })
       await mountDisk(diskFile(dir), spec.disk, Path.join(dir, "disk"))
       await mountOverlay(plan.rootfs, Path.join(dir, "disk"), Path.join(dir, "merged"))
-      cgroups = LaunchCgroups.make(`ocx2-container-${name}`, { pids: true, pidsMax: options.pidsMax ?? 1024, memoryBytes: spec.memory })
+      cgroups = LaunchCgroups.make(`${cgroupPrefix(options.root)}${name}`, { pids: true, pidsMax: options.pidsMax ?? 1024, memoryBytes: spec.memory })
       writeRecord(dir, { cgroups: cgroups.dirs() })
       const launchFile = Path.join(dir, "launch.json")
       Fs.writeFileSync(launchFile, encodeLaunch(plan.launch), { mode: 0o444 })

@@ -1,3 +1,4 @@
+import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { pause } from "./Exec.js"
@@ -16,6 +17,9 @@ export interface ContainerRecord {
 }
 
 export const containersDir = (root: string) => Path.join(root, "containers")
+
+/** a container's cgroup name: its ROOT's (so that an operator, or a test, tells servers apart) and its own */
+export const cgroupPrefix = (root: string): string => `ocx2-container-${Crypto.createHash("sha256").update(root).digest("hex").slice(0, 8)}-`
 export const recordFile = (dir: string) => Path.join(dir, "record.json")
 export const diskFile = (dir: string) => Path.join(dir, "disk.img")
 export const socketFile = (dir: string) => Path.join(dir, "proxy.sock")

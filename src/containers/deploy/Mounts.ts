@@ -1,6 +1,6 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { exec } from "./Exec.js"
+import { exec, pause } from "./Exec.js"
 
 /**
  * A container's writable layer: an ext4 file system of exactly `disk` bytes on a loop device
@@ -60,27 +60,49 @@ export const loopsOf = async (file: string): Promise<ReadonlyArray<string>> => {
   return out.split("\n").map((l) => l.split(":")[0]!).filter((d) => d.startsWith("/dev/loop"))
 }
 
-/** unmounts everything under DIR (deepest first) and frees the loop devices of its disk file */
+/**
+ * Unmounts everything under DIR (deepest first) and frees the loop devices of its disk file.
+ * A mount the container's processes held stays busy a moment after they ended (the kernel lets
+ * go of a dead namespace's mounts a little later): it is tried again, and only then detached
+ * lazily, to be freed once it is let go.
+ */
 export const unmountAll = async (dir: string, diskFile: string): Promise<ReadonlyArray<string>> => {
   const problems: Array<string> = []
   for (const point of mountsUnder(dir)) {
-    try {
-      await exec("umount", [point])
-    } catch (e) {
-      // still busy (a process of the container not yet gone): detached now, freed when it is
+    for (let attempt = 0; ; attempt++) {
       try {
-        await exec("umount", ["-l", point])
-      } catch {
-        problems.push((e as Error).message)
+        await exec("umount", [point])
+        break
+      } catch (e) {
+        if (attempt < 100) {
+          await pause(Math.min(1 + attempt, 20))
+          continue
+        }
+        try {
+          await exec("umount", ["-l", point])
+        } catch {
+          problems.push((e as Error).message)
+        }
+        break
       }
     }
   }
-  for (const loop of await loopsOf(diskFile)) {
-    try {
-      await exec("losetup", ["-d", loop])
-    } catch (e) {
-      problems.push((e as Error).message)
+  for (let attempt = 0; ; attempt++) {
+    const loops = await loopsOf(diskFile)
+    if (loops.length === 0) break
+    // mount -o loop set them to detach themselves once free
+    if (attempt < 100) {
+      await pause(Math.min(1 + attempt, 20))
+      continue
     }
+    for (const loop of loops) {
+      try {
+        await exec("losetup", ["-d", loop])
+      } catch (e) {
+        problems.push((e as Error).message)
+      }
+    }
+    break
   }
   return problems
 }

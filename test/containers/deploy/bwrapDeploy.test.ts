@@ -131,7 +131,8 @@ describe("the bubblewrap deployer", () => {
     const looker = sh(
       "{ " + [
         `echo "pids=$(ls /proc | grep -c '^[0-9]')"`,
-        `echo "host=$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c -e "vi""test" -e "ocx2-contain""ers")"`,
+        // this test's own process, as the host numbers it
+        `test -d /proc/${process.pid} && echo host=seen || echo host=unseen`,
         `test -e ${base}/host-only && echo file=seen || echo file=unseen`,
         `echo "devices=$(tail -n +3 /proc/net/dev | awk -F: '{print $1}' | tr -d ' ' | tr '\\n' ,)"`,
         `wget -q -O /dev/null http://127.0.0.1:SERVERPORT/ 2>/dev/null && echo server=reached || echo server=unreached`,
@@ -153,8 +154,42 @@ describe("the bubblewrap deployer", () => {
     expect(asks).toHaveLength(1)
     const seen = Object.fromEntries(asks[0]!.split("\n").map((l) => l.split("=") as [string, string]))
     expect(Number(seen.pids)).toBeLessThan(8)
-    expect(seen).toMatchObject({ host: "0", file: "unseen", devices: "lo,", server: "unreached", proxy: "unreached" })
+    expect(seen).toMatchObject({ host: "unseen", file: "unseen", devices: "lo,", server: "unreached", proxy: "unreached" })
     await holding.stop()
     await holding.finished
+  })
+
+  it("binds the volumes: a persistent one read-write, a read_only one read-only", async () => {
+    const image = sh(`echo made > /data/out; echo x 2>/tmp/err >/ro/x; wget -q -O /dev/null --post-data "$(cat /tmp/err; cat /ro/in)" ${api}/ask/16`)
+    const w = await world(image)
+    const client = await w.client()
+    await client.volumesCreate("data", "persistent")
+    await client.volumesCreate("ro", "read_only")
+    Fs.writeFileSync(Path.join(w.root, "volumes", "alice", "ro", "data", "in"), "given\n")
+    const { first, asks } = await once(image, {
+      volume_mounts: [
+        { volume_name: "data", volume_relative_path: "", container_path: "/data", mode: "persistent" },
+        { volume_name: "ro", volume_relative_path: "", container_path: "/ro", mode: "read_only" }
+      ]
+    }, w)
+    expect(first.kind).toBe("id")
+    expect(asks).toHaveLength(1)
+    expect(asks[0]).toMatch(/Read-only file system\ngiven$/)
+    expect(Fs.readFileSync(Path.join(w.root, "volumes", "alice", "data", "data", "out"), "utf8")).toBe("made\n")
+  })
+
+  it("a program that cannot be started ends the begin, and the run with an error", async () => {
+    const { first, later } = await once(obtained({ rootfs, entrypoint: ["/bin/no-such-program"], cmd: [], env: [], workingDir: "/" }))
+    // the program starts once the server's connection is accepted: its end may come before the id or after it
+    const outcome = first.kind === "id" ? later : [first]
+    expect([
+      [{ kind: "error", message: "the proxy ended the begin before the container was registered" }],
+      ["6 the program /bin/no-such-program could not be started: spawn /bin/no-such-program ENOENT"]
+    ]).toContainEqual(outcome)
+  })
+
+  it("a container whose proxy never listens (its memory too small for it) is the run's error", async () => {
+    const { first } = await once(sh("sleep 1000"), { memory: 4 * 1024 * 1024 })
+    expect(first).toEqual({ kind: "error", message: "the proxy did not accept the connection (HTTP 503)" })
   })
 })

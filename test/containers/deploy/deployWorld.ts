@@ -11,6 +11,7 @@ import { sha256 } from "../../../src/containers/OciImage.js"
 import { makeServerParts } from "../../../src/containers/Parts.js"
 import { mintToken, startContainersServer, type ContainersServer } from "../../../src/containers/Server.js"
 import type { UnpackedImage } from "../../../src/containers/deploy/ImageLaunch.js"
+import { cgroupPrefix } from "../../../src/containers/deploy/Leftovers.js"
 import { mountsUnder } from "../../../src/containers/deploy/Mounts.js"
 import { ownCgroupDir } from "../../../src/sandbox/cgroups.js"
 
@@ -108,18 +109,18 @@ export const leftovers = (root: string, except: ReadonlyArray<number | undefined
   const found: Array<string> = []
   for (const m of mountsUnder(root)) found.push(`mount ${m}`)
   const loops = ChildProcess.spawnSync("losetup", ["-a"], { encoding: "utf8" }).stdout
-  for (const l of loops.split("\n")) if (l.includes(root)) found.push(`loop ${l}`)
+  for (const l of loops.split("\n")) if (l.includes(root + "/")) found.push(`loop ${l}`)
   for (const controller of ["memory", "pids"] as const) {
     const own = ownCgroupDir(controller)
     if (own === undefined) continue
-    for (const d of Fs.readdirSync(own)) if (d.startsWith("ocx2-container-")) found.push(`cgroup ${Path.join(own, d)}`)
+    for (const d of Fs.readdirSync(own)) if (d.startsWith(cgroupPrefix(root))) found.push(`cgroup ${Path.join(own, d)}`)
   }
   for (const pid of Fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p) && !except.includes(Number(p)))) {
     try {
       const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
       if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z")) continue
       const cmd = Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8")
-      if (cmd.includes(root)) found.push(`process ${pid} ${cmd.replace(/\0/g, " ")}`)
+      if (cmd.includes(root + "/")) found.push(`process ${pid} ${cmd.replace(/\0/g, " ")}`)
     } catch {
       // gone meanwhile
     }
