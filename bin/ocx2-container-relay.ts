@@ -2,9 +2,12 @@
 // (nsenter --net) but the host's mount namespace, it makes port PORT of the container's loopback
 // reachable at the host's Unix socket SOCKET: `ocx2-container-relay SOCKET PORT`.
 //
-// It listens only once the proxy accepts a TCP connection (kept for the first connection relayed),
-// so until the proxy listens the server's dial finds no socket and is made again. It ends when
-// its standard input does: the server that started it is gone.
+// It listens at once and prints "listening"; a connection it accepts waits, unread, until the
+// proxy accepts the connection made for it (tried again every few milliseconds, with no deadline),
+// so the server's one dial needs no retry while the container starts; it prints "reached" once it
+// relays one. On the line "gone" on its standard input (the container ended) every connection
+// waiting and every later one is answered HTTP 503: there is no proxy to wait for. It ends when its
+// standard input does: the server that started it is gone.
 import * as Net from "node:net"
 
 const [socketPath, portText] = process.argv.slice(2)
@@ -13,16 +16,38 @@ if (socketPath === undefined || !Number.isInteger(port)) {
   process.stderr.write("usage: ocx2-container-relay SOCKET PORT\n")
   process.exit(2)
 }
+
+let gone = false
+process.stdin.on("data", (d: Buffer) => {
+  if (d.toString().includes("gone")) gone = true
+})
 process.stdin.on("end", () => process.exit(0))
 process.stdin.on("close", () => process.exit(0))
-process.stdin.resume()
 
 const upstream = (): Promise<Net.Socket | undefined> =>
   new Promise((resolve) => {
     const s = Net.connect({ host: "127.0.0.1", port })
-    s.once("connect", () => resolve(s))
+    s.once("connect", () => {
+      s.removeAllListeners("error")
+      resolve(s)
+    })
     s.once("error", () => resolve(undefined))
   })
+
+/** a connection to the proxy once it listens (refused until then, so made again); undefined once the container is gone */
+const proxy = async (): Promise<Net.Socket | undefined> => {
+  for (;;) {
+    if (gone) return undefined
+    const s = await upstream()
+    if (s !== undefined) return s
+    await new Promise((r) => setTimeout(r, 3))
+  }
+}
+
+const turnAway = (down: Net.Socket) => {
+  down.resume()
+  down.end("HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+}
 
 const pair = (down: Net.Socket, up: Net.Socket) => {
   down.pipe(up)
@@ -37,22 +62,15 @@ const pair = (down: Net.Socket, up: Net.Socket) => {
   up.on("error", end)
 }
 
-const main = async () => {
-  let first: Net.Socket | undefined
-  for (let wait = 5; first === undefined; wait = Math.min(wait * 2, 200)) {
-    first = await upstream()
-    if (first === undefined) await new Promise((r) => setTimeout(r, wait))
-  }
-  let held: Net.Socket | undefined = first
-  // the proxy may close it before the server comes: the server's dial then finds a closed stream
-  held.once("close", () => (held = undefined))
-  const server = Net.createServer({ pauseOnConnect: true }, async (down) => {
-    const up = held ?? (await upstream())
-    held = undefined
-    if (up === undefined) return down.destroy()
-    pair(down, up)
-    down.resume()
-  })
-  server.listen(socketPath, () => process.stdout.write("listening\n"))
-}
-void main()
+const server = Net.createServer({ pauseOnConnect: true }, async (down) => {
+  let closed = false
+  down.once("close", () => (closed = true))
+  down.on("error", () => (closed = true))
+  const up = await proxy()
+  if (up === undefined) return turnAway(down)
+  if (closed) return up.destroy()
+  pair(down, up)
+  down.resume()
+  process.stdout.write("reached\n")
+})
+server.listen(socketPath, () => process.stdout.write("listening\n"))

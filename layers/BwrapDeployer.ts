@@ -10,7 +10,6 @@
 import * as ChildProcess from "node:child_process"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
-import * as Net from "node:net"
 import * as Path from "node:path"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -18,7 +17,7 @@ import { DeployError, Deployer, type DeploySpec, type Deployment } from "../serv
 import { exited } from "../src/containers/deploy/Exec.js"
 import { imageLaunch } from "../src/containers/deploy/ImageLaunch.js"
 import {
-  cgroupPrefix, containersDir, diskFile, endRelay, freeContainer, socketFile, sweepContainers, writeRecord
+  cgroupPrefix, containersDir, diskFile, freeContainer, socketFile, sweepContainers, writeRecord
 } from "../src/containers/deploy/Leftovers.js"
 import { mountDisk, mountOverlay } from "../src/containers/deploy/Mounts.js"
 import { proxyKit } from "../src/containers/deploy/ProxyKit.js"
@@ -87,7 +86,6 @@ export const make = (options: BwrapDeployerOptions) => {
     let cgroups: LaunchCgroups | undefined
     let sandbox: ChildProcess.ChildProcess | undefined
     let relay: ChildProcess.ChildProcess | undefined
-    let turnedAway: Net.Server | undefined
     const tail = new ByteTail(16 * 1024)
     let stopping: Promise<void> | undefined
     const stop = (): Promise<void> =>
@@ -105,7 +103,6 @@ export const make = (options: BwrapDeployerOptions) => {
           relay.kill("SIGKILL")
           await exited(relay)
         }
-        turnedAway?.close()
         const problems = await freeContainer(dir)
         for (const p of problems) log(`ocx2-containers: a container's leftovers, for the next start to free: ${p}`)
       })())
@@ -148,17 +145,31 @@ export const make = (options: BwrapDeployerOptions) => {
         stdio: ["pipe", "pipe", "pipe"]
       })
       relay.stderr!.on("data", (d: Buffer) => tail.push(d))
-      let reached = false
-      relay.stdout!.on("data", () => (reached = true))
       writeRecord(dir, { cgroups: cgroups.dirs(), ...(relay.pid !== undefined ? { relayPid: relay.pid } : {}) })
-      // a container that ends before its proxy is reached: the dial finds a socket that turns it away
-      void exited(sandbox).then(() => {
-        if (reached || stopping !== undefined) return
-        endRelay(dir, relay?.pid)
-        log(`ocx2-containers: a container ended before its proxy was reached: ${Buffer.from(tail.bytes()).toString("utf8").trim()}`)
-        turnedAway = turnAway(socket)
+      // the relay listening: the server's one dial is accepted at once, and waits for the proxy
+      let reached = false
+      const listening = new Promise<boolean>((resolve) => {
+        let out = ""
+        relay!.stdout!.on("data", (d: Buffer) => {
+          out += d.toString()
+          if (out.includes("listening\n")) resolve(true)
+          if (out.includes("reached\n")) reached = true
+        })
+        relay!.once("exit", () => resolve(false))
       })
-      return { proxyUrl: `ws+unix:${socket}:/`, stop: Effect.promise(stop) }
+      // a container that ends before its proxy was reached: the relay turns the dial away
+      void exited(sandbox).then(() => {
+        if (stopping !== undefined) return
+        log(`ocx2-containers: a container ended: ${Buffer.from(tail.bytes()).toString("utf8").trim()}`)
+        if (!reached) relay?.stdin?.write("gone\n")
+      })
+      if (!(await listening)) {
+        throw new Error(`the relay to the container's proxy did not start: ${Buffer.from(tail.bytes()).toString("utf8").trim()}`)
+      }
+      return {
+        proxyUrl: `ws+unix:${socket}:/`,
+        stop: Effect.promise(stop)
+      }
     } catch (e) {
       await stop()
       throw e
@@ -172,15 +183,6 @@ export const make = (options: BwrapDeployerOptions) => {
         catch: (e) => new DeployError({ message: e instanceof Error ? e.message : String(e) })
       })
   })
-}
-
-/** a socket that answers every connection 503: the dial is not made again (no container behind it) */
-const turnAway = (socket: string): Net.Server => {
-  Fs.rmSync(socket, { force: true })
-  const server = Net.createServer((c) => c.end("HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"))
-  server.on("error", () => {})
-  server.listen(socket)
-  return server
 }
 
 /** frees what a server killed earlier left under ROOT; then the deployer */
