@@ -145,6 +145,8 @@ export const make = (options: BwrapDeployerOptions) => {
         stdio: ["pipe", "pipe", "pipe"]
       })
       relay.stderr!.on("data", (d: Buffer) => tail.push(d))
+      // a relay gone already does not take the word that its container is gone
+      relay.stdin!.on("error", () => {})
       writeRecord(dir, { cgroups: cgroups.dirs(), ...(relay.pid !== undefined ? { relayPid: relay.pid } : {}) })
       // the relay listening: the server's one dial is accepted at once, and waits for the proxy
       let reached = false

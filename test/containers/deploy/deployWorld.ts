@@ -76,6 +76,18 @@ export interface DeployWorld {
   readonly close: () => Promise<void>
 }
 
+/** the URL a server program prints once it listens; its end before that is an error */
+export const listeningUrl = (server: ChildProcess.ChildProcess): Promise<string> =>
+  new Promise((resolve, reject) => {
+    let out = ""
+    server.stdout!.on("data", (d: Buffer) => {
+      out += d.toString()
+      const m = /listening on (\S+)\n/.exec(out)
+      if (m !== null) resolve(m[1]!)
+    })
+    server.once("exit", (code) => reject(new Error(`the server ended (${code}) before it listened`)))
+  })
+
 export const tempDir = (what: string) => Fs.mkdtempSync(Path.join(Os.tmpdir(), `ocx2-${what}-`))
 
 /** `programs`: where the bundled proxy and relay are (dist/) */

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it, vi } from "vitest"
 import { connect } from "../../../src/containers/Client.js"
 import { mintToken } from "../../../src/containers/Server.js"
 import { until } from "../world.js"
-import { busyboxRootfs, dist, leftovers, obtained, tempDir, type TestImage } from "./deployWorld.js"
+import { busyboxRootfs, dist, leftovers, listeningUrl, obtained, tempDir, type TestImage } from "./deployWorld.js"
 
 vi.setConfig({ testTimeout: 300_000 })
 
@@ -19,15 +19,7 @@ afterAll(() => Fs.rmSync(base, { recursive: true, force: true }))
 
 const startServer = async (bundle: string, root: string, images: string) => {
   const server = ChildProcess.spawn(process.execPath, [bundle, root, images, dist], { stdio: ["ignore", "pipe", "inherit"] })
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = ""
-    server.stdout!.on("data", (d: Buffer) => {
-      out += d.toString()
-      const m = /listening on (\S+)\n/.exec(out)
-      if (m !== null) resolve(m[1]!)
-    })
-    server.once("exit", (code) => reject(new Error(`the server ended (${code}) before it listened`)))
-  })
+  const url = await listeningUrl(server)
   return { server, url }
 }
 

@@ -3,7 +3,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, describe, expect, it, vi } from "vitest"
 import { makeImage } from "../world.js"
-import { dist, tempDir } from "./deployWorld.js"
+import { dist, listeningUrl, tempDir } from "./deployWorld.js"
 
 vi.setConfig({ testTimeout: 300_000 })
 
@@ -22,14 +22,7 @@ describe("ocx2-containers serve --deployer bwrap, as built", () => {
     expect(bad.stderr).toContain("--deployer bwrap (containers) or in-process")
 
     const server = spawn(process.execPath, [program, "serve", "--root", root, "--listen", "127.0.0.1:0", "--deployer", "bwrap"], { stdio: ["ignore", "pipe", "inherit"] })
-    const url = await new Promise<string>((resolve) => {
-      let out = ""
-      server.stdout!.on("data", (d: Buffer) => {
-        out += d.toString()
-        const m = /listening on (\S+)\n/.exec(out)
-        if (m !== null) resolve(m[1]!)
-      })
-    })
+    const url = await listeningUrl(server)
     const { digest, image } = makeImage("tests/tool")
     const layout = Path.join(dir, "layout", "blobs", "sha256")
     Fs.mkdirSync(layout, { recursive: true })
