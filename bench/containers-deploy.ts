@@ -90,10 +90,14 @@ async function main() {
     const ms = (v: number) => `${v.toFixed(1)} ms`
     console.log(`request to id, cached image (median of ${rounds}): server ${ms(median(served))}, bare bwrap ${ms(median(bared))}, ratio ${(median(served) / median(bared)).toFixed(2)}x (target at most 3x)`)
 
-    const rss = (pid: number): number => {
-      const line = Fs.readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"))
+    // resident (shared pages counted whole) and proportional (shared pages split among their users:
+    // the relays and proxies share one Node binary's pages)
+    const sizeOf = (pid: number, file: string, key: string): number => {
+      const line = Fs.readFileSync(`/proc/${pid}/${file}`, "utf8").split("\n").find((l) => l.startsWith(key))
       return Number(/(\d+)/.exec(line ?? "0")![1]) * 1024
     }
+    const rss = (pid: number) => sizeOf(pid, "status", "VmRSS:")
+    const pss = (pid: number) => sizeOf(pid, "smaps_rollup", "Pss:")
     const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`
     const before = rss(server.pid!)
     const running = []
@@ -103,11 +107,12 @@ async function main() {
     const proxies: Array<number> = []
     for (const name of Fs.readdirSync(Path.join(root, "containers"))) {
       const record = JSON.parse(Fs.readFileSync(Path.join(root, "containers", name, "record.json"), "utf8")) as { cgroups: Array<string>; relayPid?: number }
-      if (record.relayPid !== undefined) relays.push(rss(record.relayPid))
+      if (record.relayPid !== undefined) relays.push(record.relayPid)
       const pids = Fs.readFileSync(Path.join(record.cgroups[0]!, "cgroup.procs"), "utf8").split("\n").filter((l) => l !== "").map(Number)
-      for (const pid of pids) if (Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").startsWith("/.proxy/lib/")) proxies.push(rss(pid))
+      for (const pid of pids) if (Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").startsWith("/.proxy/lib/")) proxies.push(pid)
     }
-    console.log(`memory per container (${containers} running): server +${mib((after - before) / containers)}, relay ${mib(median(relays))}, proxy ${mib(median(proxies))} (medians, resident)`)
+    const both = (pids: ReadonlyArray<number>) => `${mib(median(pids.map(rss)))} resident, ${mib(median(pids.map(pss)))} proportional`
+    console.log(`memory per container (${containers} running, medians): server +${mib((after - before) / containers)} resident; relay ${both(relays)}; proxy ${both(proxies)}`)
     for (const r of running) await r.stop()
     client.close()
   } finally {
