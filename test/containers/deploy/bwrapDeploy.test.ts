@@ -28,6 +28,7 @@ afterEach(async () => {
     await w.close()
     expect(leftovers(w.root)).toEqual([])
     expect(Fs.readdirSync(Path.join(w.root, "containers"))).toEqual([])
+    Fs.rmSync(w.root, { recursive: true, force: true })
   }
 })
 
