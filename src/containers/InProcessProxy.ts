@@ -1,13 +1,14 @@
-import * as Http from "node:http"
-import { WebSocketServer } from "ws"
+import type { WebSocket } from "ws"
 import { FrameConnection, type Channel, type PeerChannel, type Scope } from "./FrameConnection.js"
 import { tagged } from "./Frames.js"
-import { Answer, ProxyScope } from "./Wire.js"
+import { answerChannel, listenProxy, proxyScopes, type MountRequest, type ProxyListener } from "./proxy/ProxySide.js"
+import { Answer } from "./Wire.js"
 
 /**
  * A container proxy inside the server's (or a test's) process, speaking the container-proxy
  * layer of docs/containers.md section 10 on a loopback port or a Unix socket: what the
- * in-process deployer stands behind a deploy until part 2 puts a real container there. It
+ * in-process deployer stands behind a deploy where no real container is wanted (the bubblewrap
+ * deployer starts src/containers/proxy/ContainerProxy.ts in each container instead). It
  * answers as its behaviour says and keeps everything it received, so tests see the server from
  * the container's side.
  */
@@ -17,7 +18,7 @@ export interface ProxyBehaviour {
   /** the answers to a secrets channel on the begin scope (default: Fed) */
   readonly feed?: (request: Buffer) => ReadonlyArray<Buffer> | Promise<ReadonlyArray<Buffer>>
   /** the answer to a mount scope (default: mounted) */
-  readonly mount?: (request: { id: string; path: string; kind: string }) => Buffer | Promise<Buffer>
+  readonly mount?: (request: MountRequest) => Buffer | Promise<Buffer>
   /** Begun is answered once this resolves (never: a proxy that never answers) */
   readonly beginWhen?: Promise<void>
   /** finish the begin scope right behind Begun (a program that ended at once) */
@@ -33,7 +34,7 @@ export interface ProxyBehaviour {
 }
 
 export interface ReceivedMount {
-  readonly request: { id: string; path: string; kind: string }
+  readonly request: MountRequest
   readonly scope: Scope
 }
 
@@ -52,7 +53,7 @@ export class InProcessProxy {
   readonly treeAsks: Array<Buffer> = []
   /** the proxy-side connection */
   connection: FrameConnection | undefined
-  private wss: WebSocketServer | undefined
+  private listener: ProxyListener | undefined
   private beginWaiters: Array<(scope: Scope) => void> = []
   stopped = false
   /** the first answer of the begin went out */
@@ -64,106 +65,81 @@ export class InProcessProxy {
   constructor(private readonly behaviour: ProxyBehaviour = {}) {}
 
   async start(): Promise<string> {
-    const listen = async () => {
-      const wss = new WebSocketServer({
-        port: 0,
-        host: "127.0.0.1",
-        perMessageDeflate: false,
-        verifyClient: () => this.behaviour.refuseHandshake !== true
-      })
-      this.wss = wss
-      wss.on("connection", (socket) => {
-        this.connections++
-        this.connection = new FrameConnection(socket, { role: "responder", onScope: (scope) => void this.onScope(scope) })
-      })
-      await new Promise<void>((resolve) => wss.once("listening", resolve))
-      return (wss.address() as { port: number }).port
+    const onConnection = (socket: WebSocket) => {
+      this.connections++
+      this.connection = new FrameConnection(socket, { role: "responder", onScope: (scope) => this.onScope(scope) })
     }
+    const accept = () => this.behaviour.refuseHandshake !== true
     if (this.behaviour.unixSocket !== undefined) {
-      const http = Http.createServer()
-      const wss = new WebSocketServer({ server: http, perMessageDeflate: false })
-      this.wss = wss
-      wss.on("close", () => http.close())
-      wss.on("connection", (socket) => {
-        this.connections++
-        this.connection = new FrameConnection(socket, { role: "responder", onScope: (scope) => void this.onScope(scope) })
-      })
-      await new Promise<void>((resolve) => http.listen(this.behaviour.unixSocket, resolve))
-      return `ws+unix:${this.behaviour.unixSocket}:/`
+      this.listener = await listenProxy({ unixSocket: this.behaviour.unixSocket, accept, onConnection })
+      return this.listener.url
     }
-    if (this.behaviour.listenWhen === undefined) return `ws://127.0.0.1:${await listen()}`
+    if (this.behaviour.listenWhen === undefined) {
+      this.listener = await listenProxy({ host: "127.0.0.1", accept, onConnection })
+      return this.listener.url
+    }
     // a port nobody listens on yet: taken, released, and listened on later
-    const probe = new WebSocketServer({ port: 0, host: "127.0.0.1" })
-    await new Promise<void>((resolve) => probe.once("listening", resolve))
-    const port = (probe.address() as { port: number }).port
-    await new Promise<void>((resolve) => probe.close(() => resolve()))
+    const probe = await listenProxy({ host: "127.0.0.1", onConnection: () => {} })
+    await probe.close()
     void this.behaviour.listenWhen.then(async () => {
-      const wss = new WebSocketServer({ port, host: "127.0.0.1", perMessageDeflate: false })
-      this.wss = wss
-      wss.on("connection", (socket) => {
-        this.connections++
-        this.connection = new FrameConnection(socket, { role: "responder", onScope: (scope) => void this.onScope(scope) })
-      })
+      this.listener = await listenProxy({ host: "127.0.0.1", port: probe.port!, onConnection })
     })
-    return `ws://127.0.0.1:${port}`
+    return probe.url
   }
 
   private async pause(): Promise<void> {
     if (this.behaviour.delay !== undefined) await this.behaviour.delay()
   }
 
-  private async onScope(scope: Scope): Promise<void> {
-    const tag = scope.request[0]!
-    const body = scope.request.subarray(1).toString("utf8")
-    this.scopes.push({ tag, body })
-    if (tag === ProxyScope.begin) {
-      this.begin = scope
-      for (const w of this.beginWaiters) w(scope)
-      this.beginWaiters = []
-      scope.peerOpened.listen((channel) => void this.onFeed(channel), () => {})
-      await this.pause()
-      if (this.behaviour.beginWhen !== undefined) await this.behaviour.beginWhen
-      const begun = this.behaviour.begun ?? `{"secrets":{}}`
-      scope.respond(typeof begun === "string" ? tagged(Answer.begun, begun) : begun)
-      this.begunSent = true
-      if ((typeof begun !== "string" && begun[0] === Answer.error) || this.behaviour.endAfterBegun === true) scope.finish()
-      return
-    }
-    if (tag === ProxyScope.mount) {
-      const request = JSON.parse(body) as { id: string; path: string; kind: string }
-      this.mountsWaiting++
-      this.mostMountsAtOnce = Math.max(this.mostMountsAtOnce, this.mountsWaiting)
-      await this.pause()
-      const answer = (await this.behaviour.mount?.(request)) ?? tagged(Answer.ok)
-      this.mountsWaiting--
-      if (answer[0] === Answer.ok) this.mounts.push({ request, scope })
-      scope.respond(answer)
-      if (answer[0] !== Answer.ok) scope.finish()
-      return
-    }
-    if (tag === ProxyScope.tree) {
-      this.trees.push(scope)
-      scope.peerOpened.listen((channel) => {
-        this.treeAsks.push(channel.request)
-        if (channel.request[0] === 0) return scope.finish()
-        // the container's tree answers each ask with what it was asked, marked
-        channel.respond(tagged(Answer.ok, channel.request))
-        channel.finish()
-      }, () => {})
-      await this.pause()
-      scope.respond(tagged(Answer.ok))
-      return
-    }
-    scope.respond(tagged(Answer.error, "this proxy serves no such scope"))
-    scope.finish()
+  private onScope(scope: Scope): void {
+    this.scopes.push({ tag: scope.request[0]!, body: scope.request.subarray(1).toString("utf8") })
+    proxyScopes({
+      begin: (begin) => void this.onBegin(begin),
+      mount: (mount, request) => void this.onMount(mount, request),
+      tree: (tree) => void this.onTree(tree)
+    })(scope)
+  }
+
+  private async onBegin(scope: Scope): Promise<void> {
+    this.begin = scope
+    for (const w of this.beginWaiters) w(scope)
+    this.beginWaiters = []
+    scope.peerOpened.listen((channel) => void this.onFeed(channel), () => {})
+    await this.pause()
+    if (this.behaviour.beginWhen !== undefined) await this.behaviour.beginWhen
+    const begun = this.behaviour.begun ?? `{"secrets":{}}`
+    scope.respond(typeof begun === "string" ? tagged(Answer.begun, begun) : begun)
+    this.begunSent = true
+    if ((typeof begun !== "string" && begun[0] === Answer.error) || this.behaviour.endAfterBegun === true) scope.finish()
+  }
+
+  private async onMount(scope: Scope, request: MountRequest): Promise<void> {
+    this.mountsWaiting++
+    this.mostMountsAtOnce = Math.max(this.mostMountsAtOnce, this.mountsWaiting)
+    await this.pause()
+    const answer = (await this.behaviour.mount?.(request)) ?? tagged(Answer.ok)
+    this.mountsWaiting--
+    if (answer[0] === Answer.ok) this.mounts.push({ request, scope })
+    scope.respond(answer)
+    if (answer[0] !== Answer.ok) scope.finish()
+  }
+
+  private async onTree(scope: Scope): Promise<void> {
+    this.trees.push(scope)
+    scope.peerOpened.listen((channel) => {
+      this.treeAsks.push(channel.request)
+      if (channel.request[0] === 0) return scope.finish()
+      // the container's tree answers each ask with what it was asked, marked
+      answerChannel(channel, [tagged(Answer.ok, channel.request)])
+    }, () => {})
+    await this.pause()
+    scope.respond(tagged(Answer.ok))
   }
 
   private async onFeed(channel: PeerChannel): Promise<void> {
     this.feeds.push(channel)
     await this.pause()
-    const answers = (await this.behaviour.feed?.(channel.request)) ?? [tagged(Answer.ok)]
-    for (const a of answers) channel.respond(a)
-    channel.finish()
+    answerChannel(channel, (await this.behaviour.feed?.(channel.request)) ?? [tagged(Answer.ok)])
   }
 
   /** what the proxy received and answered, for tests and logs */
@@ -211,10 +187,6 @@ export class InProcessProxy {
   async stop(): Promise<void> {
     this.stopped = true
     this.connection?.close(1001, "the container was stopped")
-    const wss = this.wss
-    if (wss !== undefined) {
-      for (const c of wss.clients) c.terminate()
-      await new Promise<void>((resolve) => wss.close(() => resolve()))
-    }
+    await this.listener?.close(true)
   }
 }

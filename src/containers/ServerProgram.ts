@@ -4,20 +4,22 @@ import * as Path from "node:path"
 import * as MemoryImageSource from "../../layers/MemoryImageSource.js"
 import * as InProcessDeployer from "../../layers/InProcessDeployer.js"
 import * as StoreImageSource from "../../layers/StoreImageSource.js"
+import * as BwrapDeployer from "../../layers/BwrapDeployer.js"
+import { siblingPath } from "../siblings.js"
 import { makeServerParts } from "./Parts.js"
 import { mintToken, startContainersServer } from "./Server.js"
 
 /**
- * `ocx2-containers serve --root ROOT [--listen HOST:PORT] --deployer in-process [--images store|memory]
- * [--store DIR] [--registries FILE]` and `ocx2-containers token IDENTITY --root ROOT`. This
- * revision's only deployer is `in-process`: each run's container proxy is a program in the
- * server's own process that begins, declares no secret and answers nothing else (for trying the
- * protocol); the container runtime is part 2. Images come from the store (docs/containers.md
- * section 7), or with `--images memory` are held in memory and never unpacked (for toy images
- * whose layers are not tars).
+ * `ocx2-containers serve --root ROOT [--listen HOST:PORT] --deployer bwrap|in-process
+ * [--images store|memory] [--store DIR] [--registries FILE]` and
+ * `ocx2-containers token IDENTITY --root ROOT`. `bwrap` runs each container for real (as root:
+ * layers/BwrapDeployer.ts); `in-process` stands a proxy inside the server that begins, declares no
+ * secret and answers nothing else, for trying the protocol without containers. Images come from
+ * the store (docs/containers.md section 7), or with `--images memory` are held in memory and never
+ * unpacked (for toy images whose layers are not tars).
  */
 const usage = `usage:
-  ocx2-containers serve --root ROOT [--listen HOST:PORT] --deployer in-process
+  ocx2-containers serve --root ROOT [--listen HOST:PORT] --deployer bwrap|in-process
         [--images store|memory] [--store DIR] [--registries FILE]
   ocx2-containers token IDENTITY --root ROOT`
 
@@ -43,9 +45,7 @@ export const runContainersServer = async (args: ReadonlyArray<string>): Promise<
   }
   if (command !== "serve") return bad(`unknown command ${JSON.stringify(command ?? "")}`)
   const deployer = option(rest, "deployer")
-  if (deployer !== "in-process") {
-    return bad("this revision deploys no real containers: --deployer in-process serves each run with a proxy inside the server")
-  }
+  if (deployer !== "in-process" && deployer !== "bwrap") return bad("name the deployer: --deployer bwrap (containers) or in-process (a proxy inside the server)")
   const listen = option(rest, "listen") ?? "127.0.0.1:14980"
   const colon = listen.lastIndexOf(":")
   const host = listen.slice(0, colon)
@@ -62,7 +62,15 @@ export const runContainersServer = async (args: ReadonlyArray<string>): Promise<
         registries: Path.resolve(option(rest, "registries") ?? Path.join(resolved, "registries.json")),
         imagePolicy
       })
-  const parts = await Effect.runPromise(makeServerParts(resolved).pipe(Effect.provide(Layer.merge(InProcessDeployer.layer(), imageSource))))
+  let deployerLayer = InProcessDeployer.layer()
+  if (deployer === "bwrap") {
+    if (process.getuid?.() !== 0) return bad("--deployer bwrap mounts overlays and loop devices and makes cgroups: run it as root")
+    const proxyBundle = siblingPath("ocx2-container-proxy")
+    const relayBundle = siblingPath("ocx2-container-relay")
+    if (proxyBundle === undefined || relayBundle === undefined) return bad("--deployer bwrap needs ocx2-container-proxy and ocx2-container-relay beside this program (npm run build)")
+    deployerLayer = BwrapDeployer.layer({ root: resolved, proxyBundle, relayBundle })
+  }
+  const parts = await Effect.runPromise(makeServerParts(resolved).pipe(Effect.provide(Layer.merge(deployerLayer, imageSource))))
   parts.volumes.emptyEphemeral()
   const server = await startContainersServer({ root: resolved, parts, host, port })
   process.stdout.write(`listening on ws://${host}:${server.port}\n`)

@@ -1,0 +1,108 @@
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { exec, pause } from "./Exec.js"
+
+/**
+ * A container's writable layer: an ext4 file system of exactly `disk` bytes on a loop device
+ * (no journal: every byte is the container's), holding the overlay's upper and work directories
+ * over the image's read-only rootfs. A tmpfs would count against the memory limit instead.
+ */
+
+/** the mount points under DIR, deepest first, as the host's mount table lists them */
+export const mountsUnder = (dir: string, mountinfo: string = Fs.readFileSync("/proc/self/mountinfo", "utf8")): ReadonlyArray<string> => {
+  const prefix = dir.endsWith("/") ? dir : dir + "/"
+  const points: Array<string> = []
+  for (const line of mountinfo.split("\n")) {
+    const point = line.split(" ")[4]
+    if (point === undefined) continue
+    // mountinfo escapes space, tab, newline and backslash as octal
+    const decoded = point.replace(/\\([0-7]{3})/g, (_m, o: string) => String.fromCharCode(parseInt(o, 8)))
+    if (decoded === dir || decoded.startsWith(prefix)) points.push(decoded)
+  }
+  return points.sort((a, b) => b.length - a.length)
+}
+
+/** a path the overlay's option string can carry: no comma, colon or backslash */
+const overlayPath = (p: string): string => {
+  if (/[,:\\]/.test(p)) throw new Error(`the path ${p} has a comma, colon or backslash, which an overlay mount cannot name`)
+  return p
+}
+
+/** makes the disk file, its file system, and mounts it at `mountPoint` on a loop device */
+export const mountDisk = async (file: string, bytes: number, mountPoint: string): Promise<void> => {
+  const fd = Fs.openSync(file, "wx", 0o600)
+  try {
+    Fs.ftruncateSync(fd, bytes)
+  } finally {
+    Fs.closeSync(fd)
+  }
+  try {
+    await exec("mkfs.ext4", ["-q", "-F", "-m", "0", "-O", "^has_journal", "-E", "root_owner=0:0", file])
+  } catch (e) {
+    throw new Error(`a disk of ${bytes} bytes could not be made (too small for a file system?): ${(e as Error).message}`)
+  }
+  Fs.mkdirSync(mountPoint)
+  await exec("mount", ["-t", "ext4", "-o", "loop,nodev,nosuid", file, mountPoint])
+}
+
+export const mountOverlay = async (lower: string, disk: string, merged: string): Promise<void> => {
+  const upper = Path.join(disk, "upper")
+  const work = Path.join(disk, "work")
+  Fs.mkdirSync(upper)
+  Fs.mkdirSync(work)
+  Fs.mkdirSync(merged)
+  await exec("mount", ["-t", "overlay", "overlay", "-o", `lowerdir=${overlayPath(lower)},upperdir=${overlayPath(upper)},workdir=${overlayPath(work)}`, merged])
+}
+
+/** the loop devices whose backing file is FILE */
+export const loopsOf = async (file: string): Promise<ReadonlyArray<string>> => {
+  const out = await exec("losetup", ["-j", file]).catch(() => "")
+  return out.split("\n").map((l) => l.split(":")[0]!).filter((d) => d.startsWith("/dev/loop"))
+}
+
+/**
+ * Unmounts everything under DIR (deepest first) and frees the loop devices of its disk file.
+ * A mount the container's processes held stays busy a moment after they ended (the kernel lets
+ * go of a dead namespace's mounts a little later): it is tried again, and only then detached
+ * lazily, to be freed once it is let go.
+ */
+export const unmountAll = async (dir: string, diskFile: string): Promise<ReadonlyArray<string>> => {
+  const problems: Array<string> = []
+  for (const point of mountsUnder(dir)) {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await exec("umount", [point])
+        break
+      } catch (e) {
+        if (attempt < 100) {
+          await pause(Math.min(1 + attempt, 20))
+          continue
+        }
+        try {
+          await exec("umount", ["-l", point])
+        } catch {
+          problems.push((e as Error).message)
+        }
+        break
+      }
+    }
+  }
+  for (let attempt = 0; ; attempt++) {
+    const loops = await loopsOf(diskFile)
+    if (loops.length === 0) break
+    // mount -o loop set them to detach themselves once free
+    if (attempt < 100) {
+      await pause(Math.min(1 + attempt, 20))
+      continue
+    }
+    for (const loop of loops) {
+      try {
+        await exec("losetup", ["-d", loop])
+      } catch (e) {
+        problems.push((e as Error).message)
+      }
+    }
+    break
+  }
+  return problems
+}

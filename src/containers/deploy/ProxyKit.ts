@@ -1,0 +1,90 @@
+import * as ChildProcess from "node:child_process"
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+
+/**
+ * The proxy kit: what every container gets read-only at /.proxy so that an image needs no Node of
+ * its own: the host's Node, each shared library `ldd` lists for it, its loader, and the bundled
+ * proxy, started through the loader with an explicit library path (nothing of the image's /lib is
+ * used). Built once per Node and proxy into ROOT/proxy-kit/KEY and bound, never copied, into each
+ * container. Empty files in it are the mount points of the files bound per container.
+ */
+export interface ProxyKit {
+  readonly dir: string
+  /** the command that starts the proxy inside the container */
+  readonly command: ReadonlyArray<string>
+}
+
+export const kitMount = "/.proxy"
+
+/** the libraries ldd lists (`NAME => PATH`) and the loader (the line that is only a path) */
+export const parseLdd = (text: string): { readonly libraries: ReadonlyArray<{ name: string; path: string }>; readonly loader: string | undefined } => {
+  const libraries: Array<{ name: string; path: string }> = []
+  let loader: string | undefined
+  for (const raw of text.split("\n")) {
+    const line = raw.trim()
+    const linked = /^(\S+) => (\/\S+) \(0x[0-9a-f]+\)$/.exec(line)
+    if (linked !== null) libraries.push({ name: linked[1]!, path: linked[2]! })
+    else {
+      const only = /^(\/\S+) \(0x[0-9a-f]+\)$/.exec(line)
+      if (only !== null) loader = only[1]!
+    }
+  }
+  return { libraries, loader }
+}
+
+const place = (from: string, to: string) => {
+  const real = Fs.realpathSync(from)
+  try {
+    Fs.linkSync(real, to)
+  } catch {
+    Fs.copyFileSync(real, to)
+  }
+}
+
+/** the kit for this Node and proxy bundle under ROOT, built when missing; throws with what failed */
+export const proxyKit = (root: string, proxyBundle: string, node: string = process.execPath): ProxyKit => {
+  const realNode = Fs.realpathSync(node)
+  const stat = Fs.statSync(realNode)
+  const key = Crypto.createHash("sha256")
+    .update(`${realNode}\0${stat.size}\0${stat.mtimeMs}\0`)
+    .update(Fs.readFileSync(proxyBundle))
+    .digest("hex")
+    .slice(0, 24)
+  const kits = Path.join(root, "proxy-kit")
+  const dir = Path.join(kits, key)
+  const ldd = ChildProcess.spawnSync("ldd", [realNode], { encoding: "utf8" })
+  if (ldd.status !== 0) throw new Error(`ldd ${realNode} failed: ${ldd.stderr.trim()}`)
+  const { libraries, loader } = parseLdd(ldd.stdout)
+  if (loader === undefined) throw new Error(`ldd ${realNode} names no loader: is it a static program?`)
+  const command = [`${kitMount}/lib/${Path.basename(loader)}`, "--library-path", `${kitMount}/lib`, `${kitMount}/node`, `${kitMount}/proxy.mjs`]
+  if (Fs.existsSync(Path.join(dir, "complete"))) return { dir, command }
+  Fs.mkdirSync(kits, { recursive: true })
+  const building = Fs.mkdtempSync(Path.join(kits, ".building-"))
+  try {
+    Fs.mkdirSync(Path.join(building, "lib"))
+    place(realNode, Path.join(building, "node"))
+    for (const l of libraries) place(l.path, Path.join(building, "lib", l.name))
+    place(loader, Path.join(building, "lib", Path.basename(loader)))
+    Fs.copyFileSync(proxyBundle, Path.join(building, "proxy.mjs"))
+    // mount points of what each container is given on its own
+    Fs.writeFileSync(Path.join(building, "launch.json"), "")
+    Fs.writeFileSync(Path.join(building, "memory-events"), "")
+    Fs.writeFileSync(Path.join(building, "complete"), "")
+    Fs.chmodSync(building, 0o755)
+    try {
+      Fs.renameSync(building, dir)
+    } catch (e) {
+      // built meanwhile by another
+      if (!Fs.existsSync(Path.join(dir, "complete"))) throw e
+      Fs.rmSync(building, { recursive: true, force: true })
+    }
+  } catch (e) {
+    Fs.rmSync(building, { recursive: true, force: true })
+    throw e
+  }
+  // kits of an earlier Node or proxy: a container still running one keeps its files through its bind
+  for (const other of Fs.readdirSync(kits)) if (other !== key) Fs.rmSync(Path.join(kits, other), { recursive: true, force: true })
+  return { dir, command }
+}

@@ -1,0 +1,196 @@
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest"
+import type { PeerChannel } from "../../../src/containers/FrameConnection.js"
+import { tagged } from "../../../src/containers/Frames.js"
+import { Answer } from "../../../src/containers/Wire.js"
+import { until } from "../world.js"
+import { busyboxRootfs, leftovers, makeDeployWorld, obtained, tempDir, type DeployWorld } from "./deployWorld.js"
+
+// a loaded machine may be slow; nothing here waits on time, only on what it waits for
+vi.setConfig({ testTimeout: 300_000, hookTimeout: 120_000 })
+
+/**
+ * Real containers: bubblewrap over an overlay of a busybox rootfs, cgroup memory, a loop disk,
+ * the proxy injected and reached through the relay, as root. After each test its ROOT has left
+ * nothing on the host.
+ */
+const base = tempDir("deploy")
+let rootfs: string
+const worlds: Array<DeployWorld> = []
+
+beforeAll(() => {
+  rootfs = busyboxRootfs(base)
+})
+
+afterEach(async () => {
+  for (const w of worlds.splice(0)) {
+    await w.close()
+    expect(leftovers(w.root)).toEqual([])
+    expect(Fs.readdirSync(Path.join(w.root, "containers"))).toEqual([])
+    Fs.rmSync(w.root, { recursive: true, force: true })
+  }
+})
+
+afterAll(() => Fs.rmSync(base, { recursive: true, force: true }))
+
+const sh = (script: string, more: { labels?: Record<string, string>; env?: Array<string>; workingDir?: string } = {}) =>
+  obtained({ rootfs, entrypoint: ["/bin/sh", "-c"], cmd: [script], env: more.env ?? ["PATH=/bin"], workingDir: more.workingDir ?? "/", ...(more.labels !== undefined ? { labels: more.labels } : {}) })
+
+const world = async (...images: Array<ReturnType<typeof sh>>) => {
+  const w = await makeDeployWorld(tempDir("root"), images)
+  worlds.push(w)
+  return w
+}
+
+const runRequest = (digest: string, more: Record<string, unknown> = {}) =>
+  JSON.stringify({ image: digest, template: "tmpl-1", memory: 256 * 1024 * 1024, disk: 32 * 1024 * 1024, arguments: { n: 1 }, ...more })
+
+const api = "http://127.0.0.1:14978"
+
+describe("the bubblewrap deployer", () => {
+  it("runs the image's program beside the proxy: begun with its declaration, secrets fed, asks relayed, Active and Inactive", async () => {
+    const image = sh(
+      [
+        `wget -q -O /tmp/begin ${api}/begin`,
+        `wget -q -O /tmp/secrets ${api}/secrets`,
+        `wget -q -O /dev/null --post-data '{"token":"rotated"}' ${api}/rotating`,
+        `wget -q -O /tmp/answer --post-data "$(cat /tmp/begin /tmp/secrets) env=$(env | sort | tr '\\n' ' ')pwd=$(pwd)" ${api}/ask/16`,
+        `wget -q -O /dev/null --post-data "$(tail -c +5 /tmp/answer)" ${api}/ask/17`
+      ].join(" && "),
+      { labels: { "org.ocx2.secrets": `{"api":"read"}` }, env: ["PATH=/bin", "GREETING=hello"], workingDir: "/etc" }
+    )
+    const w = await world(image)
+    const client = await w.client()
+    const asks: Array<string> = []
+    const run = client.run(runRequest(image.digest), {
+      registration: (_id, declaration) => {
+        expect(declaration).toBe(`{"api":"read"}`)
+        return [tagged(Answer.deploy, `{"api":"s3cret"}`)]
+      },
+      onAsk: (channel: PeerChannel) => {
+        asks.push(`${channel.request[0]} ${channel.request.subarray(1).toString("utf8")}`)
+        channel.respond(Buffer.from("answered"))
+        channel.finish()
+      }
+    })
+    const first = await run.first
+    expect(first.kind, JSON.stringify(first)).toBe("id")
+    await run.finished
+    expect(asks).toHaveLength(2)
+    expect(asks[0]).toBe(`16 {"template":"tmpl-1","arguments":{"n":1}}{"api":"s3cret"} env=GREETING=hello PATH=/bin PWD=/etc SHLVL=1 pwd=/etc`)
+    expect(asks[1]).toBe("17 answered")
+    const later = run.later.map((p) => `${p[0]} ${p.subarray(1).toString("utf8")}`)
+    expect(later).toEqual([`7 `, `8 {"token":"rotated"}`, `7 `, `8 {"token":"rotated"}`])
+  })
+
+  /** a world running IMAGE once, its asks answered with nothing; what the program asked, and how the run went */
+  const once = async (image: ReturnType<typeof sh>, more: Record<string, unknown> = {}, w?: DeployWorld) => {
+    const at = w ?? (await world(image))
+    const client = await at.client()
+    const asks: Array<string> = []
+    const run = client.run(runRequest(image.digest, more), {
+      onAsk: (channel) => {
+        asks.push(channel.request.subarray(1).toString("utf8"))
+        channel.finish()
+      }
+    })
+    const first = await run.first
+    await run.finished
+    return { first, asks, later: run.later.map((p) => `${p[0]} ${p.subarray(1).toString("utf8")}`) }
+  }
+
+  it("enforces memory: a hog is killed by the kernel and the run ends with the proxy's error", async () => {
+    const { first, later } = await once(sh("tail /dev/zero"), { memory: 128 * 1024 * 1024 })
+    expect(first.kind).toBe("id")
+    expect(later).toEqual(["6 the program was killed by SIGKILL, out of memory: it passed the container's memory limit"])
+  })
+
+  it("enforces disk: a filler gets ENOSPC, and the image's rootfs is untouched", async () => {
+    const { first, asks, later } = await once(
+      sh(`dd if=/dev/zero of=/tmp/fill bs=1M count=64 2>/tmp/err; wget -q -O /dev/null --post-data "$(cat /tmp/err) size=$(ls -l /tmp/fill | awk '{print $5}')" ${api}/ask/16`),
+      { disk: 16 * 1024 * 1024 }
+    )
+    expect(first.kind).toBe("id")
+    expect(later).toEqual(["7 ", "8 {}"])
+    expect(asks).toHaveLength(1)
+    expect(asks[0]).toContain("No space left on device")
+    const size = Number(/size=(\d+)/.exec(asks[0]!)![1])
+    expect(size).toBeGreaterThan(8 * 1024 * 1024)
+    expect(size).toBeLessThan(16 * 1024 * 1024)
+    expect(Fs.readdirSync(Path.join(rootfs, "tmp"))).toEqual([])
+  })
+
+  it("a FUSE mount is answered by the proxy as not available yet, the run's error", async () => {
+    const { first } = await once(sh("sleep 1000"), { fuse_file_mounts: [{ id: "token", container_path: "/etc/token" }] })
+    expect(first).toEqual({ kind: "error", message: `the proxy did not make the file mount "token": FUSE is not available in this proxy: no FUSE module is built in yet` })
+  })
+
+  it("isolates: no host process, file or network, and no other container's port 14979", async () => {
+    Fs.writeFileSync(Path.join(base, "host-only"), "")
+    const holder = sh(`wget -q -O /dev/null --post-data up ${api}/ask/16; sleep 1000`)
+    const looker = sh(
+      "{ " + [
+        `echo "pids=$(ls /proc | grep -c '^[0-9]')"`,
+        // this test's own process, as the host numbers it
+        `test -d /proc/${process.pid} && echo host=seen || echo host=unseen`,
+        `test -e ${base}/host-only && echo file=seen || echo file=unseen`,
+        `echo "devices=$(tail -n +3 /proc/net/dev | awk -F: '{print $1}' | tr -d ' ' | tr '\\n' ,)"`,
+        `wget -q -O /dev/null http://127.0.0.1:SERVERPORT/ 2>/dev/null && echo server=reached || echo server=unreached`,
+        `nc 127.0.0.1 14979 </dev/null >/dev/null 2>&1 && echo proxy=reached || echo proxy=unreached`
+      ].join("; ") + `; } > /tmp/seen; wget -q -O /dev/null --post-data "$(cat /tmp/seen)" ${api}/ask/16`
+    )
+    const w = await world(holder, looker)
+    const port = w.server.port
+    const held = await w.client()
+    let up!: () => void
+    const isUp = new Promise<void>((resolve) => (up = resolve))
+    const holding = held.run(runRequest(holder.digest), { onAsk: (c) => (c.finish(), up()) })
+    expect((await holding.first).kind).toBe("id")
+    await isUp
+    const lookerImage = obtained({ ...looker, cmd: [looker.cmd[0]!.replace("SERVERPORT", String(port))] })
+    const w2 = await makeDeployWorld(w.root + "-2", [lookerImage])
+    worlds.push(w2)
+    const { asks } = await once(lookerImage, {}, w2)
+    expect(asks).toHaveLength(1)
+    const seen = Object.fromEntries(asks[0]!.split("\n").map((l) => l.split("=") as [string, string]))
+    expect(Number(seen.pids)).toBeLessThan(8)
+    expect(seen).toMatchObject({ host: "unseen", file: "unseen", devices: "lo,", server: "unreached", proxy: "unreached" })
+    await holding.stop()
+    await holding.finished
+  })
+
+  it("binds the volumes: a persistent one read-write, a read_only one read-only", async () => {
+    const image = sh(`echo made > /data/out; echo x 2>/tmp/err >/ro/x; wget -q -O /dev/null --post-data "$(cat /tmp/err; cat /ro/in)" ${api}/ask/16`)
+    const w = await world(image)
+    const client = await w.client()
+    await client.volumesCreate("data", "persistent")
+    await client.volumesCreate("ro", "read_only")
+    Fs.writeFileSync(Path.join(w.root, "volumes", "alice", "ro", "data", "in"), "given\n")
+    const { first, asks } = await once(image, {
+      volume_mounts: [
+        { volume_name: "data", volume_relative_path: "", container_path: "/data", mode: "persistent" },
+        { volume_name: "ro", volume_relative_path: "", container_path: "/ro", mode: "read_only" }
+      ]
+    }, w)
+    expect(first.kind).toBe("id")
+    expect(asks).toHaveLength(1)
+    expect(asks[0]).toMatch(/Read-only file system\ngiven$/)
+    expect(Fs.readFileSync(Path.join(w.root, "volumes", "alice", "data", "data", "out"), "utf8")).toBe("made\n")
+  })
+
+  it("a program that cannot be started ends the begin, and the run with an error", async () => {
+    const { first, later } = await once(obtained({ rootfs, entrypoint: ["/bin/no-such-program"], cmd: [], env: [], workingDir: "/" }))
+    // the program starts once the server's connection is accepted: its end may come before the id or after it
+    const outcome = first.kind === "id" ? later : [first]
+    expect([
+      [{ kind: "error", message: "the proxy ended the begin before the container was registered" }],
+      ["6 the program /bin/no-such-program could not be started: spawn /bin/no-such-program ENOENT"]
+    ]).toContainEqual(outcome)
+  })
+
+  it("a container whose proxy never listens (its memory too small for it) is the run's error", async () => {
+    const { first } = await once(sh("sleep 1000"), { memory: 4 * 1024 * 1024 })
+    expect(first).toEqual({ kind: "error", message: "the proxy did not accept the connection (HTTP 503)" })
+  })
+})

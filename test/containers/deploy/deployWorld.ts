@@ -1,0 +1,141 @@
+import * as ChildProcess from "node:child_process"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as BwrapDeployer from "../../../layers/BwrapDeployer.js"
+import { ImageSource, type ObtainedImage } from "../../../services/ImageSource.js"
+import { connect, type ContainersClient } from "../../../src/containers/Client.js"
+import { sha256 } from "../../../src/containers/OciImage.js"
+import { makeServerParts } from "../../../src/containers/Parts.js"
+import { mintToken, startContainersServer, type ContainersServer } from "../../../src/containers/Server.js"
+import type { UnpackedImage } from "../../../src/containers/deploy/ImageLaunch.js"
+import { cgroupPrefix } from "../../../src/containers/deploy/Leftovers.js"
+import { mountsUnder } from "../../../src/containers/deploy/Mounts.js"
+import { ownCgroupDir } from "../../../src/sandbox/cgroups.js"
+
+/**
+ * The real thing for the deploy tests: the server with the bubblewrap deployer (as root), each
+ * test its own ROOT, images the server holds whose rootfs is Debian's busybox-static (built here
+ * until the image store unpacks images itself), and a look at what a ROOT left on the host.
+ */
+export const dist = Path.resolve(import.meta.dirname, "../../../dist")
+
+/** a rootfs of busybox and its applets, nothing else: no libc, no Node */
+export const busyboxRootfs = (dir: string): string => {
+  const rootfs = Path.join(dir, "rootfs")
+  for (const d of ["bin", "tmp", "etc", "proc", "dev", "root"]) Fs.mkdirSync(Path.join(rootfs, d), { recursive: true })
+  Fs.chmodSync(Path.join(rootfs, "tmp"), 0o1777)
+  Fs.copyFileSync("/bin/busybox", Path.join(rootfs, "bin", "busybox"))
+  Fs.chmodSync(Path.join(rootfs, "bin", "busybox"), 0o755)
+  const list = ChildProcess.spawnSync("/bin/busybox", ["--list"], { encoding: "utf8" }).stdout.split("\n").filter((a) => a !== "" && a !== "busybox")
+  for (const applet of list) Fs.symlinkSync("busybox", Path.join(rootfs, "bin", applet))
+  Fs.writeFileSync(Path.join(rootfs, "etc", "passwd"), "root:x:0:0:root:/root:/bin/sh\n")
+  Fs.writeFileSync(Path.join(rootfs, "etc", "motd"), "from the image\n")
+  return rootfs
+}
+
+export interface TestImage extends UnpackedImage {
+  /** the Labels of its config */
+  readonly labels?: Record<string, string>
+}
+
+/** an image the server holds: a config of its own (so its own digest), the rootfs given */
+export const obtained = (image: TestImage): ObtainedImage & UnpackedImage => {
+  const config = Buffer.from(JSON.stringify({ architecture: "amd64", os: "linux", config: { Labels: image.labels ?? {}, Env: image.env, Entrypoint: image.entrypoint, Cmd: image.cmd }, rootfs: { type: "layers", diff_ids: [] } }))
+  const manifest = Buffer.from(JSON.stringify({ schemaVersion: 2, config: { mediaType: "application/vnd.oci.image.config.v1+json", digest: sha256(config), size: config.length }, layers: [] }))
+  return {
+    digest: sha256(manifest),
+    manifest,
+    config,
+    layers: [],
+    blob: () => Effect.succeed(config),
+    rootfs: image.rootfs,
+    entrypoint: image.entrypoint,
+    cmd: image.cmd,
+    env: image.env,
+    workingDir: image.workingDir
+  }
+}
+
+export const heldImages = (images: ReadonlyArray<ObtainedImage>) =>
+  Layer.succeed(ImageSource, ImageSource.of({
+    willSupply: () => Effect.succeed(true),
+    obtain: (_identity, digest) => {
+      const image = images.find((i) => i.digest === digest)
+      return image === undefined ? Effect.die(new Error(`the test holds no image ${digest}`)) : Effect.succeed(image)
+    }
+  }))
+
+export interface DeployWorld {
+  readonly root: string
+  readonly server: ContainersServer
+  readonly url: string
+  readonly client: () => Promise<ContainersClient>
+  readonly close: () => Promise<void>
+}
+
+/** the URL a server program prints once it listens; its end before that is an error */
+export const listeningUrl = (server: ChildProcess.ChildProcess): Promise<string> =>
+  new Promise((resolve, reject) => {
+    let out = ""
+    server.stdout!.on("data", (d: Buffer) => {
+      out += d.toString()
+      const m = /listening on (\S+)\n/.exec(out)
+      if (m !== null) resolve(m[1]!)
+    })
+    server.once("exit", (code) => reject(new Error(`the server ended (${code}) before it listened`)))
+  })
+
+export const tempDir = (what: string) => Fs.mkdtempSync(Path.join(Os.tmpdir(), `ocx2-${what}-`))
+
+/** `programs`: where the bundled proxy and relay are (dist/) */
+export const makeDeployWorld = async (root: string, images: ReadonlyArray<ObtainedImage>, programs = dist): Promise<DeployWorld> => {
+  const bundles = { proxyBundle: Path.join(programs, "ocx2-container-proxy.mjs"), relayBundle: Path.join(programs, "ocx2-container-relay.mjs") }
+  const parts = await Effect.runPromise(
+    makeServerParts(root).pipe(Effect.provide(Layer.merge(BwrapDeployer.layer({ root, ...bundles }), heldImages(images))))
+  )
+  const server = await startContainersServer({ root, parts })
+  const url = `ws://127.0.0.1:${server.port}`
+  const token = mintToken(root, "alice")
+  const clients: Array<ContainersClient> = []
+  return {
+    root,
+    server,
+    url,
+    client: async () => {
+      const c = await connect(url, token)
+      clients.push(c)
+      return c
+    },
+    close: async () => {
+      for (const c of clients) c.close()
+      await server.close()
+    }
+  }
+}
+
+/** what ROOT left on the host: mounts under it, loop devices of its files, container cgroups, processes naming it */
+export const leftovers = (root: string, except: ReadonlyArray<number | undefined> = []): ReadonlyArray<string> => {
+  const found: Array<string> = []
+  for (const m of mountsUnder(root)) found.push(`mount ${m}`)
+  const loops = ChildProcess.spawnSync("losetup", ["-a"], { encoding: "utf8" }).stdout
+  for (const l of loops.split("\n")) if (l.includes(root + "/")) found.push(`loop ${l}`)
+  for (const controller of ["memory", "pids"] as const) {
+    const own = ownCgroupDir(controller)
+    if (own === undefined) continue
+    for (const d of Fs.readdirSync(own)) if (d.startsWith(cgroupPrefix(root))) found.push(`cgroup ${Path.join(own, d)}`)
+  }
+  for (const pid of Fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p) && !except.includes(Number(p)))) {
+    try {
+      const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+      if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z")) continue
+      const cmd = Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8")
+      if (cmd.includes(root + "/")) found.push(`process ${pid} ${cmd.replace(/\0/g, " ")}`)
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found
+}

@@ -1,0 +1,75 @@
+import * as ChildProcess from "node:child_process"
+import { build } from "esbuild"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { afterAll, describe, expect, it, vi } from "vitest"
+import { connect } from "../../../src/containers/Client.js"
+import { mintToken } from "../../../src/containers/Server.js"
+import { until } from "../world.js"
+import { busyboxRootfs, dist, leftovers, listeningUrl, obtained, tempDir, type TestImage } from "./deployWorld.js"
+
+vi.setConfig({ testTimeout: 300_000 })
+
+/**
+ * The server SIGKILLed while its container runs leaves processes' mounts, a loop device and
+ * cgroups behind (its container dies with it); its next start frees them before it listens.
+ */
+const base = tempDir("killed")
+afterAll(() => Fs.rmSync(base, { recursive: true, force: true }))
+
+const startServer = async (bundle: string, root: string, images: string) => {
+  const server = ChildProcess.spawn(process.execPath, [bundle, root, images, dist], { stdio: ["ignore", "pipe", "inherit"] })
+  const url = await listeningUrl(server)
+  return { server, url }
+}
+
+describe("a server killed mid-run", () => {
+  it("leaves nothing behind once it started again", async () => {
+    const bundle = Path.join(base, "server.mjs")
+    await build({
+      entryPoints: [Path.join(import.meta.dirname, "serverMain.ts")],
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      target: "node20",
+      outfile: bundle,
+      banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
+      logLevel: "warning"
+    })
+    const rootfs = busyboxRootfs(base)
+    const image: TestImage = { rootfs, entrypoint: ["/bin/sh", "-c"], cmd: ["wget -q -O /dev/null --post-data up http://127.0.0.1:14978/ask/16; sleep 1000"], env: ["PATH=/bin"], workingDir: "/" }
+    const digest = obtained(image).digest
+    const images = Path.join(base, "images.json")
+    Fs.writeFileSync(images, JSON.stringify([image]))
+    const root = Path.join(base, "root")
+    Fs.mkdirSync(root)
+    const token = mintToken(root, "alice")
+
+    const first = await startServer(bundle, root, images)
+    const client = await connect(first.url, token)
+    let up!: () => void
+    const isUp = new Promise<void>((resolve) => (up = resolve))
+    const run = client.run(JSON.stringify({ image: digest, template: "t", memory: 128 << 20, disk: 16 << 20 }), { onAsk: (c) => (c.finish(), up()) })
+    const started = await run.first
+    expect(started.kind, JSON.stringify(started)).toBe("id")
+    await isUp
+    const held = leftovers(root, [first.server.pid])
+    expect(held.filter((l) => l.startsWith("mount")).length).toBe(2)
+    expect(held.some((l) => l.startsWith("loop"))).toBe(true)
+    expect(held.filter((l) => l.startsWith("cgroup")).length).toBe(2)
+    expect(held.some((l) => l.startsWith("process"))).toBe(true)
+
+    first.server.kill("SIGKILL")
+    await run.finished
+    client.close()
+    // its container and relay end with it; the mounts, the loop device and the cgroups stay
+    await until(() => leftovers(root).every((l) => !l.startsWith("process")), "the container's processes to end")
+    expect(leftovers(root).some((l) => l.startsWith("mount"))).toBe(true)
+
+    const second = await startServer(bundle, root, images)
+    expect(leftovers(root, [second.server.pid])).toEqual([])
+    expect(Fs.readdirSync(Path.join(root, "containers"))).toEqual([])
+    second.server.kill("SIGTERM")
+    await new Promise((resolve) => second.server.once("exit", resolve))
+  })
+})
