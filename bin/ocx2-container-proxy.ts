@@ -3,7 +3,7 @@
 // starts beside itself is the launch file the deployer binds read-only at /.proxy/launch.json.
 import * as Fs from "node:fs"
 import { ContainerProxy } from "../src/containers/proxy/ContainerProxy.js"
-import { fuseUnavailable } from "../src/containers/proxy/Fuse.js"
+import { fuseModule } from "../src/containers/proxy/FuseModule.js"
 import { decodeLaunch, launchPath, memoryEventsPath } from "../src/containers/proxy/Launch.js"
 
 const log = (line: string) => process.stderr.write(line + "\n")
@@ -27,7 +27,7 @@ const oomKills = (): number | undefined => {
     return undefined
   }
 }
-new ContainerProxy({ launch, mountFuse: fuseUnavailable, oomKills, log }).run().then(
+new ContainerProxy({ launch, mountFuse: fuseModule, oomKills, log }).run().then(
   () => process.exit(0),
   (e: unknown) => {
     log(`ocx2-container-proxy: ${e instanceof Error ? e.message : String(e)}`)

@@ -6,8 +6,9 @@ import * as Path from "node:path"
 /**
  * The proxy kit: what every container gets read-only at /.proxy so that an image needs no Node of
  * its own: the host's Node, each shared library `ldd` lists for it, its loader, and the bundled
- * proxy, started through the loader with an explicit library path (nothing of the image's /lib is
- * used). Built once per Node and proxy into ROOT/proxy-kit/KEY and bound, never copied, into each
+ * proxy with the static FUSE mount helper beside it (fusemountfd, where the proxy's FUSE module
+ * looks for it), started through the loader with an explicit library path (nothing of the image's
+ * /lib is used). Built once per Node and proxy into ROOT/proxy-kit/KEY and bound, never copied, into each
  * container. Empty files in it are the mount points of the files bound per container.
  */
 export interface ProxyKit {
@@ -47,9 +48,13 @@ const place = (from: string, to: string) => {
 export const proxyKit = (root: string, proxyBundle: string, node: string = process.execPath): ProxyKit => {
   const realNode = Fs.realpathSync(node)
   const stat = Fs.statSync(realNode)
+  // built beside the proxy's bundle (dist/, a release's programs); without it a FUSE mount is refused
+  const fuseHelper = Path.join(Path.dirname(proxyBundle), "fusemountfd")
+  const hasFuseHelper = Fs.existsSync(fuseHelper)
   const key = Crypto.createHash("sha256")
     .update(`${realNode}\0${stat.size}\0${stat.mtimeMs}\0`)
     .update(Fs.readFileSync(proxyBundle))
+    .update(hasFuseHelper ? Fs.readFileSync(fuseHelper) : Buffer.alloc(0))
     .digest("hex")
     .slice(0, 24)
   const kits = Path.join(root, "proxy-kit")
@@ -68,6 +73,7 @@ export const proxyKit = (root: string, proxyBundle: string, node: string = proce
     for (const l of libraries) place(l.path, Path.join(building, "lib", l.name))
     place(loader, Path.join(building, "lib", Path.basename(loader)))
     Fs.copyFileSync(proxyBundle, Path.join(building, "proxy.mjs"))
+    if (hasFuseHelper) Fs.copyFileSync(fuseHelper, Path.join(building, "fusemountfd"))
     // mount points of what each container is given on its own
     Fs.writeFileSync(Path.join(building, "launch.json"), "")
     Fs.writeFileSync(Path.join(building, "memory-events"), "")

@@ -1,8 +1,7 @@
 /**
  * What the container proxy asks of a FUSE module: make one mount inside the container and relay
  * each of its asks to the client. The proxy owns the wire (the mount scope, its answer, the
- * channels); the module owns /dev/fuse and the kernel's protocol. Until a module is given, every
- * mount is answered `0x06` with `fuseUnavailable`'s message.
+ * channels); the module (FuseModule.ts) owns /dev/fuse and the kernel's protocol.
  */
 export interface FuseMountRequest {
   /** the mount's id, as the request named it */
@@ -26,8 +25,3 @@ export type FuseMountResult =
   | { readonly mounted: false; readonly message: string }
 
 export type MountFuse = (request: FuseMountRequest) => Promise<FuseMountResult>
-
-export const fuseUnavailableMessage = "FUSE is not available in this proxy: no FUSE module is built in yet"
-
-/** the stand-in until the FUSE module lands: no mount is made */
-export const fuseUnavailable: MountFuse = async () => ({ mounted: false, message: fuseUnavailableMessage })

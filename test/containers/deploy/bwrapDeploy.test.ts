@@ -4,6 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest
 import type { PeerChannel } from "../../../src/containers/FrameConnection.js"
 import { tagged } from "../../../src/containers/Frames.js"
 import { Answer } from "../../../src/containers/Wire.js"
+import { hostDirectoryHandler, hostFileHandler } from "../../../src/containers/fuse/HostHandler.js"
 import { until } from "../world.js"
 import { busyboxRootfs, leftovers, makeDeployWorld, obtained, tempDir, type DeployWorld } from "./deployWorld.js"
 
@@ -121,9 +122,39 @@ describe("the bubblewrap deployer", () => {
     expect(Fs.readdirSync(Path.join(rootfs, "tmp"))).toEqual([])
   })
 
-  it("a FUSE mount is answered by the proxy as not available yet, the run's error", async () => {
-    const { first } = await once(sh("sleep 1000"), { fuse_file_mounts: [{ id: "token", container_path: "/etc/token" }] })
-    expect(first).toEqual({ kind: "error", message: `the proxy did not make the file mount "token": FUSE is not available in this proxy: no FUSE module is built in yet` })
+  it("makes the FUSE mounts inside the container: a file and a directory, each read and write answered by the client; the file mount cannot be removed", async () => {
+    const served = tempDir("fuse-served")
+    Fs.writeFileSync(Path.join(served, "token"), "t0ken\n")
+    Fs.mkdirSync(Path.join(served, "src"))
+    Fs.writeFileSync(Path.join(served, "src", "main.c"), "int main;\n")
+    // the program waits for its mounts (they are made beside the registration, after it started)
+    const image = sh([
+      "until grep -q ' /src ' /proc/mounts && grep -q ' /etc/token ' /proc/mounts; do sleep 0.05; done",
+      "echo made here > /src/new.txt",
+      "{ rm /etc/token 2>/tmp/rm; mv /etc/token /tmp/moved 2>>/tmp/rm; true; }",
+      `wget -q -O /dev/null --post-data "token=$(cat /etc/token) main=$(cat /src/main.c) list=$(ls /src | tr '\\n' ,) rm=$(grep -c busy /tmp/rm)" ${api}/ask/17`
+    ].join(" && "))
+    const w = await world(image)
+    const client = await w.client()
+    const asks: Array<string> = []
+    const run = client.run(runRequest(image.digest, {
+      fuse_file_mounts: [{ id: "token", container_path: "/etc/token" }],
+      fuse_directory_mounts: [{ id: "src", container_path: "/src" }]
+    }), {
+      fuse: new Map([["token", hostFileHandler(Path.join(served, "token"))], ["src", hostDirectoryHandler(Path.join(served, "src"))]]),
+      onAsk: (channel: PeerChannel) => {
+        asks.push(channel.request.subarray(1).toString("utf8"))
+        channel.finish()
+      }
+    })
+    const first = await run.first
+    expect(first.kind, JSON.stringify(first)).toBe("id")
+    await run.finished
+    expect(asks).toEqual(["token=t0ken main=int main; list=main.c,new.txt, rm=2"])
+    // the container's write reached the client's directory
+    expect(Fs.readFileSync(Path.join(served, "src", "new.txt"), "utf8")).toBe("made here\n")
+    expect(Fs.readFileSync(Path.join(served, "token"), "utf8")).toBe("t0ken\n")
+    Fs.rmSync(served, { recursive: true, force: true })
   })
 
   it("isolates: no host process, file or network, and no other container's port 14979", async () => {
