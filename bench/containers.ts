@@ -4,20 +4,32 @@
  *
  *   npm run bench -- containers
  *
- * The two ends live in this process: a client (src/containers/Client.ts) and a container proxy
- * (src/containers/InProcessProxy.ts). The server runs as its own process (this script started again
- * with --server), as in production, with a deployer that hands it the proxy's address.
- * - latency: BENCH_ROUNDS (default 2000) asks, one at a time: the proxy opens a channel with 64
- *   bytes, the client answers 64 bytes and the finish; the time to the answer, halved, is the
- *   one-way latency of a frame; median and p95.
- * - throughput: the client answers one ask with BENCH_FRAMES (default 20000) frames of 16 KiB;
- *   MiB/s at the proxy, from the ask to the finish.
- * The direct case is the same exchange on one WebSocket between the same two kinds of end.
+ * Every end is a process of its own, as in production: this process is the container's proxy
+ * (src/containers/InProcessProxy.ts, the one the tests use), a client process answers what the
+ * proxy asks (this script again with --client), and the server is a third process (--server).
+ * Three paths between the same two ends, standing side by side and taking turns, so that the
+ * load of this shared machine falls on all three alike:
+ * - direct: the client dials the proxy and opens the begin scope itself; one WebSocket.
+ * - floor: the same as direct through a process that only pipes WebSocket messages from one
+ *   socket to the other (--pipe, a few lines of `ws`): what any relay over WebSocket costs on this
+ *   machine before it reads a frame, the least a second hop can cost.
+ * - server: the client runs a tool through `ocx2-containers` (Client.ts), whose deployer hands
+ *   the server this proxy; the proxy's asks are relayed to the client as server channels.
+ * What is measured, at the proxy, in each of BENCH_REPEATS (default 5) repeats:
+ * - latency: BENCH_ROUNDS (default 1000) asks on each path, one at a time, the paths in turn: the
+ *   proxy opens a channel with 64 bytes, the client answers 64 bytes and the finish; the time to
+ *   the answer, halved, is the one-way latency of a frame; median and p95.
+ * - throughput: on each path in turn, the client answers one ask with BENCH_FRAMES (default
+ *   10000) frames of 16 KiB, writing no faster than its socket drains; MiB/s at the proxy, from
+ *   the ask to the finish.
+ * - the relays' own CPU time (the pipe's and the server's) over all of it, which the machine's
+ *   load does not change as it changes the times: what the server's relay costs beyond the floor.
  * Targets: latency through the server at most 1.5x direct, throughput at least 0.7x direct.
+ * BENCH_PROFILE=DIR writes the server process's CPU profile there (node --cpu-prof).
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { spawn } from "node:child_process"
+import { spawn, type ChildProcess } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -25,125 +37,257 @@ import { WebSocket, WebSocketServer } from "ws"
 import * as MemoryImageSource from "../layers/MemoryImageSource.js"
 import { Deployer } from "../services/Deployer.js"
 import { connect } from "../src/containers/Client.js"
-import { FrameConnection, type Channel, type PeerChannel, type Scope } from "../src/containers/FrameConnection.js"
+import { FrameConnection, highWater, type Channel, type PeerChannel } from "../src/containers/FrameConnection.js"
 import { tagged } from "../src/containers/Frames.js"
+import { InProcessProxy } from "../src/containers/InProcessProxy.js"
 import { sha256 } from "../src/containers/OciImage.js"
 import { makeServerParts } from "../src/containers/Parts.js"
 import { mintToken, startContainersServer } from "../src/containers/Server.js"
-import { InProcessProxy } from "../src/containers/InProcessProxy.js"
+import { ProxyScope } from "../src/containers/Wire.js"
 
-const rounds = Number(process.env.BENCH_ROUNDS ?? 2000)
-const frames = Number(process.env.BENCH_FRAMES ?? 20000)
+const rounds = Number(process.env.BENCH_ROUNDS ?? 1000)
+const frames = Number(process.env.BENCH_FRAMES ?? 10000)
+const repeats = Number(process.env.BENCH_REPEATS ?? 5)
 const frameSize = 16 * 1024
+const warmUp = 200
 
-if (process.argv[2] === "--server") {
-  // the server's process: every deploy is the proxy the bench stands up
-  const [root, proxyUrl] = process.argv.slice(3) as [string, string]
+type Path = "direct" | "floor" | "server"
+const paths: ReadonlyArray<Path> = ["direct", "floor", "server"]
+
+// the client's image, which it gives the server through the oci channels
+const layerBlob = Buffer.from("layer")
+const config = Buffer.from("{}")
+const manifest = Buffer.from(JSON.stringify({ schemaVersion: 2, config: { mediaType: "c", digest: sha256(config), size: config.length }, layers: [{ mediaType: "l", digest: sha256(layerBlob), size: layerBlob.length }] }))
+
+const mode = process.argv[2]
+if (mode === "--server") await serverProcess(process.argv[3]!, process.argv[4]!)
+else if (mode === "--pipe") await pipeProcess(process.argv[3]!)
+else if (mode === "--client") await clientProcess(process.argv[3] as Path, process.argv[4]!, process.argv[5])
+else await main()
+
+/** the server's process: every deploy is the bench's proxy */
+async function serverProcess(root: string, proxyUrl: string) {
   const fixed = Layer.succeed(Deployer, Deployer.of({ deploy: () => Effect.succeed({ proxyUrl, stop: Effect.void }) }))
   const parts = await Effect.runPromise(makeServerParts(root).pipe(Effect.provide(Layer.merge(fixed, MemoryImageSource.layer()))))
   const server = await startContainersServer({ root, parts })
+  // an exit of its own, so that node writes the profile
+  process.once("SIGINT", () => process.exit(0))
+  answerCpu()
   process.stdout.write(`${server.port}\n`)
-} else {
-  await main()
+}
+
+/** the floor: each message from one socket sent on the other as it is, nothing read */
+async function pipeProcess(proxyUrl: string) {
+  const wss = new WebSocketServer({ port: 0, host: "127.0.0.1", perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 })
+  await new Promise<void>((resolve) => wss.once("listening", resolve))
+  wss.on("connection", (client) => {
+    // toward the proxy with a zero mask, as the server dials it (src/containers/ProxyDial.ts)
+    const proxy = new WebSocket(proxyUrl, { perMessageDeflate: false, generateMask: (mask: Buffer) => void mask.fill(0) })
+    const early: Array<Buffer> = []
+    client.on("message", (m: Buffer) => (proxy.readyState === WebSocket.OPEN ? proxy.send(m) : early.push(m)))
+    proxy.on("open", () => {
+      for (const m of early.splice(0)) proxy.send(m)
+    })
+    proxy.on("message", (m: Buffer) => client.send(m))
+    client.on("close", () => proxy.close())
+    proxy.on("close", () => client.close())
+  })
+  answerCpu()
+  process.stdout.write(`${(wss.address() as { port: number }).port}\n`)
+}
+
+/** a relay's process: each line on its standard input asks for the CPU time it has taken, in ms */
+function answerCpu() {
+  process.stdin.on("data", (d: Buffer) => {
+    for (const _ of d.toString().matchAll(/\n/g)) {
+      const u = process.cpuUsage()
+      process.stdout.write(`${(u.user + u.system) / 1000}\n`)
+    }
+  })
+}
+
+/** the client's process: answers each ask (one small answer, or the long stream) and prints "ready" */
+async function clientProcess(path: Path, url: string, token: string | undefined) {
+  const small = tagged(0, Buffer.alloc(64, 1))
+  const big = tagged(0, Buffer.alloc(frameSize, 2))
+  const answer = (channel: PeerChannel) => {
+    if (channel.request[0] === 16) {
+      channel.respond(small)
+      return channel.finish()
+    }
+    // as a client that does not make its own process the buffer: no more than its socket drains
+    void (async () => {
+      const connection = channel.scope.connection
+      for (let i = 0; i < frames; i++) {
+        channel.respond(big)
+        if (connection.socket.bufferedAmount >= highWater) await connection.whenDrained()
+      }
+      channel.finish()
+    })()
+  }
+  if (path === "server") {
+    const client = await connect(url, token!)
+    const images = new Map([[sha256(manifest), { repository: "bench", manifest, blobs: new Map([[sha256(config), config], [sha256(layerBlob), layerBlob]]) }]])
+    const run = client.run({ image: sha256(manifest), template: "bench", memory: 1, disk: 1 }, { images, onAsk: answer })
+    const first = await run.first
+    if (first.kind !== "id") throw new Error(`the run did not start: ${JSON.stringify(first)}`)
+  } else {
+    // the client is the proxy's peer itself: it opens the begin scope as the server would
+    const socket = new WebSocket(url, { perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 })
+    await new Promise<void>((resolve, reject) => {
+      socket.once("open", () => resolve())
+      socket.once("error", reject)
+    })
+    const connection = new FrameConnection(socket, { role: "opener" })
+    const begin = connection.openScope(tagged(ProxyScope.begin, `{"template":"bench","arguments":null}`))
+    if ((await begin.responses.take()) === undefined) throw new Error("the proxy did not begin")
+    begin.peerOpened.listen(answer, () => {})
+  }
+  process.stdout.write("ready\n")
+  process.stdin.resume()
+  process.stdin.on("end", () => process.exit(0))
+}
+
+interface Figures {
+  readonly median: number
+  readonly p95: number
+  readonly mibPerSecond: number
 }
 
 async function main() {
+  const bench = process.argv[1]!
   const quantile = (values: ReadonlyArray<number>, q: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.ceil(q * values.length) - 1)]!
-  const small = Buffer.alloc(64, 1)
-  const big = Buffer.alloc(frameSize, 2)
+  const small = tagged(16, Buffer.alloc(64, 1))
+  const children: Array<ChildProcess> = []
+  /** the processes that relay (server, pipe), asked for their CPU time */
+  const relays = new Map<"floor" | "server", { child: ChildProcess; line: () => Promise<string> }>()
+  /** a process of this script; resolves with its first line */
+  const start = (args: ReadonlyArray<string>, relay?: "floor" | "server") => {
+    const profile = relay === "server" && process.env.BENCH_PROFILE !== undefined
+    const flags = profile ? ["--cpu-prof", "--cpu-prof-dir", process.env.BENCH_PROFILE!] : []
+    const child = spawn(process.execPath, [...flags, bench, ...args], { stdio: ["pipe", "pipe", "inherit"] })
+    children.push(child)
+    let out = ""
+    let waiting: ((line: string) => void) | undefined
+    const line = () => new Promise<string>((resolve) => {
+      waiting = resolve
+      child.stdout!.emit("more")
+    })
+    child.stdout!.on("data", (d: Buffer) => {
+      out += d.toString()
+      child.stdout!.emit("more")
+    })
+    child.stdout!.on("more", () => {
+      const at = out.indexOf("\n")
+      if (at < 0 || waiting === undefined) return
+      const w = waiting
+      waiting = undefined
+      const first = out.slice(0, at)
+      out = out.slice(at + 1)
+      w(first)
+    })
+    if (relay !== undefined) relays.set(relay, { child, line })
+    return new Promise<string>((resolve, reject) => {
+      void line().then(resolve)
+      child.once("exit", (code) => reject(new Error(`${args[0]} exited with ${code} before it was ready`)))
+    })
+  }
+  /** the CPU time (user and system) the relay's process has taken, in ms */
+  const cpuOf = async (relay: "floor" | "server"): Promise<number> => {
+    const r = relays.get(relay)!
+    r.child.stdin!.write("cpu\n")
+    return Number(await r.line())
+  }
+  const stopAll = async () => {
+    // a client ends when its standard input does; the others are signalled (the server writes its profile on SIGINT)
+    await Promise.all(children.splice(0).map((c) => new Promise<void>((resolve) => {
+      if (c.exitCode !== null) return resolve()
+      c.once("exit", () => resolve())
+      c.stdin!.end()
+      c.kill("SIGINT")
+    })))
+  }
 
-  /** the exchanges, from the side that asks: latency rounds, then one long answer */
-  const measure = async (ask: (payload: Buffer) => Promise<Channel>) => {
-    const took: Array<number> = []
-    for (let i = 0; i < rounds + 100; i++) {
-      const began = process.hrtime.bigint()
-      const channel = await ask(tagged(16, small))
-      await channel.responses.take()
-      if (i >= 100) took.push(Number(process.hrtime.bigint() - began) / 2e6)
-      await channel.responses.take()
-    }
+  /** one latency round: an ask, its answer and its finish; the time to the answer, halved */
+  const round = async (proxy: InProcessProxy): Promise<number> => {
     const began = process.hrtime.bigint()
-    const channel = await ask(tagged(17, "stream"))
+    const channel = await proxy.ask(small)
+    await channel.responses.take()
+    const took = Number(process.hrtime.bigint() - began) / 2e6
+    await channel.responses.take()
+    return took
+  }
+  /** one long answer: MiB/s at the proxy */
+  const stream = async (proxy: InProcessProxy): Promise<number> => {
+    const began = process.hrtime.bigint()
+    const channel: Channel = await proxy.ask(tagged(17, "stream"))
     let bytes = 0
-    for (;;) {
-      const p = await channel.responses.take()
-      if (p === undefined) break
-      bytes += p.length
-    }
-    const seconds = Number(process.hrtime.bigint() - began) / 1e9
-    return { median: quantile(took, 0.5), p95: quantile(took, 0.95), mibPerSecond: bytes / 1024 / 1024 / seconds }
+    await new Promise<void>((resolve) => channel.responses.listen((p) => void (bytes += p.length), resolve))
+    if (!channel.finished || bytes !== frames * (frameSize + 1)) throw new Error(`the stream ended after ${bytes} bytes`)
+    return bytes / 1024 / 1024 / (Number(process.hrtime.bigint() - began) / 1e9)
   }
 
-  /** the answering side: one small answer, or the long stream */
-  const answer = (channel: PeerChannel) => {
-    if (channel.request[0] === 16) {
-      channel.respond(tagged(0, small))
-      return channel.finish()
-    }
-    for (let i = 0; i < frames; i++) channel.respond(tagged(0, big))
-    channel.finish()
-  }
-
-  // direct: one WebSocket between an end that asks (as the proxy does) and one that answers
-  const direct = await (async () => {
-    const wss = new WebSocketServer({ port: 0, host: "127.0.0.1", perMessageDeflate: false })
-    await new Promise<void>((resolve) => wss.once("listening", resolve))
-    let scope!: Scope
-    const opened = new Promise<void>((resolve) =>
-      wss.on("connection", (socket) => {
-        new FrameConnection(socket, {
-          role: "responder",
-          onScope: (s) => {
-            scope = s
-            resolve()
-          }
-        })
-      })
-    )
-    const socket = new WebSocket(`ws://127.0.0.1:${(wss.address() as { port: number }).port}`, { perMessageDeflate: false })
-    await new Promise<void>((resolve) => socket.once("open", () => resolve()))
-    const answering = new FrameConnection(socket, { role: "opener" })
-    const own = answering.openScope(tagged(1, "{}"))
-    own.peerOpened.listen(answer, () => {})
-    await opened
-    const result = await measure(async (payload) => scope.openChannel(payload))
-    answering.close()
-    await new Promise<void>((resolve) => wss.close(() => resolve()))
-    return result
-  })()
-
-  // through the server: the proxy asks on the begin scope, the server relays to the client
-  const through = await (async () => {
-    const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-bench-containers-"))
-    const token = mintToken(root, "bench")
+  /** the path's proxy, with its client ready to answer it */
+  const setUp = async (path: Path, root: string): Promise<InProcessProxy> => {
     const proxy = new InProcessProxy({})
     const proxyUrl = await proxy.start()
-    const child = spawn(process.execPath, [process.argv[1]!, "--server", root, proxyUrl], { stdio: ["ignore", "pipe", "inherit"] })
-    try {
-      const port = await new Promise<string>((resolve) => child.stdout!.once("data", (d: Buffer) => resolve(d.toString().trim())))
-      const client = await connect(`ws://127.0.0.1:${port}`, token)
-      const layer = Buffer.from("layer")
-      const config = Buffer.from("{}")
-      const manifest = Buffer.from(JSON.stringify({ schemaVersion: 2, config: { mediaType: "c", digest: sha256(config), size: config.length }, layers: [{ mediaType: "l", digest: sha256(layer), size: layer.length }] }))
-      const images = new Map([[sha256(manifest), { repository: "bench", manifest, blobs: new Map([[sha256(config), config], [sha256(layer), layer]]) }]])
-      const run = client.run({ image: sha256(manifest), template: "bench", memory: 1, disk: 1 }, { images, onAsk: answer })
-      const first = await run.first
-      if (first.kind !== "id") throw new Error(`the run did not start: ${JSON.stringify(first)}`)
-      const result = await measure((payload) => proxy.ask(payload))
-      client.close()
-      return result
-    } finally {
-      child.kill()
-      await proxy.stop()
-      Fs.rmSync(root, { recursive: true, force: true })
+    if (path === "direct") await start(["--client", "direct", proxyUrl])
+    else if (path === "floor") await start(["--client", "floor", `ws://127.0.0.1:${await start(["--pipe", proxyUrl], "floor")}`])
+    else {
+      const token = mintToken(root, "bench")
+      const port = await start(["--server", root, proxyUrl], "server")
+      await start(["--client", "server", `ws://127.0.0.1:${port}`, token])
     }
-  })()
+    return proxy
+  }
 
-  const latencyRatio = through.median / direct.median
-  const throughputRatio = through.mibPerSecond / direct.mibPerSecond
   const show = (n: number) => n.toFixed(3)
-  console.log(`latency, one frame one way (${rounds} rounds): direct median ${show(direct.median)} ms p95 ${show(direct.p95)} ms; through the server median ${show(through.median)} ms p95 ${show(through.p95)} ms`)
-  console.log(`throughput (${frames} frames of ${frameSize / 1024} KiB): direct ${direct.mibPerSecond.toFixed(1)} MiB/s; through the server ${through.mibPerSecond.toFixed(1)} MiB/s`)
-  console.log(`ratios: latency ${latencyRatio.toFixed(2)}x (target at most 1.5x) ${latencyRatio <= 1.5 ? "met" : "NOT met"}; throughput ${throughputRatio.toFixed(2)}x (target at least 0.7x) ${throughputRatio >= 0.7 ? "met" : "NOT met"}`)
+  const results = new Map<Path, Array<Figures>>(paths.map((p) => [p, []]))
+  const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-bench-containers-"))
+  const proxies = new Map<Path, InProcessProxy>()
+  try {
+    for (const path of paths) proxies.set(path, await setUp(path, root))
+    console.log(`the three paths stand side by side and take turns (the machine's load falls on all three alike): ` +
+      `each repeat ${rounds} latency rounds each (one frame one way: half the round trip), then ${frames} frames of ${frameSize / 1024} KiB each; ${repeats} repeats`)
+    for (let i = 0; i < warmUp; i++) for (const path of paths) await round(proxies.get(path)!)
+    const cpuBefore = { floor: await cpuOf("floor"), server: await cpuOf("server") }
+    for (let r = 1; r <= repeats; r++) {
+      const took = new Map<Path, Array<number>>(paths.map((p) => [p, []]))
+      for (let i = 0; i < rounds; i++) for (const path of paths) took.get(path)!.push(await round(proxies.get(path)!))
+      for (const path of paths) {
+        const t = took.get(path)!
+        const f = { median: quantile(t, 0.5), p95: quantile(t, 0.95), mibPerSecond: await stream(proxies.get(path)!) }
+        results.get(path)!.push(f)
+        console.log(`  repeat ${r} ${path.padEnd(6)} latency median ${show(f.median)} ms p95 ${show(f.p95)} ms; throughput ${f.mibPerSecond.toFixed(1)} MiB/s`)
+      }
+      const [d, p, s] = paths.map((path) => results.get(path)![r - 1]!) as [Figures, Figures, Figures]
+      console.log(`  repeat ${r} ratios: server/direct latency ${(s.median / d.median).toFixed(2)}x throughput ${(s.mibPerSecond / d.mibPerSecond).toFixed(2)}x; ` +
+        `floor/direct latency ${(p.median / d.median).toFixed(2)}x throughput ${(p.mibPerSecond / d.mibPerSecond).toFixed(2)}x`)
+    }
+    const cpu = { floor: (await cpuOf("floor")) - cpuBefore.floor, server: (await cpuOf("server")) - cpuBefore.server }
+    const relayed = (repeats * frames * (frameSize + 10)) / 1024 / 1024
+    console.log(`the relays' own CPU time (user and system) for the same ${repeats * rounds} rounds and ${relayed.toFixed(0)} MiB, whatever the machine's load: ` +
+      `floor ${cpu.floor.toFixed(0)} ms, server ${cpu.server.toFixed(0)} ms (${(cpu.server / cpu.floor).toFixed(2)}x the floor's; ` +
+      `${(cpu.floor / relayed).toFixed(2)} and ${(cpu.server / relayed).toFixed(2)} ms per MiB, rounds included)`)
+  } finally {
+    await stopAll()
+    for (const proxy of proxies.values()) await proxy.stop()
+    Fs.rmSync(root, { recursive: true, force: true })
+  }
+
+  const mid = (xs: ReadonlyArray<number>) => quantile(xs, 0.5)
+  const spread = (xs: ReadonlyArray<number>, digits: number) => `${mid(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)} to ${Math.max(...xs).toFixed(digits)})`
+  console.log("medians over the repeats (lowest to highest):")
+  for (const path of paths) {
+    const fs = results.get(path)!
+    console.log(`  ${path.padEnd(6)} latency median ${spread(fs.map((f) => f.median), 3)} ms, p95 ${spread(fs.map((f) => f.p95), 3)} ms; throughput ${spread(fs.map((f) => f.mibPerSecond), 1)} MiB/s`)
+  }
+  const ratios = (a: Path, b: Path, pick: (f: Figures) => number) => results.get(a)!.map((f, i) => pick(f) / pick(results.get(b)![i]!))
+  const latency = ratios("server", "direct", (f) => f.median)
+  const throughput = ratios("server", "direct", (f) => f.mibPerSecond)
+  console.log(`ratios, each repeat's paths against each other:`)
+  console.log(`  floor/direct  latency ${spread(ratios("floor", "direct", (f) => f.median), 2)}x, throughput ${spread(ratios("floor", "direct", (f) => f.mibPerSecond), 2)}x`)
+  console.log(`  server/floor  latency ${spread(ratios("server", "floor", (f) => f.median), 2)}x, throughput ${spread(ratios("server", "floor", (f) => f.mibPerSecond), 2)}x`)
+  console.log(`  server/direct latency ${spread(latency, 2)}x (target at most 1.5x) ${mid(latency) <= 1.5 ? "met" : "NOT met"}; throughput ${spread(throughput, 2)}x (target at least 0.7x) ${mid(throughput) >= 0.7 ? "met" : "NOT met"}`)
   process.exit(0)
 }

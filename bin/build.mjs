@@ -18,6 +18,7 @@
 import { build } from "esbuild"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { buildFuseMountFd } from "./fusemountfd.mjs"
 
 const project = Path.resolve(import.meta.dirname, "..")
 const dist = Path.join(project, "dist")
@@ -124,3 +125,5 @@ if (failures.length > 0) {
   for (const failure of failures) console.error(`build: ${failure}`)
   process.exit(1)
 }
+// the one C program: the FUSE mount helper the container proxy runs (src/containers/fuse/Mount.ts)
+buildFuseMountFd(dist)

@@ -15,8 +15,10 @@ const isUsageError = (cause: Cause.Cause<unknown>) =>
   Option.exists(Cause.failureOption(cause), ValidationError.isValidationError)
 
 // Exit status: 0 done (a dry run too), 1 failed, 2 refused or bad usage; 130 interrupted.
-// `ocx2 containers ...` is a client of the tool-container server, not a tool of the repository.
-if (process.argv[2] === "containers") {
+// `ocx2 containers ...` is a client of the tool-container server, not a tool of the repository;
+// its help is the registry's, as every command's (src/tools/containers.ts).
+const containersHelp = process.argv.length === 4 && ["--help", "-h"].includes(process.argv[3]!)
+if (process.argv[2] === "containers" && !containersHelp) {
   runContainersCommand(process.argv.slice(3)).then(
     (code) => (process.exitCode = code),
     (e: unknown) => {

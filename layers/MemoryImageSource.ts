@@ -1,12 +1,14 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { ImageError, ImageSource, type ClientImages, type ObtainedImage } from "../services/ImageSource.js"
-import { parseManifest, verifyBlob } from "../src/containers/OciImage.js"
+import { parseConfig, parseManifest, verifyBlob } from "../src/containers/OciImage.js"
 
 /**
- * Images held in memory, per identity: what an identity fetched from its client once is held
- * for that identity only (never for another). Obtains from the client through the server
- * channels and verifies every byte against its digest. Part 2's store on disk replaces it.
+ * Images held in memory, per identity, for the protocol's tests and `serve --images memory`:
+ * what an identity fetched from its client once is held for that identity only (never for
+ * another). Obtains from the client through the server channels and verifies every byte against
+ * its digest, but unpacks nothing (its layers need not be tars): the image's `rootfs` is "", for
+ * a deployer that runs no image. The server's own source is layers/StoreImageSource.ts.
  */
 export interface MemoryImageSourceOptions {
   /** digests the server will not supply (its policy) */
@@ -30,21 +32,30 @@ export const make = (options: MemoryImageSourceOptions = {}) => {
     const blobs = new Map<string, Uint8Array>()
     for (const descriptor of [parsed.config, ...parsed.layers]) {
       if (blobs.has(descriptor.digest)) continue
-      const bytes = await client.blob(repository, descriptor.digest)
-      if (bytes === undefined) return fail(`the client did not give the blob ${descriptor.digest}`)
+      const pieces: Array<Uint8Array> = []
+      const gave = await client.blob(repository, descriptor.digest, (piece) => pieces.push(piece) > 0)
+      if (!gave) return fail(`the client did not give the blob ${descriptor.digest}`)
+      const bytes = Buffer.concat(pieces)
       const wrong = verifyBlob(bytes, descriptor)
       if (wrong !== undefined) return fail(wrong)
       blobs.set(descriptor.digest, bytes)
     }
+    const config = blobs.get(parsed.config.digest)!
+    const run = parseConfig(config)
     return {
       digest,
       manifest,
-      config: blobs.get(parsed.config.digest)!,
+      config,
       layers: parsed.layers.map((l) => ({ digest: l.digest, mediaType: l.mediaType, size: l.size })),
       blob: (d) => {
         const b = blobs.get(d)
         return b === undefined ? Effect.fail(fail(`the image ${digest} has no blob ${d}`)) : Effect.succeed(b)
-      }
+      },
+      rootfs: "",
+      entrypoint: typeof run === "string" ? [] : run.entrypoint,
+      cmd: typeof run === "string" ? [] : run.cmd,
+      env: typeof run === "string" ? [] : run.env,
+      workingDir: typeof run === "string" ? "/" : run.workingDir
     }
   }
 

@@ -113,8 +113,12 @@ const readPage = (output: ReadOutput, base: string): string => {
 /**
  * The page's own script: it follows the run from the node's stream server (server-sent events),
  * appending what the process prints and the state as it changes, without a reload. No framework:
- * EventSource and a few DOM calls. Fossil's Content-Security-Policy lets it run by its nonce, and
- * lets it reach the stream server when its default-csp allows that origin in connect-src.
+ * EventSource, fetch and a few DOM calls. Fossil's Content-Security-Policy lets it run by its
+ * nonce, and lets it reach the stream server when its default-csp allows that origin in
+ * connect-src. When the stream server cannot be reached from the page at all (Fossil's default
+ * policy, which allows the page's own site only; a firewall), the page follows the run through
+ * its own site instead: it asks this page for what came after its offset (format=json), each
+ * answer holding for up to 3 s, so the output still arrives without a reload, in bigger steps.
  */
 const liveScript = `(function () {
   var out = document.getElementById("ocx-stream");
@@ -122,32 +126,60 @@ const liveScript = `(function () {
   var note = document.getElementById("ocx-live");
   if (!out || !out.dataset.live) return;
   var live = JSON.parse(out.dataset.live);
-  var url = live.url.charAt(0) === ":" ? location.protocol + "//" + location.hostname + live.url : live.url;
-  var events = new EventSource(url + (url.indexOf("?") < 0 ? "?" : "&") + "token=" + encodeURIComponent(live.token));
-  var show = function (e) { var d = JSON.parse(e.data); if (state && d.state) { state.textContent = d.state; } return d; };
-  events.addEventListener("state", show);
-  events.addEventListener("output", function (e) {
-    var d = JSON.parse(e.data);
+  var offset = Number(out.dataset.offset || "0");
+  var over = false;
+  var add = function (className, text) {
     var span = document.createElement("span");
-    span.className = "ocx-" + d.stream;
-    span.textContent = d.text;
+    span.className = className;
+    span.textContent = text;
     out.appendChild(span);
     out.scrollTop = out.scrollHeight;
-  });
-  events.addEventListener("delivery", function (e) {
-    var d = JSON.parse(e.data);
-    var span = document.createElement("span");
-    span.className = "ocx-delivery";
-    span.textContent = "[delivered " + d.hash.slice(0, 12) + "] " + d.line + "\\n";
-    out.appendChild(span);
-  });
-  events.addEventListener("end", function (e) {
-    show(e);
-    events.close();
-    if (note) { note.textContent = "The run is over: reload the page for its reports."; note.dataset.over = "true"; }
+  };
+  var on = {
+    state: function (d) { if (state && d.state) { state.textContent = d.state; } },
+    output: function (d) { add("ocx-" + d.stream, d.text); },
+    delivery: function (d) { add("ocx-delivery", "[delivered " + d.hash.slice(0, 12) + "] " + d.line + "\\n"); },
+    missed: function (d) { add("ocx-missed", "[" + d.text + "]\\n"); },
+    end: function (d) {
+      on.state(d);
+      over = true;
+      if (note) { note.textContent = "The run is over: reload the page for its reports."; }
+    }
+  };
+  var poll = function () {
+    if (note) { note.textContent = "Following the run through this site (the node's stream server is not reachable from this page)."; }
+    var ask = function () {
+      fetch(out.dataset.poll + "&format=json&seconds=3&offset=" + offset, { credentials: "same-origin" })
+        .then(function (r) { return r.json(); })
+        .then(function (a) {
+          var w = a && a.output;
+          if (!w) { throw new Error("no answer"); }
+          w.events.forEach(function (d) { if (on[d.type]) { on[d.type](d); } });
+          offset = w.offset;
+          if (w.over) { on.end({ state: null }); } else { setTimeout(ask, 100); }
+        })
+        .catch(function () {
+          if (note) { note.textContent = "The run cannot be followed from this page just now; trying again."; }
+          setTimeout(ask, 5000);
+        });
+    };
+    ask();
+  };
+  var url = live.url.charAt(0) === ":" ? location.protocol + "//" + location.hostname + live.url : live.url;
+  var events = new EventSource(url + (url.indexOf("?") < 0 ? "?" : "&") + "token=" + encodeURIComponent(live.token));
+  var opened = false;
+  events.onopen = function () { opened = true; };
+  ["state", "output", "delivery", "missed", "end"].forEach(function (type) {
+    events.addEventListener(type, function (e) {
+      on[type](JSON.parse(e.data));
+      if (type === "end") { events.close(); }
+    });
   });
   events.onerror = function () {
-    if (note && note.dataset.over !== "true") { note.textContent = "The live stream is not reachable from this page (the node's stream server, or this site's Content-Security-Policy); reload to see how the run goes."; }
+    if (over) return;
+    // never reached: follow it through this site; reached once, EventSource dials again itself
+    if (!opened) { events.close(); poll(); return; }
+    if (note) { note.textContent = "The live stream was cut; reconnecting."; }
   };
 })();`
 
@@ -162,7 +194,9 @@ const watchPage = (output: WatchOutput, base: string, nonce: string | undefined)
     : output.over ? (output.followed === "care directory" ? "What its process printed, as its node's host kept it." : "The run is over; its kept logs are among its reports below.")
     : output.followed === "record" ? "Its output is followed on its node's host; this page shows its state as the record holds it." : ""
   parts.push(`<h3>Output</h3>`, `<p id="ocx-live">${escape(words)}</p>`,
-    `<pre class="ocx-stream" id="ocx-stream"${output.live !== undefined ? ` data-live="${escape(JSON.stringify(output.live))}"` : ""}>${printed}</pre>`)
+    `<pre class="ocx-stream" id="ocx-stream"${output.live !== undefined
+      ? ` data-live="${escape(JSON.stringify(output.live))}" data-offset="${output.offset}" data-poll="${escape(runPageHref(base, output.run))}"`
+      : ""}>${printed}</pre>`)
   if (output.reports.length > 0) parts.push(`<h3>Reports</h3>`, ...output.reports.map((p) => postHtml(p, base)))
   if (output.live !== undefined) parts.push(`<script${nonce !== undefined ? ` nonce="${escape(nonce)}"` : ""}>${liveScript}</script>`)
   return parts.join("\n")

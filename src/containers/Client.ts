@@ -2,12 +2,15 @@ import { WebSocket } from "ws"
 import { FrameConnection, type Channel, type PeerChannel, type Scope } from "./FrameConnection.js"
 import { tagged } from "./Frames.js"
 import { memberText } from "./JsonText.js"
+import { fuseAskTag } from "./fuse/Ask.js"
+import { answerFuseAsk, type FuseHandler } from "./fuse/Handler.js"
 import { ClientChannel, decodeVolumeRefusal, Endpoint, ServerChannel, Answer } from "./Wire.js"
 
 /**
  * A client of the tool-container server (docs/containers.md): used by the tests and by
  * `ocx2 containers run`. It answers the server's channels itself (the image from `images`,
- * the registration from `registration`, a write's bytes) and hands relayed asks to `onAsk`.
+ * the registration from `registration`, a write's bytes), answers the asks of its FUSE mounts
+ * with their handlers (`fuse`, by mount id), and hands other relayed asks to `onAsk`.
  */
 export interface ClientImage {
   readonly repository: string
@@ -21,7 +24,9 @@ export interface RunOptions {
   readonly images?: ReadonlyMap<string, ClientImage>
   /** the answers to the registration channel (default: registered, no deploy) */
   readonly registration?: (id: string, declaration: string) => ReadonlyArray<Uint8Array>
-  /** a channel the server relays (the container's asks, a mount's asks); unanswered by default */
+  /** the handler of each FUSE mount, by its id: it answers the mount's asks */
+  readonly fuse?: ReadonlyMap<string, FuseHandler>
+  /** a channel the server relays that no FUSE handler answers (the container's own asks); unanswered by default */
   readonly onAsk?: (channel: PeerChannel) => void
   /** each response after the first, as it comes */
   readonly onLater?: (payload: Buffer) => void
@@ -52,11 +57,14 @@ export class ToolRun {
   readonly later: Array<Buffer> = []
   /** resolves at the scope's finish (or the connection's end) */
   readonly finished: Promise<void>
+  /** the FUSE handlers by mount id: those of the request, and those fuseMount added */
+  readonly fuse: Map<string, FuseHandler>
 
   constructor(
     readonly scope: Scope,
     options: RunOptions
   ) {
+    this.fuse = new Map(options.fuse ?? [])
     let resolveFirst!: (a: FirstAnswer) => void
     this.first = new Promise((resolve) => (resolveFirst = resolve))
     let seenFirst = false
@@ -77,7 +85,7 @@ export class ToolRun {
         resolveFinished()
       }
     )
-    scope.peerOpened.listen((channel) => answerServerChannel(channel, options), () => {})
+    scope.peerOpened.listen((channel) => answerServerChannel(channel, options, this.fuse), () => {})
   }
 
   /** the client's stop channel */
@@ -90,12 +98,14 @@ export class ToolRun {
     return this.scope.openChannel(tagged(ClientChannel.secrets, values))
   }
 
-  fuseMount(id: string, containerPath: string, kind: "file" | "directory"): Channel {
+  /** a FUSE mount asked for after the id; HANDLER answers its asks */
+  fuseMount(id: string, containerPath: string, kind: "file" | "directory", handler?: FuseHandler): Channel {
+    if (handler !== undefined) this.fuse.set(id, handler)
     return this.scope.openChannel(tagged(ClientChannel.fuseMount, JSON.stringify({ id, container_path: containerPath, kind })))
   }
 }
 
-const answerServerChannel = (channel: PeerChannel, options: RunOptions): void => {
+const answerServerChannel = (channel: PeerChannel, options: RunOptions, fuse: ReadonlyMap<string, FuseHandler>): void => {
   options.onServerChannel?.(channel)
   const tag = channel.request[0]!
   const body = channel.request.subarray(1).toString("utf8")
@@ -135,6 +145,15 @@ const answerServerChannel = (channel: PeerChannel, options: RunOptions): void =>
         for (const a of answers) channel.respond(a)
         return channel.finish()
       }
+      case fuseAskTag:
+        if (fuse.size > 0 || options.onAsk === undefined) {
+          void answerFuseAsk((id) => fuse.get(id), channel.request).then((answer) => {
+            channel.respond(answer)
+            channel.finish()
+          })
+          return
+        }
+        return options.onAsk(channel)
       default:
         if (options.onAsk !== undefined) return options.onAsk(channel)
     }

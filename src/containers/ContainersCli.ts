@@ -1,6 +1,8 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { connect, type ClientImage } from "./Client.js"
+import type { FuseHandler } from "./fuse/Handler.js"
+import { hostDirectoryHandler, hostFileHandler } from "./fuse/HostHandler.js"
 import { tagged } from "./Frames.js"
 import { Answer } from "./Wire.js"
 
@@ -13,16 +15,18 @@ import { Answer } from "./Wire.js"
 const usage = `usage:
   ocx2 containers run REPOSITORY@sha256:DIGEST --layout OCI-LAYOUT-DIR [--template ID] [--memory BYTES] [--disk BYTES]
         [--arguments JSON] [--secrets JSON] [--volume NAME:CONTAINER-PATH:MODE[:RELATIVE-PATH]]...
-        [--fuse-file ID:CONTAINER-PATH]... [--fuse-directory ID:CONTAINER-PATH]...
+        [--fuse-file ID:CONTAINER-PATH:HOST-FILE]... [--fuse-directory ID:CONTAINER-PATH:HOST-DIRECTORY]...
   ocx2 containers volumes
   ocx2 containers volume-create NAME ephemeral|read_only|persistent
   ocx2 containers version
-common options: --server ws://HOST:PORT (or OCX2_CONTAINERS_URL), --token-file FILE (or OCX2_CONTAINERS_TOKEN)`
+common options: --server ws://HOST:PORT (or OCX2_CONTAINERS_URL), --token-file FILE (or OCX2_CONTAINERS_TOKEN),
+  --dry-run (say what would be sent, and connect to nothing)`
 
 class Usage extends Error {}
 
 interface Parsed {
   readonly positional: Array<string>
+  dryRun: boolean
   readonly single: Map<string, string>
   readonly many: Map<string, Array<string>>
 }
@@ -31,11 +35,15 @@ const repeatable = new Set(["volume", "fuse-file", "fuse-directory"])
 const known = new Set(["server", "token-file", "layout", "template", "memory", "disk", "arguments", "secrets", ...repeatable])
 
 const parse = (args: ReadonlyArray<string>): Parsed => {
-  const parsed: Parsed = { positional: [], single: new Map(), many: new Map() }
+  const parsed: Parsed = { positional: [], dryRun: false, single: new Map(), many: new Map() }
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!
     if (!arg.startsWith("--")) {
       parsed.positional.push(arg)
+      continue
+    }
+    if (arg === "--dry-run") {
+      parsed.dryRun = true
       continue
     }
     const eq = arg.indexOf("=")
@@ -79,12 +87,25 @@ const layoutImage = (dir: string, repository: string, digest: string): ClientIma
   return { repository, manifest: Fs.readFileSync(blob(digest)), blobs }
 }
 
-const pairs = (values: ReadonlyArray<string> | undefined, name: string) =>
-  (values ?? []).map((v) => {
-    const [id, path] = [v.slice(0, v.indexOf(":")), v.slice(v.indexOf(":") + 1)]
-    if (!v.includes(":") || id === "" || path === "") throw new Usage(`--${name} takes ID:CONTAINER-PATH: ${JSON.stringify(v)}`)
-    return { id, container_path: path }
+/** --fuse-file ID:CONTAINER-PATH:HOST-FILE and --fuse-directory ...:HOST-DIRECTORY: the mounts, and the handlers serving the host's file or directory */
+const fuseMounts = (values: ReadonlyArray<string> | undefined, kind: "file" | "directory", handlers: Map<string, FuseHandler>) => {
+  const name = `fuse-${kind}`
+  return (values ?? []).map((v) => {
+    const m = /^([^:]+):([^:]+):(.+)$/.exec(v)
+    if (m === null) throw new Usage(`--${name} takes ID:CONTAINER-PATH:HOST-${kind.toUpperCase()}: ${JSON.stringify(v)}`)
+    const [, id, containerPath, host] = m as unknown as [string, string, string, string]
+    let stat: Fs.Stats
+    try {
+      stat = Fs.statSync(host)
+    } catch {
+      throw new Usage(`--${name} ${id}: there is no ${host}`)
+    }
+    if (kind === "file" ? !stat.isFile() : !stat.isDirectory()) throw new Usage(`--${name} ${id}: ${host} is not a ${kind}`)
+    if (handlers.has(id)) throw new Usage(`two FUSE mounts have the id ${JSON.stringify(id)}`)
+    handlers.set(id, kind === "file" ? hostFileHandler(host) : hostDirectoryHandler(host))
+    return { id, container_path: containerPath }
   })
+}
 
 export const runContainersCli = async (args: ReadonlyArray<string>): Promise<number> => {
   try {
@@ -113,14 +134,19 @@ const cli = async (args: ReadonlyArray<string>): Promise<number> => {
   if (token === undefined || token === "") throw new Usage("give the token: --token-file FILE or OCX2_CONTAINERS_TOKEN")
 
   if (command === "version" || command === "volumes" || command === "volume-create") {
+    const [name, mode] = p.positional
+    if (command === "volume-create" && (name === undefined || mode === undefined)) throw new Usage("volume-create takes NAME and MODE")
+    if (p.dryRun) {
+      const what = command === "version" ? "ask for its version and capabilities" : command === "volumes" ? "list the volumes of the token's identity" : `create the volume ${name} (${mode})`
+      process.stdout.write(`would connect to ${server} with the token and ${what}; nothing was done (a dry run)\n`)
+      return 0
+    }
     const client = await connect(server, token)
     try {
       if (command === "version") process.stdout.write(JSON.stringify(await client.version()) + "\n")
       else if (command === "volumes") for (const v of await client.volumesList()) process.stdout.write(`${v.name} ${v.mode}\n`)
       else {
-        const [name, mode] = p.positional
-        if (name === undefined || mode === undefined) throw new Usage("volume-create takes NAME and MODE")
-        await client.volumesCreate(name, mode)
+        await client.volumesCreate(name!, mode!)
         process.stdout.write(`created ${name} (${mode})\n`)
       }
       return 0
@@ -143,6 +169,9 @@ const cli = async (args: ReadonlyArray<string>): Promise<number> => {
     if (name === undefined || path === undefined || mode === undefined) throw new Usage(`--volume takes NAME:CONTAINER-PATH:MODE[:RELATIVE-PATH]: ${JSON.stringify(v)}`)
     return { volume_name: name, container_path: path, mode, volume_relative_path: relative ?? "" }
   })
+  const fuse = new Map<string, FuseHandler>()
+  const fuseFileMounts = fuseMounts(p.many.get("fuse-file"), "file", fuse)
+  const fuseDirectoryMounts = fuseMounts(p.many.get("fuse-directory"), "directory", fuse)
   const argumentsText = jsonOf(p.single.get("arguments"), "arguments")
   const secrets = jsonOf(p.single.get("secrets"), "secrets")
   const body = JSON.stringify({
@@ -151,11 +180,19 @@ const cli = async (args: ReadonlyArray<string>): Promise<number> => {
     memory: sizeOf(p.single.get("memory"), 256 * 1024 ** 2, "memory"),
     disk: sizeOf(p.single.get("disk"), 1024 ** 3, "disk"),
     volume_mounts: volumeMounts,
-    fuse_file_mounts: pairs(p.many.get("fuse-file"), "fuse-file"),
-    fuse_directory_mounts: pairs(p.many.get("fuse-directory"), "fuse-directory")
+    fuse_file_mounts: fuseFileMounts,
+    fuse_directory_mounts: fuseDirectoryMounts
   })
   // the arguments as the person wrote them, byte for byte
   const request = argumentsText === undefined ? body : `${body.slice(0, -1)},"arguments":${argumentsText}}`
+  if (p.dryRun) {
+    process.stdout.write(
+      `would connect to ${server} with the token and run the tool container ${image}: the request ${request}; ` +
+        `${layout !== undefined ? `the image's blobs from ${layout} as the server asks for them` : "no image to give the server (it must have it)"}; ` +
+        `${secrets !== undefined ? "the secrets given (not shown) fed when the container registers" : "no secrets fed"}; nothing was done (a dry run)\n`
+    )
+    return 0
+  }
 
   let failed = false
   const client = await connect(server, token)
@@ -170,6 +207,7 @@ const cli = async (args: ReadonlyArray<string>): Promise<number> => {
     },
     images,
     registration: () => (secrets !== undefined ? [tagged(Answer.deploy, secrets)] : [tagged(Answer.registered)]),
+    fuse,
     onAsk: (channel) => {
       process.stdout.write(`ask ${channel.request[0]} ${channel.request.subarray(1).toString("base64")} (answered with nothing)\n`)
       channel.finish()

@@ -1,5 +1,5 @@
 import type { WebSocket } from "ws"
-import { decodeFrame, encodeFrame, FrameType, type Frame } from "./Frames.js"
+import { decodeFrame, encodeFrame, FrameType, headerLength, type Frame } from "./Frames.js"
 import { Inbox } from "./Inbox.js"
 
 /**
@@ -126,6 +126,26 @@ export interface FrameConnectionOptions {
 /** what a connection may have waiting to be written before the connections feeding it are not read */
 export const highWater = 4 * 1024 * 1024
 
+/**
+ * Payloads of frames received, at least this long, whose frame's header (the 9 bytes before the
+ * payload, in the same memory) nothing else reads: sending one again, as a relay does, writes the
+ * new header there and sends the frame without copying the payload. Once only: a payload sent a
+ * second time is copied, since the first may still wait to be written.
+ */
+const reframable = new WeakSet<Uint8Array>()
+const reframeAtLeast = 1024
+
+const reframe = (type: FrameType, scope: number, channel: number, payload: Uint8Array): Buffer | undefined => {
+  if (payload.length < reframeAtLeast || !reframable.delete(payload)) return undefined
+  const frame = Buffer.from(payload.buffer, payload.byteOffset - headerLength, headerLength + payload.length)
+  frame[0] = type
+  frame.writeUInt32BE(scope, 1)
+  frame.writeUInt32BE(channel, 5)
+  return frame
+}
+
+type RawSocket = NodeJS.EventEmitter & { cork(): void; uncork(): void }
+
 export class FrameConnection {
   readonly scopes = new Map<number, Scope>()
   /** connections not read until this one drains */
@@ -134,6 +154,8 @@ export class FrameConnection {
   private lastScope = 0
   private authed: boolean
   private closed = false
+  /** the socket is corked until the end of this tick: what is sent in one tick goes in one write */
+  private corked = false
 
   constructor(
     readonly socket: WebSocket,
@@ -172,7 +194,28 @@ export class FrameConnection {
 
   send(type: FrameType, scope: number, channel: number, payload?: Uint8Array): void {
     if (this.closed || this.socket.readyState !== this.socket.OPEN) return
-    this.socket.send(encodeFrame(type, scope, channel, payload), { binary: true })
+    if (!this.corked) {
+      // the frames a relay sends for one read of its peer's socket (often several) leave in one
+      // system call, right after that read's handling, instead of one call each
+      const raw = this.raw
+      if (raw !== undefined) {
+        this.corked = true
+        raw.cork()
+        process.nextTick(this.uncork, raw)
+      }
+    }
+    const frame = (payload !== undefined && reframe(type, scope, channel, payload)) || encodeFrame(type, scope, channel, payload)
+    this.socket.send(frame, { binary: true })
+  }
+
+  private readonly uncork = (raw: RawSocket) => {
+    this.corked = false
+    raw.uncork()
+  }
+
+  /** the TCP socket under the WebSocket (ws's own field: it offers no other way to cork or see a drain) */
+  private get raw(): RawSocket | undefined {
+    return (this.socket as unknown as { _socket?: RawSocket })._socket
   }
 
   /**
@@ -192,7 +235,7 @@ export class FrameConnection {
 
   /** resolves once what waits to be written is under the high-water mark (or the connection closed) */
   whenDrained(): Promise<void> {
-    const raw = (this.socket as unknown as { _socket?: NodeJS.EventEmitter })._socket
+    const raw = this.raw
     if (this.closed || raw === undefined || this.socket.bufferedAmount < highWater) return Promise.resolve()
     return new Promise((resolve) => {
       const done = () => {
@@ -242,6 +285,7 @@ export class FrameConnection {
   private receive(message: Buffer): void {
     const frame = decodeFrame(message)
     if (frame === undefined) return this.close(1002, "not a frame")
+    if (frame.payload.length >= reframeAtLeast) reframable.add(frame.payload)
     if (!this.authed) {
       if (frame.type !== FrameType.Auth) return this.close(1002, "the first frame is Auth")
       this.authed = true

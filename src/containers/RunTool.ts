@@ -406,7 +406,20 @@ export class RunTool {
         return first.subarray(1).toString("utf8")
       },
       manifest: (repository, digest) => bytes(ServerChannel.ociManifest, repository, digest),
-      blob: (repository, digest) => bytes(ServerChannel.ociBlob, repository, digest)
+      blob: async (repository, digest, write) => {
+        // each piece handed on as it comes: a layer is never held whole in memory
+        const channel = this.scope.openChannel(tagged(ServerChannel.ociBlob, JSON.stringify({ repository, digest })))
+        let pieces = 0
+        let failed = false
+        let taking = true
+        for (;;) {
+          const payload = await channel.responses.take()
+          if (payload === undefined) return channel.finished && pieces > 0 && !failed
+          pieces++
+          if (payload[0] !== Answer.ok) failed = true
+          else if (taking) taking = write(payload.subarray(1))
+        }
+      }
     }
   }
 

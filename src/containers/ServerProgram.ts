@@ -3,17 +3,22 @@ import * as Layer from "effect/Layer"
 import * as Path from "node:path"
 import * as MemoryImageSource from "../../layers/MemoryImageSource.js"
 import * as InProcessDeployer from "../../layers/InProcessDeployer.js"
+import * as StoreImageSource from "../../layers/StoreImageSource.js"
 import { makeServerParts } from "./Parts.js"
 import { mintToken, startContainersServer } from "./Server.js"
 
 /**
- * `ocx2-containers serve --root ROOT [--listen HOST:PORT] --deployer in-process` and
- * `ocx2-containers token IDENTITY --root ROOT`. This revision's only deployer is `in-process`:
- * each run's container proxy is a program in the server's own process that begins, declares no
- * secret and answers nothing else (for trying the protocol); the container runtime is part 2.
+ * `ocx2-containers serve --root ROOT [--listen HOST:PORT] --deployer in-process [--images store|memory]
+ * [--store DIR] [--registries FILE]` and `ocx2-containers token IDENTITY --root ROOT`. This
+ * revision's only deployer is `in-process`: each run's container proxy is a program in the
+ * server's own process that begins, declares no secret and answers nothing else (for trying the
+ * protocol); the container runtime is part 2. Images come from the store (docs/containers.md
+ * section 7), or with `--images memory` are held in memory and never unpacked (for toy images
+ * whose layers are not tars).
  */
 const usage = `usage:
   ocx2-containers serve --root ROOT [--listen HOST:PORT] --deployer in-process
+        [--images store|memory] [--store DIR] [--registries FILE]
   ocx2-containers token IDENTITY --root ROOT`
 
 const option = (args: ReadonlyArray<string>, name: string): string | undefined => {
@@ -47,7 +52,17 @@ export const runContainersServer = async (args: ReadonlyArray<string>): Promise<
   const port = Number(listen.slice(colon + 1))
   if (colon <= 0 || !Number.isInteger(port) || port < 0 || port > 65535) return bad(`--listen takes HOST:PORT: ${listen}`)
   const resolved = Path.resolve(root)
-  const parts = await Effect.runPromise(makeServerParts(resolved).pipe(Effect.provide(Layer.merge(InProcessDeployer.layer(), MemoryImageSource.layer()))))
+  const images = option(rest, "images") ?? "store"
+  if (images !== "store" && images !== "memory") return bad(`--images takes store or memory: ${images}`)
+  const imagePolicy = Path.join(resolved, "image-policy.json")
+  const imageSource = images === "memory"
+    ? MemoryImageSource.layer({ refuse: StoreImageSource.refusedImages(imagePolicy) })
+    : StoreImageSource.layer({
+        store: Path.resolve(option(rest, "store") ?? Path.join(resolved, "store")),
+        registries: Path.resolve(option(rest, "registries") ?? Path.join(resolved, "registries.json")),
+        imagePolicy
+      })
+  const parts = await Effect.runPromise(makeServerParts(resolved).pipe(Effect.provide(Layer.merge(InProcessDeployer.layer(), imageSource))))
   parts.volumes.emptyEphemeral()
   const server = await startContainersServer({ root: resolved, parts, host, port })
   process.stdout.write(`listening on ws://${host}:${server.port}\n`)

@@ -2,6 +2,7 @@ import { makeHelp, makeList } from "./catalog.js"
 import { accept } from "./accept.js"
 import { attach } from "./attach.js"
 import { audit } from "./audit.js"
+import { containers } from "./containers.js"
 import { create } from "./create.js"
 import { echo } from "./echo.js"
 import { gitExport } from "./export.js"
@@ -44,5 +45,6 @@ export const tools: ReadonlyArray<Tool> = [
   hook,
   unhook,
   gitExport,
-  gitImport
+  gitImport,
+  containers
 ]

@@ -1,19 +1,22 @@
 import fc from "fast-check"
 import { WebSocket } from "ws"
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
-import { ToolRun, type ContainersClient } from "../../src/containers/Client.js"
+import { ContainersClient, ToolRun } from "../../src/containers/Client.js"
+import { FrameConnection } from "../../src/containers/FrameConnection.js"
 import { encodeFrame, FrameType, tagged } from "../../src/containers/Frames.js"
 import { Answer } from "../../src/containers/Wire.js"
-import { images, makeImage, makeWorld, until, type World } from "./world.js"
+import { images, makeImage, makeWorld, request, until, type World } from "./world.js"
 
 // a loaded machine may be slow; nothing here waits on time, only on what it waits for
 vi.setConfig({ testTimeout: 300_000 })
 
 /**
  * Bad input, 10,000 cases: generated tools::run requests (with a model of how each must be
- * answered), the same mutated byte by byte, and frame sequences mutated at the frame layer.
- * Each is answered as the seed says (a bare finish, one refusal, the error, or an id and then
- * the run), the server never crashes, and no hold, running container or second id is left.
+ * answered), the same mutated byte by byte, frame sequences mutated at the frame layer, and runs
+ * of a real client one of whose frames (Auth, the request, an early channel, the stop) is
+ * mutated on the wire. Each is answered as the seed says (a bare finish, one refusal, the error,
+ * or an id and then the run), the server never crashes, and no hold, running container or
+ * second id is left.
  */
 const img = makeImage()
 const held = images(img)
@@ -170,7 +173,7 @@ describe("bad input (fast-check)", () => {
     await checkNothingLeft()
   }, 600_000)
 
-  it("3,000 mutated frame sequences: the server closes with 1002 or answers, and never crashes or leaks", async () => {
+  it("2,500 mutated frame sequences: the server closes with 1002 or answers, and never crashes or leaks", async () => {
     const token = world.token("alice")
     const good = [
       encodeFrame(FrameType.Auth, 0, 0, Buffer.from(token)),
@@ -187,17 +190,80 @@ describe("bad input (fast-check)", () => {
         await new Promise<void>((resolve, reject) => (socket.once("open", () => resolve()), socket.once("error", reject)))
         let closeCode: number | undefined
         const closed = new Promise<void>((resolve) => socket.once("close", (code) => ((closeCode = code), resolve())))
+        // what the server sends for the run's scope: never a second id, nothing after its finish
+        let ids = 0
+        let finished = false
+        let afterFinish = 0
+        socket.on("message", (m: Buffer) => {
+          if (m.length < 9 || m.readUInt32BE(1) !== 1 || m[0] === FrameType.ChannelRequest) return
+          if ((m[0] === FrameType.Response || m[0] === FrameType.ResponseFinish) && finished) afterFinish++
+          if (m[0] === FrameType.Response && m[9] === Answer.id) ids++
+          if (m[0] === FrameType.ResponseFinish) finished = true
+        })
         const frames = good.map((f, i) => (i === which ? mutate(f, c) : f))
         for (const f of frames) socket.send(f, { binary: !(textual && f === frames[which]) })
         // the server answers the whole sequence or closes: a version request shows which
         socket.send(encodeFrame(FrameType.Request, 1000, 0, tagged(14, "{}")))
         await Promise.race([closed, new Promise<void>((resolve) => socket.on("message", (m: Buffer) => m[0] === FrameType.ResponseFinish && m.readUInt32BE(1) === 1000 && resolve()))])
         if (closeCode !== undefined) expect([1002, 1003, 1007, 4401, 1006, 1005]).toContain(closeCode)
+        expect(ids, "ids sent on the run's scope").toBeLessThanOrEqual(1)
+        expect(afterFinish, "responses after the run's finish").toBe(0)
         socket.terminate()
         await closed
       }),
-      { numRuns: 3000 }
+      { numRuns: 2500 }
     )
+    await checkNothingLeft()
+  }, 600_000)
+
+  it("500 runs of a real client, one of its frames mutated on the way: closed, answered or run, never a second id, nothing left", async () => {
+    const token = world.token("alice")
+    const body = JSON.stringify(request(img.digest, { fuse_file_mounts: [{ id: "f", container_path: "/f" }] }))
+    const outcomes = new Map<string, number>()
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom("auth", "request", "secrets", "fuse-mount", "stop"), cuts, async (which, c) => {
+        const socket = new WebSocket(world.url, { perMessageDeflate: false })
+        await new Promise<void>((resolve, reject) => (socket.once("open", () => resolve()), socket.once("error", reject)))
+        const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()))
+        // the client's frames as FrameConnection sends them; the chosen one is mutated on the wire
+        const send = socket.send.bind(socket) as (data: Buffer, options: object) => void
+        let mutateNext = false
+        ;(socket as unknown as { send: typeof send }).send = (data, options) => {
+          send(mutateNext ? mutate(data, c) : data, options)
+          mutateNext = false
+        }
+        const connection = new FrameConnection(socket, { role: "opener" })
+        mutateNext = which === "auth"
+        connection.sendAuth(Buffer.from(token))
+        mutateNext = which === "request"
+        const run = new ToolRun(connection.openScope(tagged(1, body)), { images: held })
+        // channels opened before the id: held, then served after it
+        mutateNext = which === "secrets"
+        run.secrets(`{"a":"b"}`)
+        mutateNext = which === "fuse-mount"
+        run.fuseMount("g", "/g", "file")
+        const first = await run.first
+        outcomes.set(`${which} ${first.kind}`, (outcomes.get(`${which} ${first.kind}`) ?? 0) + 1)
+        if (first.kind === "id") {
+          mutateNext = which === "stop"
+          run.stop()
+          // a stop mutated into something else leaves the run going: the server has read what came
+          // before a version request once it answers it, and the client's end then ends the run
+          await Promise.race([closed, new ContainersClient(connection).call(14, "{}")])
+        }
+        expect(first.kind).not.toBe("other")
+        expect(run.later.filter((p) => p[0] === Answer.id), "a second id").toEqual([])
+        if (first.kind !== "id") expect(run.later, "nothing after the first answer of a run that did not start").toEqual([])
+        socket.terminate()
+        await closed
+      }),
+      { numRuns: 500 }
+    )
+    // every kind of frame was mutated into runs that still started, and into ones that did not
+    for (const which of ["auth", "request", "secrets", "fuse-mount", "stop"]) {
+      expect([...outcomes].filter(([k]) => k.startsWith(which)).reduce((n, [, v]) => n + v, 0), which).toBeGreaterThan(20)
+    }
+    expect([...outcomes].filter(([k]) => k.endsWith(" id")).reduce((n, [, v]) => n + v, 0)).toBeGreaterThan(100)
     await checkNothingLeft()
   }, 600_000)
 })

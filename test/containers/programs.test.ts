@@ -3,7 +3,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
-import { makeImage } from "./world.js"
+import { listeningUrl, makeImage } from "./world.js"
 
 // a loaded machine may be slow; nothing here waits on time, only on what it waits for
 vi.setConfig({ testTimeout: 300_000 })
@@ -27,14 +27,7 @@ beforeAll(async () => {
   Fs.writeFileSync(Path.join(dir, "token"), token.stdout)
   expect(Fs.readFileSync(Path.join(root, "tokens"), "utf8")).toMatch(/^alice [0-9a-f]{64}\n$/)
   server = spawn(process.execPath, [Path.join(dist, "ocx2-containers.mjs"), "serve", "--root", root, "--listen", "127.0.0.1:0", "--deployer", "in-process"], { stdio: ["ignore", "pipe", "inherit"] })
-  url = await new Promise<string>((resolve) => {
-    let out = ""
-    server.stdout!.on("data", (d: Buffer) => {
-      out += d.toString()
-      const m = /listening on (\S+)\n/.exec(out)
-      if (m !== null) resolve(m[1]!)
-    })
-  })
+  url = await listeningUrl(server)
 }, 60_000)
 
 afterAll(() => {
@@ -84,5 +77,44 @@ describe("ocx2-containers and ocx2 containers, as built", () => {
     const r = ocx2("version")
     expect(r.status).toBe(1)
     expect(r.stderr).toContain("did not accept the token")
+  })
+})
+
+describe("ocx2 containers among the commands", () => {
+  const plain = (...args: Array<string>) => spawnSync(process.execPath, [Path.join(dist, "ocx2.mjs"), ...args], { cwd: dir, encoding: "utf8", timeout: 120_000 })
+
+  it("is listed by ocx2 --help and ocx2 list, and its help describes every option", () => {
+    const help = plain("--help")
+    expect(help.status).toBe(0)
+    expect(help.stdout).toMatch(/^ {2}- containers +Run a tool container/m)
+    expect(plain("list").stdout).toContain("ocx2 containers run|volumes|volume-create|version [SUBJECT] [MODE]")
+    for (const asked of [plain("help", "containers"), plain("containers", "--help")]) {
+      expect(asked.status).toBe(0)
+      for (const option of ["--server SERVER", "--token-file TOKEN-FILE", "--layout LAYOUT", "--volume VOLUME", "--fuse-file", "--fuse-directory", "--secrets", "--dry-run"]) {
+        expect(asked.stdout).toContain(option)
+      }
+    }
+    // ocx2's own options are not its own: refused, with how to call it
+    const global = plain("--json", "containers", "version")
+    expect(global.status).toBe(2)
+    expect(JSON.parse(global.stdout).stopped.message).toContain("ocx2 containers COMMAND")
+  })
+
+  it("--dry-run checks the arguments, says what it would send and connects to nothing", () => {
+    // a server that is not there: a dry run never dials it
+    const nowhere = ["--server", "ws://127.0.0.1:9", "--token-file", Path.join(dir, "token")]
+    Fs.writeFileSync(Path.join(dir, "token"), "some-token")
+    const run = plain("containers", "run", `tests/tool@sha256:${"2".repeat(64)}`, "--arguments", `{"n": 1}`, "--volume", "data:/data:persistent", "--dry-run", ...nowhere)
+    expect(run.status, run.stderr).toBe(0)
+    expect(run.stdout).toContain(`"image":"sha256:${"2".repeat(64)}"`)
+    expect(run.stdout).toContain(`"arguments":{"n": 1}`)
+    expect(run.stdout).toContain("nothing was done (a dry run)")
+    const create = plain("containers", "volume-create", "v", "persistent", "--dry-run", ...nowhere)
+    expect(create.status).toBe(0)
+    expect(create.stdout).toContain("create the volume v (persistent)")
+    // bad usage is bad usage, dry or not
+    const bad = plain("containers", "volume-create", "v", "--dry-run", ...nowhere)
+    expect(bad.status).toBe(2)
+    expect(bad.stderr).toContain("volume-create takes NAME and MODE")
   })
 })

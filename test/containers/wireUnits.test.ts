@@ -1,8 +1,12 @@
 import fc from "fast-check"
+import * as Crypto from "node:crypto"
 import { describe, expect, it, vi } from "vitest"
-import { decodeFrame, encodeFrame, FrameType, headerLength } from "../../src/containers/Frames.js"
+import { WebSocket, WebSocketServer } from "ws"
+import { FrameConnection, type Scope } from "../../src/containers/FrameConnection.js"
+import { decodeFrame, encodeFrame, FrameType, headerLength, tagged } from "../../src/containers/Frames.js"
 import { memberText } from "../../src/containers/JsonText.js"
 import { decodeVolumeRefusal, volumeRefusalAnswer } from "../../src/containers/Wire.js"
+import { until } from "./world.js"
 
 // a loaded machine may be slow; nothing here waits on time, only on what it waits for
 vi.setConfig({ testTimeout: 300_000 })
@@ -38,5 +42,77 @@ describe("the wire, unit by unit", () => {
     expect(volumeRefusalAnswer(5, "vol", "persistent")).toEqual(Buffer.concat([Buffer.from([5, 0, 3]), Buffer.from("volpersistent")]))
     expect(decodeVolumeRefusal(volumeRefusalAnswer(2, "é"))).toEqual({ byte: 2, name: "é" })
     expect(decodeVolumeRefusal(volumeRefusalAnswer(5, "v", "read_only"))).toEqual({ byte: 5, name: "v", mode: "read_only" })
+  })
+})
+
+/**
+ * A relay sends a received payload on again under a new header written in place, without a
+ * copy, and sends what it sends in one tick in one write: what arrives must still be every
+ * payload verbatim, in order, once, whatever the sizes, and a payload sent twice must arrive
+ * twice intact (the second is copied, since the first may still wait to be written).
+ */
+describe("a frame relayed as it came", () => {
+  const pair = async () => {
+    const wss = new WebSocketServer({ port: 0, host: "127.0.0.1", perMessageDeflate: false })
+    await new Promise<void>((resolve) => wss.once("listening", resolve))
+    const accepted = new Promise<FrameConnection>((resolve) =>
+      wss.once("connection", (socket) => resolve(new FrameConnection(socket, { role: "responder", onScope: (s) => scopes.push(s) })))
+    )
+    const scopes: Array<Scope> = []
+    const socket = new WebSocket(`ws://127.0.0.1:${(wss.address() as { port: number }).port}`, { perMessageDeflate: false })
+    await new Promise<void>((resolve) => socket.once("open", () => resolve()))
+    const opener = new FrameConnection(socket, { role: "opener" })
+    const responder = await accepted
+    return { wss, opener, responder, scopes }
+  }
+
+  it("every payload, small or large, arrives verbatim, in order, once; one sent twice arrives twice", async () => {
+    // a → relay → b: the relay is the responder of a's connection and the opener toward b
+    const ab = await pair()
+    const rb = await pair()
+    try {
+      const fromA = ab.opener.openScope(tagged(1, "{}"))
+      const toB = rb.opener.openScope(tagged(1, "{}"))
+      await until(() => ab.scopes.length === 1 && rb.scopes.length === 1, "both scopes opened")
+      const relayScope = ab.scopes[0]!
+      const bScope = rb.scopes[0]!
+      const sent = Array.from({ length: 300 }, (_, i) => Crypto.randomBytes([0, 1, 1023, 1024, 1025, 16_384, 70_000][i % 7]! + (i % 3)))
+      // the relay opens a channel toward b for each channel a opens, with a's request as it came,
+      // and b answers each with its request, which the relay sends to a twice, under two headers:
+      // on the channel, and on the scope's main stream
+      relayScope.peerOpened.listen((channel) => {
+        const out = toB.openChannel(channel.request)
+        out.responses.listen(
+          (payload) => {
+            channel.respond(payload)
+            relayScope.respond(payload)
+          },
+          () => channel.finish()
+        )
+      }, () => {})
+      const atB: Array<Buffer> = []
+      bScope.peerOpened.listen((channel) => {
+        atB.push(channel.request)
+        channel.respond(channel.request)
+        channel.finish()
+      }, () => {})
+      // a opens them all in one tick: the relay receives many in one read, and sends them in one write
+      const channels = sent.map((payload) => fromA.openChannel(payload))
+      for (const [i, channel] of channels.entries()) {
+        const first = await channel.responses.take()
+        const second = await fromA.responses.take()
+        expect(first?.equals(sent[i]!), `the answer ${i} on its channel`).toBe(true)
+        expect(second?.equals(sent[i]!), `the answer ${i} on the main stream`).toBe(true)
+        expect(await channel.responses.take()).toBeUndefined()
+        expect(channel.finished).toBe(true)
+      }
+      expect(atB).toHaveLength(sent.length)
+      for (const [i, request] of atB.entries()) expect(request.equals(sent[i]!), `the request ${i}`).toBe(true)
+    } finally {
+      for (const p of [ab, rb]) {
+        p.opener.close()
+        await new Promise<void>((resolve) => p.wss.close(() => resolve()))
+      }
+    }
   })
 })

@@ -5,11 +5,13 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as MemoryImageSource from "../../layers/MemoryImageSource.js"
 import * as InProcessDeployer from "../../layers/InProcessDeployer.js"
+import type { ImageSource } from "../../services/ImageSource.js"
 import type { ClientImage } from "../../src/containers/Client.js"
 import { connect, type ContainersClient } from "../../src/containers/Client.js"
 import { sha256 } from "../../src/containers/OciImage.js"
 import { makeServerParts } from "../../src/containers/Parts.js"
 import { mintToken, startContainersServer, type ContainersServer } from "../../src/containers/Server.js"
+import { tar } from "../support/tarBuild.js"
 import type { ServerParts } from "../../src/containers/ServerParts.js"
 
 /**
@@ -31,6 +33,8 @@ export interface World {
 export interface WorldOptions extends InProcessDeployer.InProcessDeployerOptions {
   readonly capabilities?: unknown
   readonly refuseImages?: ReadonlyArray<string>
+  /** the image source for the world's ROOT (default: images held in memory) */
+  readonly imageSource?: (root: string) => Layer.Layer<ImageSource>
 }
 
 export const makeWorld = async (options: WorldOptions = {}): Promise<World> => {
@@ -39,7 +43,9 @@ export const makeWorld = async (options: WorldOptions = {}): Promise<World> => {
   const deploys: Array<InProcessDeployer.DeployRecord> = []
   const parts = await Effect.runPromise(
     makeServerParts(root).pipe(
-      Effect.provide(Layer.merge(InProcessDeployer.layer(options, deploys), MemoryImageSource.layer({ refuse: options.refuseImages ?? [] })))
+      Effect.provide(
+        Layer.merge(InProcessDeployer.layer(options, deploys), options.imageSource?.(root) ?? MemoryImageSource.layer({ refuse: options.refuseImages ?? [] }))
+      )
     )
   )
   const server = await startContainersServer({ root, parts })
@@ -74,8 +80,8 @@ export const makeWorld = async (options: WorldOptions = {}): Promise<World> => {
   }
 }
 
-/** a small OCI image: one layer of LAYER bytes */
-export const makeImage = (repository = "tests/tool", layer: Uint8Array = Buffer.from("a layer")): { digest: string; image: ClientImage } => {
+/** a small OCI image: one layer of LAYER bytes (by default a tar of one file, which the image store can unpack) */
+export const makeImage = (repository = "tests/tool", layer: Uint8Array = tar([{ path: "hello", type: "file", content: "a layer" }])): { digest: string; image: ClientImage } => {
   const config = Buffer.from(JSON.stringify({ architecture: "amd64", os: "linux", rootfs: { type: "layers", diff_ids: [sha256(layer)] } }))
   const manifest = Buffer.from(
     JSON.stringify({
@@ -124,3 +130,14 @@ export const responsesOf = async (scope: { responses: { take(): Promise<Buffer |
     out.push(p)
   }
 }
+
+/** the URL a spawned `ocx2-containers serve` prints once it listens */
+export const listeningUrl = (server: { readonly stdout: NodeJS.ReadableStream | null }): Promise<string> =>
+  new Promise<string>((resolve) => {
+    let out = ""
+    server.stdout!.on("data", (d: Buffer) => {
+      out += d.toString()
+      const m = /listening on (\S+)\n/.exec(out)
+      if (m !== null) resolve(m[1]!)
+    })
+  })

@@ -57,14 +57,14 @@ export const makeGitWorld = async (): Promise<GitWorld> => {
 /** git, with no configuration of the account's, failing on a non-zero exit unless `allowFail`. */
 export const git = (
   args: ReadonlyArray<string>,
-  options: { readonly cwd?: string; readonly allowFail?: boolean; readonly input?: string } = {}
+  options: { readonly cwd?: string; readonly allowFail?: boolean; readonly input?: string; readonly env?: Readonly<Record<string, string>> } = {}
 ): { readonly code: number; readonly stdout: string; readonly stderr: string } => {
   const r = ChildProcess.spawnSync("git", [...args], {
     cwd: options.cwd,
     input: options.input ?? "",
     encoding: "utf8",
     timeout: 120_000,
-    env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", HOME: "/nonexistent", GIT_CONFIG_NOSYSTEM: "1", GIT_TERMINAL_PROMPT: "0", GIT_ASKPASS: "/bin/false" }
+    env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", HOME: "/nonexistent", GIT_CONFIG_NOSYSTEM: "1", GIT_TERMINAL_PROMPT: "0", GIT_ASKPASS: "/bin/false", ...options.env }
   })
   const out = { code: r.status ?? -1, stdout: r.stdout ?? "", stderr: r.stderr ?? "" }
   if (out.code !== 0 && options.allowFail !== true) throw new Error(`git ${args.join(" ")} exited ${out.code}: ${out.stderr}`)

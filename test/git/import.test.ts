@@ -34,7 +34,12 @@ const call = async <O>(tool: Tool<any, any, O, any, never>, input: object, o: { 
 
 /** an upstream with three branches (main its own), a merge, a lightweight and an annotated tag */
 const makeUpstream = (at: string): string => {
-  const g = (args: ReadonlyArray<string>) => git(["-c", "user.name=Dev", "-c", "user.email=dev@example.com", ...args], { cwd: at })
+  // each commit a second after the one before, so that the test's world does not depend on the machine's speed
+  let second = 1_700_000_000
+  const g = (args: ReadonlyArray<string>) => {
+    const date = `${second++} +0000`
+    return git(["-c", "user.name=Dev", "-c", "user.email=dev@example.com", ...args], { cwd: at, env: { GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date } })
+  }
   Fs.mkdirSync(at)
   g(["init", "--quiet", "-b", "main"])
   Fs.writeFileSync(Path.join(at, "f"), "1\n")
@@ -163,6 +168,13 @@ describe("import", () => {
     expect((await fossil(["user", "capabilities", users.admin.login, "-R", imported])).trim()).toBe("s")
     const branches = (await fossil(["branch", "ls", "-R", imported])).split("\n").map((l) => l.trim()).filter((l) => l !== "").sort()
     expect(branches).toEqual(["feature", "other", "trunk"])
+    // each commit on the branch whose first-parent line holds it, and on no other
+    const branchOf = async (comment: string) =>
+      (await fossil(["sql", "-R", imported, `SELECT group_concat(substr(tag.tagname, 5), ' ') FROM tagxref JOIN tag USING(tagid) JOIN event ON event.objid = tagxref.rid WHERE event.comment GLOB '${comment}*' AND tag.tagname GLOB 'sym-*' AND tagxref.tagtype > 0`])).trim()
+    expect(await branchOf("c1")).toBe("'trunk'")
+    expect(await branchOf("c3 on main")).toBe("'trunk'")
+    expect(await branchOf("c2 on feature")).toBe("'feature'")
+    expect(await branchOf("c4 on other")).toBe("'other'")
 
     // its export holds the upstream's own commits and tags
     const mirror = Path.join(mirrors(), "imported")

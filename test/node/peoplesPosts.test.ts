@@ -39,20 +39,23 @@ describe("a person's posts while the node writes", () => {
   it("all succeed, none refused with database is locked, during a burst of the node's writes", async () => {
     const person = await webLogin(server.url, users.runner.login, users.runner.password)
     const thread = await webNewThread(server, person, { title: "a thread", text: "hello" })
-    const until = Date.now() + 8000
+    // until both have done enough to meet often: counts, not a time, so a slow machine only takes longer
+    const enough = 25
+    const giveUp = Date.now() + 50_000
     let nodeWrites = 0
+    let posts = 0
+    const going = () => (nodeWrites < enough || posts < enough) && Date.now() < giveUp
     // the node writing replies as the node user, back to back (its writes run one at a time)
     const nodeWriter = async (i: number) => {
-      while (Date.now() < until) {
+      while (going()) {
         await Effect.runPromise(Effect.flatMap(Repository, (r) => r.reply({ user: users.node.login, to: thread, text: `node ${i} ${nodeWrites}` })).pipe(
           Effect.provide(FossilRepository.layer({ path: repository }))))
         nodeWrites++
       }
     }
     const refused: Array<string> = []
-    let posts = 0
     const personPosts = async () => {
-      while (Date.now() < until) {
+      while (going()) {
         const t0 = Date.now()
         const r = await webReplyOnce(server, person, { to: thread, text: `a person's reply ${posts}` })
         posts++
@@ -61,9 +64,8 @@ describe("a person's posts while the node writes", () => {
       }
     }
     await Promise.all([nodeWriter(0), personPosts()])
-    // enough of both to meet (a loaded machine posts fewer; the deterministic test below does not count)
-    expect(nodeWrites).toBeGreaterThan(10)
-    expect(posts).toBeGreaterThan(10)
+    expect(nodeWrites).toBeGreaterThanOrEqual(enough)
+    expect(posts).toBeGreaterThanOrEqual(enough)
     expect(refused).toEqual([])
   }, 60_000)
 })

@@ -381,6 +381,16 @@ describe("the tool-container server as installed", () => {
       Fs.mkdirSync(blobs, { recursive: true })
       Fs.writeFileSync(Path.join(blobs, digest.slice(7)), image.manifest)
       for (const [d, bytes] of image.blobs) Fs.writeFileSync(Path.join(blobs, d.slice(7)), bytes)
+      // a command among the others: in the installed program's help, its own help, and its dry run
+      const help = await runProgram(world.program("ocx2"), ["--help"], { cwd: dir })
+      expect(help.stdout).toMatch(/^ {2}- containers +Run a tool container/m)
+      const own = await runProgram(world.program("ocx2"), ["containers", "--help"], { cwd: dir })
+      expect(own.code, own.stderr).toBe(0)
+      expect(own.stdout).toContain("--token-file TOKEN-FILE")
+      const dry = await runProgram(world.program("ocx2"), ["containers", "run", `tests/tool@${digest}`, "--layout", Path.join(dir, "layout"), "--dry-run", ...common], { cwd: dir })
+      expect(dry.code, dry.stderr).toBe(0)
+      expect(dry.stdout).toContain(`"image":"${digest}"`)
+      expect(dry.stdout).toContain("nothing was done (a dry run)")
       for (const pass of [1, 2]) {
         const version = await runProgram(world.program("ocx2"), ["containers", "version", ...common], { cwd: dir })
         expect(version.code, version.stderr).toBe(0)

@@ -123,6 +123,39 @@ describe("the run page", () => {
     }
   }, 120_000)
 
+  it("with Fossil's own Content-Security-Policy (no connect-src for the stream server) the page still follows the run live, through its own site", async () => {
+    await fossil(["unset", "default-csp", "-R", world.repository])
+    try {
+      const run = await createRun("for i in $(seq 1 30); do echo \"step $i\"; sleep 0.5; done")
+      expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
+      const context = await browser.newContext({ viewport: { width: 1100, height: 900 } })
+      const page = await context.newPage()
+      try {
+        await logIn(page)
+        let navigations = 0
+        await page.goto(`${world.server.url}ext/ocx2-cgi/watch?run=${run}`)
+        page.on("framenavigated", () => navigations++)
+        await page.locator("#ocx-live", { hasText: "through this site" }).waitFor({ timeout: 30_000 })
+        const atLoad = (await page.locator("#ocx-stream").textContent()) ?? ""
+        const seenAtLoad = atLoad.split("\n").filter((l) => l.startsWith("step")).length
+        expect(seenAtLoad).toBeLessThan(30)
+        await page.locator("#ocx-stream", { hasText: `step ${seenAtLoad + 1}` }).waitFor({ timeout: 60_000 })
+        await page.locator("#ocx-run-state", { hasText: "exited 0" }).waitFor({ timeout: 60_000 })
+        const all = (await page.locator("#ocx-stream").textContent()) ?? ""
+        // every line once, in order: each answer goes on from where the one before ended
+        expect(all.split("\n").filter((l) => l.startsWith("step"))).toEqual(Array.from({ length: 30 }, (_, i) => `step ${i + 1}`))
+        expect(navigations).toBe(0)
+        await page.screenshot({ path: Path.join(screenshots, "desktop-followed-through-the-site.png"), fullPage: true })
+      } finally {
+        await context.close()
+      }
+    } finally {
+      await fossil(["settings", "default-csp",
+        "default-src 'self' data:; script-src 'self' 'nonce-$nonce'; style-src 'self' 'unsafe-inline'; img-src * data:; connect-src 'self' http://127.0.0.1:*",
+        "-R", world.repository])
+    }
+  }, 180_000)
+
   it("the stream server gives a run only with the page's grant for it, and to a viewer who may read it", async () => {
     const run = await createRun("echo streamed; sleep 5")
     expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
