@@ -149,6 +149,13 @@ export const make = (config: FossilRepositoryConfig) =>
     // and a person's request arriving meanwhile waits for it (Fossil's 15 s busy timeout) instead of
     // starting a transaction the node would refuse. And the node's writes run one at a time (a lock
     // file beside the repository), so a person waiting is let in between two of them.
+    //
+    // An exclusive fossil holds every database it opens that way, the host's global configuration
+    // (~/.config/fossil.db, read by the server's every request) too, taken after the repository:
+    // two exclusive processes taking the two in opposite orders wait on each other until a busy
+    // timeout ends one. So the node's writes keep a configuration of their own (FOSSIL_HOME, a
+    // directory beside the repository, used by one write at a time under the write lock): an
+    // exclusive lock covers the repository and nothing another process reads.
     const exclusive = (): ReadonlyArray<string> => {
       try {
         return String(open().pragma("journal_mode", { simple: true })).toLowerCase() === "wal" ? [] : ["--vfs", "unix-excl"]
@@ -157,6 +164,11 @@ export const make = (config: FossilRepositoryConfig) =>
       }
     }
     const writeLock = Path.join(Path.dirname(path), `.${Path.basename(path)}.ocx2-write.lock`)
+    const writesHome = Path.join(Path.dirname(path), `.${Path.basename(path)}.ocx2-home`)
+    const home = () => {
+      Fs.mkdirSync(writesHome, { recursive: true, mode: 0o700 })
+      return writesHome
+    }
 
     const lockedRetry = Schedule.exponential("20 millis", 1.5).pipe(
       Schedule.union(Schedule.spaced("500 millis")),
@@ -174,6 +186,7 @@ export const make = (config: FossilRepositoryConfig) =>
         const r = yield* Effect.tryPromise({
           try: () => runFossil([...exclusive(), ...args], {
             user,
+            env: { FOSSIL_HOME: home() },
             ...("lockFile" in lock ? { oneAtATime: { lockFile: lock.lockFile } } : {}),
             holdFds: [...(config.holdFds ?? []), ...("heldFd" in lock ? [lock.heldFd] : [])]
           }),

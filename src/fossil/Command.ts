@@ -27,6 +27,8 @@ export const runFossil = (
      * 60), so the writes of every process that names the same file run one at a time.
      */
     readonly oneAtATime?: { readonly lockFile: string; readonly waitSeconds?: number }
+    /** variables set for this call only, over the caller's environment */
+    readonly env?: Readonly<Record<string, string>>
   }
 ): Promise<FossilResult> =>
   new Promise((resolve, reject) => {
@@ -36,7 +38,7 @@ export const runFossil = (
     // spawn, not execFile: execFile ignores `stdio`, and held descriptors must reach the child
     const child = ChildProcess.spawn(program, argv, {
       cwd: options.cwd,
-      env: { ...process.env, USER: options.user },
+      env: { ...process.env, ...options.env, USER: options.user },
       stdio: ["pipe", "pipe", "pipe", ...(options.holdFds ?? [])]
     })
     const out: Array<Buffer> = []

@@ -1,10 +1,11 @@
+import BetterSqlite3 from "better-sqlite3"
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as FossilRepository from "../../layers/FossilRepository.js"
 import { Repository } from "../../services/Repository.js"
-import { createRepository, makeTempDir, startServer, webLogin, webNewThread, webReplyOnce, type RunningServer } from "../support/fossilServer.js"
+import { createRepository, fossil, makeTempDir, startServer, webLogin, webNewThread, webReplyOnce, type RunningServer } from "../support/fossilServer.js"
 import { users } from "../support/nodeWorld.js"
 
 // Issue 13 item 3: a person's post through the web form never fails because the node is writing.
@@ -16,12 +17,20 @@ import { users } from "../support/nodeWorld.js"
 let dir: string
 let repository: string
 let server: RunningServer
+/** this file's fossil configuration (FOSSIL_HOME), so a test may hold it without touching the host's */
+let home: string
 beforeAll(async () => {
   dir = makeTempDir("ocx2-posts-")
+  home = Path.join(dir, "home")
+  Fs.mkdirSync(home)
+  process.env["FOSSIL_HOME"] = home
   repository = await createRepository(Path.join(dir, "served.fossil"), Object.values(users))
+  // no backoffice after pages: its lease and hook writes are Fossil's own, and would meet the person here at random
+  await fossil(["settings", "backoffice-disable", "on", "-R", repository])
   server = await startServer(repository)
 }, 60_000)
 afterAll(async () => {
+  delete process.env["FOSSIL_HOME"]
   await server?.stop()
   Fs.rmSync(dir, { recursive: true, force: true })
 })
@@ -58,5 +67,100 @@ describe("a person's posts while the node writes", () => {
     expect(nodeWrites).toBeGreaterThanOrEqual(enough)
     expect(posts).toBeGreaterThanOrEqual(enough)
     expect(refused).toEqual([])
+  }, 60_000)
+})
+
+const nodeReply = (to: string, text: string) =>
+  Effect.runPromise(Effect.flatMap(Repository, (r) => r.reply({ user: users.node.login, to, text })).pipe(
+    Effect.provide(FossilRepository.layer({ path: repository }))))
+
+/** the pids of the fossil processes writing into the repository now */
+const nodeFossils = (): ReadonlyArray<number> =>
+  Fs.readdirSync("/proc").filter((e) => /^\d+$/.test(e)).flatMap((e) => {
+    try {
+      const argv = Fs.readFileSync(`/proc/${e}/cmdline`, "utf8").split("\0")
+      return Path.basename(argv[0] ?? "") === "fossil" && argv.includes("import") && argv.includes(repository) ? [Number(e)] : []
+    } catch {
+      return []
+    }
+  })
+
+/** who holds which lock on the repository now (/proc/locks), to say what refused a person */
+const lockHolders = (): string => {
+  const inode = Fs.statSync(repository).ino
+  return Fs.readFileSync("/proc/locks", "utf8").split("\n").filter((l) => l.split(/\s+/)[5]?.endsWith(`:${inode}`)).map((l) => {
+    const f = l.trim().split(/\s+/)
+    let argv = "?"
+    try {
+      argv = Fs.readFileSync(`/proc/${f[4]}/cmdline`, "utf8").split("\0").join(" ").slice(0, 80)
+    } catch { /* gone */ }
+    return `${f[3]} ${f[6]}-${f[7]} by ${f[4]} (${argv})`
+  }).join("; ")
+}
+
+/** asleep in a system call that sleeps (nanosleep, clock_nanosleep): SQLite's busy handler, waiting for a lock */
+const asleep = (pid: number) => {
+  try {
+    return ["35", "230"].includes(Fs.readFileSync(`/proc/${pid}/syscall`, "utf8").split(" ")[0]!)
+  } catch {
+    return false
+  }
+}
+
+const until = async (probe: () => boolean, what: string, ms = 30_000) => {
+  const deadline = Date.now() + ms
+  while (!probe()) {
+    if (Date.now() > deadline) throw new Error(`waited ${ms} ms for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+}
+
+describe("a person's transaction the node's write meets half-way (locks, no timing)", () => {
+  it("the node's write waits for it: the person's write after its read is not refused", async () => {
+    const thread = await webNewThread(server, await webLogin(server.url, users.runner.login, users.runner.password), { title: "half-way", text: "hello" })
+    // Fossil's forum page: a deferred transaction that reads, then writes (content_put's INSERT INTO rcvfrom)
+    const person = new BetterSqlite3(repository, { fileMustExist: true })
+    person.pragma("busy_timeout = 15000")
+    let nodeDone = false
+    try {
+      person.exec("BEGIN")
+      person.prepare("SELECT count(*) FROM blob").get()
+      const write = nodeReply(thread, "the node writes meanwhile").finally(() => {
+        nodeDone = true
+      })
+      // the node's fossil has met the person's transaction: it waits for a lock (busy handler)
+      await until(() => nodeFossils().some(asleep), "the node's fossil to wait for a lock")
+      let refused: unknown
+      try {
+        person.prepare("INSERT INTO rcvfrom(uid, mtime, nonce, ipaddr) VALUES(1, julianday('now'), NULL, '127.0.0.1')").run()
+        person.exec("COMMIT")
+      } catch (e) {
+        refused = `${String(e)}; locks: ${lockHolders()}`
+        person.exec("ROLLBACK")
+      }
+      expect(String(refused ?? "none")).toBe("none")
+      expect(nodeDone).toBe(false) // the node waited for the person, not the other way round
+      const written = await write
+      expect(written.receipt?.sender).toBe(users.node.login)
+    } finally {
+      if (person.inTransaction) person.exec("ROLLBACK")
+      person.close()
+    }
+  }, 60_000)
+
+  it("the node's write neither waits for nor holds the host's fossil configuration", async () => {
+    const thread = await webNewThread(server, await webLogin(server.url, users.runner.login, users.runner.password), { title: "configuration", text: "hello" })
+    // the configuration every fossil on the host reads (FOSSIL_HOME/.fossil here), held by another
+    const config = Path.join(home, ".fossil")
+    expect(Fs.existsSync(config)).toBe(true) // made by the fossil commands that made the repository
+    const other = new BetterSqlite3(config, { fileMustExist: true })
+    try {
+      other.exec("BEGIN EXCLUSIVE")
+      const written = await nodeReply(thread, "written while another holds the configuration")
+      expect(written.receipt?.sender).toBe(users.node.login)
+    } finally {
+      if (other.inTransaction) other.exec("ROLLBACK")
+      other.close()
+    }
   }, 60_000)
 })
