@@ -3,12 +3,15 @@ import * as Effect from "effect/Effect"
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { tools } from "../../src/tools/registry.js"
 import { runTool } from "../../src/tools/runTool.js"
 import { type Caller, notOfferedMessage, offeredBy } from "../../src/tools/Tool.js"
 import { bundle, startExtServer, type ExtServer, type TestUser } from "./extServer.js"
 import { makeGuarded } from "./fixtures/guarded.js"
+
+// each test asks Fossil for pages, each a CGI process of ours: a loaded machine takes seconds
+vi.setConfig({ testTimeout: 60_000 })
 
 // The CGI as Fossil runs it: bundled, in a real `fossil server --extroot`, the viewer logged in
 // through Fossil's own login form.
