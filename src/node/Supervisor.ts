@@ -16,6 +16,7 @@ import { actNow, decideRun, described, hookRound, servedNodeLayer, startNode, wa
 import { unsettledAfter } from "./ReceiptSettled.js"
 import { readRunRecord } from "./RunRecord.js"
 import { anySession } from "./SessionFiles.js"
+import { ensureSpare } from "./SpareClient.js"
 import { processStartTime, readSupervisorInfo, supervisorFilesOf, type SupervisorInfo, writeSupervisorInfo } from "./SupervisorFiles.js"
 import { holderOf, runOfLockFile, WatcherRoll } from "./WatcherRoll.js"
 
@@ -145,6 +146,16 @@ const supervise = (config: NodeConfig, files: ReturnType<typeof supervisorFilesO
       }
     }
     const watcherProgram = () => watcherOf(config.root)
+    // the next run's watcher waiting ready (the spare): a while after a hand-off, once the run it
+    // took has had its start to itself on the host's cores, unless one already waits
+    let spareTimer: NodeJS.Timeout | undefined
+    const spareSoon = (afterMs = 1000) => {
+      if (spareTimer !== undefined || stopping) return
+      spareTimer = setTimeout(() => {
+        spareTimer = undefined
+        ensureSpare(config, watcherProgram()).catch(() => undefined)
+      }, afterMs)
+    }
 
     // ---- the work, one piece at a time: watchers' ends first (their runs wait for an answer), then a round
     const work = { round: false, ended: new Map<string, number>(), waiting: false }
@@ -183,6 +194,7 @@ const supervise = (config: NodeConfig, files: ReturnType<typeof supervisorFilesO
       }
       rounds++
       const result = await runtime.runPromise(hookRound(config, { watcherProgram: watcherProgram() }))
+      if (result.decisions.some((d) => d.action.startsWith("handed"))) spareSoon()
       if (result.decisions.length > 0 || !(result.did.length === 1 && result.did[0] === "no run or stop for this node arrived")) {
         lastRound = { at: new Date().toISOString(), did: result.did }
         log({ round: { from: result.from, to: result.to }, did: result.did })
@@ -354,6 +366,7 @@ const supervise = (config: NodeConfig, files: ReturnType<typeof supervisorFilesO
       if (looking !== undefined) clearInterval(looking)
       if (waitingTimer !== undefined) clearTimeout(waitingTimer)
       if (settling !== undefined) clearTimeout(settling)
+      if (spareTimer !== undefined) clearTimeout(spareTimer)
       // what is being decided is finished: a round cut short would leave its runs to the next start
       await pumping?.catch(() => undefined)
       await runtime.dispose().catch(() => undefined)
@@ -391,6 +404,7 @@ const supervise = (config: NodeConfig, files: ReturnType<typeof supervisorFilesO
         writeInfo()
         lookWhileHeld()
         wantRound()
+        spareSoon(0)
       } catch (e) {
         log({ did: [`could not start the node: ${firstLine(e)}`] })
         await stop(1)

@@ -98,7 +98,7 @@ describe("the node's supervisor", () => {
     expect(await answers(waiting)).toEqual([["started", "lab", ""], ["ended", "lab", "exited"]])
     expect(launched(killed)).toBe(1)
     expect(launched(waiting)).toBe(1)
-    const entry = supervisorLog(world).find((l) => l.run === killed && l.watcher === watcher)
+    const entry = await waitFor(() => supervisorLog(world).find((l) => l.run === killed && l.watcher === watcher), 10_000, 50)
     expect(entry?.did[0], JSON.stringify(supervisorLog(world).filter((l) => l.run === killed || l.did.some((d) => d.includes(killed))))).toMatch(/^answered lost/)
     expect(alive(supervisor!.pid)).toBe(true)
   }, 90_000)
