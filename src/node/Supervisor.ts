@@ -7,6 +7,8 @@ import { CareDirectory } from "../../services/CareDirectory.js"
 import { Repository } from "../../services/Repository.js"
 import { openDatabase } from "../fossil/Sqlite.js"
 import { releasePaths, rootOfProgram } from "../release/ReleasePaths.js"
+import { readClones } from "./CloneFiles.js"
+import { runCloneNode } from "./CloneNode.js"
 import { flockNow } from "./FlockNow.js"
 import { readArrivals } from "./HookFast.js"
 import { advanceCursor, canonicalRepository, cursorFileOf, readCursor, readNodes } from "./HookFiles.js"
@@ -72,6 +74,12 @@ export const resolveNode = (args: SuperviseArgs, program: string | undefined): N
   root = Path.resolve(root)
   const nodes = readNodes(root).nodes
   const mine = Object.entries(nodes).filter(([, entry]) => entry.user === args.node).map(([repository]) => repository)
+  // a node on a clone's host: the clone `ocx2 node` registered for the user
+  const clones = Object.entries(readClones(root).clones).filter(([, entry]) => entry.user === args.node)
+  const clone = args.repository !== undefined ? clones.find(([file]) => file === canonicalRepository(args.repository!)) : mine.length === 0 && clones.length === 1 ? clones[0] : undefined
+  if (clone !== undefined) {
+    return { root, repository: clone[0], nodeUser: args.node, serverUrl: clone[1].serverUrl, passwordsFile: clone[1].passwordsFile }
+  }
   const repository = args.repository !== undefined ? canonicalRepository(args.repository) : mine.length === 1 ? mine[0] : undefined
   if (repository === undefined) {
     return mine.length === 0
@@ -113,8 +121,85 @@ export const runSupervisor = async (argv: ReadonlyArray<string>, program: string
       : `could not take ${files.lock}: ${locked}`}\n`)
     return locked === "busy" ? 2 : 1
   }
-  return supervise(config, files, lockFd)
+  return config.passwordsFile !== undefined ? superviseClone(config, files, lockFd, program) : supervise(config, files, lockFd)
 }
+
+/** How long a clone's supervisor waits between two pulls (from the end of one to the start of the next). */
+const cloneEveryMs = 500
+
+/**
+ * On a clone's host: `ocx2 node`'s call (src/node/CloneNode.ts) made in the process on a short cycle
+ * instead of a timer: the node starting first (every open run decided), then a pull and a round every
+ * half second, so a run posted on the server starts here within about a second.
+ */
+const superviseClone = (config: NodeConfig, files: ReturnType<typeof supervisorFilesOf>, lockFd: number, program: string | undefined): Promise<number> =>
+  new Promise((resolveExit) => {
+    const since = new Date().toISOString()
+    const started = processStartTime(process.pid) ?? ""
+    let rounds = 0
+    let lastRound: SupervisorInfo["lastRound"]
+    let stopping = false
+    let timer: NodeJS.Timeout | undefined
+    let cycling: Promise<void> | undefined
+    const log = (entry: Record<string, unknown>) => {
+      const line = JSON.stringify({ at: new Date().toISOString(), pid: process.pid, node: config.nodeUser, ...entry })
+      try {
+        Fs.appendFileSync(files.log, `${line}\n`, { mode: 0o600 })
+      } catch {
+        // the journal still says it
+      }
+      process.stdout.write(`${line}\n`)
+    }
+    const writeInfo = () =>
+      writeSupervisorInfo(files.info, {
+        pid: process.pid, started, since, repository: config.repository, node: config.nodeUser, mode: "clone",
+        watchers: {}, rounds, ...(lastRound !== undefined ? { lastRound } : {})
+      })
+    const cycle = async (check: boolean) => {
+      rounds++
+      const answer = await Effect.runPromise(runCloneNode(
+        { server_url: config.serverUrl!, passwords_file: config.passwordsFile!, root: config.root, ...(check ? { check: true } : {}) },
+        { caller: { user: config.nodeUser, capabilities: "", sandboxed: false }, dryRun: false, repository: config.repository, entryPoint: "cli" },
+        program
+      ))
+      const did = answer.stopped !== undefined && answer.stopped.reason !== "completed"
+        ? [`${answer.stopped.reason}: ${answer.stopped.message ?? ""}`]
+        : (answer.output?.runs ?? []).map((r) => `${r.run}: ${r.action}`)
+      if (check || did.length > 0) {
+        lastRound = { at: new Date().toISOString(), did }
+        log({ did: check ? [...did, `${did.length} open run${did.length === 1 ? "" : "s"} decided; the node on ${config.repository} started`] : did })
+        writeInfo()
+      }
+    }
+    const next = () => {
+      if (stopping) return
+      timer = setTimeout(() => {
+        timer = undefined
+        cycling = cycle(false).catch((e) => log({ did: [`the round failed: ${firstLine(e)}`] })).finally(() => {
+          cycling = undefined
+          next()
+        })
+      }, cloneEveryMs)
+    }
+    const stop = async (code: number) => {
+      if (stopping) return
+      stopping = true
+      if (timer !== undefined) clearTimeout(timer)
+      await cycling
+      if (readSupervisorInfo(files.info)?.pid === process.pid) Fs.rmSync(files.info, { force: true })
+      log({ did: ["stopped"] })
+      Fs.closeSync(lockFd)
+      resolveExit(code)
+    }
+    process.on("SIGTERM", () => void stop(0))
+    process.on("SIGINT", () => void stop(130))
+    writeInfo()
+    log({ did: [`supervising ${config.nodeUser} on the clone ${config.repository} of ${config.serverUrl} from ${config.root}`] })
+    cycling = cycle(true).catch((e) => log({ did: [`the node's start failed: ${firstLine(e)}; tried again`] })).finally(() => {
+      cycling = undefined
+      next()
+    })
+  })
 
 const supervise = (config: NodeConfig, files: ReturnType<typeof supervisorFilesOf>, lockFd: number): Promise<number> =>
   new Promise((resolveExit) => {
