@@ -29,6 +29,11 @@ import { cloneAs, fossil, pushArtifacts } from "../test/support/fossilServer.js"
 import { shellRun, users } from "../test/support/nodeWorld.js"
 import { endWatchers, makeHookWorld, sleep, waitFor, type HookWorld } from "../test/node/hookWorld.js"
 import { startSupervisor, stopSupervisor } from "../test/node/supervisorWorld.js"
+import { closeCloneWorld, cloneUsers, makeCloneWorld, runNode, useThisBuild } from "../test/node/cloneWorld.js"
+import { dist } from "../test/node/hookWorld.js"
+import { supervisorFilesOf } from "../src/node/SupervisorFiles.js"
+import { writeMessage } from "../src/protocol/Envelope.js"
+import { sandbox } from "../test/support/nodeWorld.js"
 
 const runs = Number(process.env.BENCH_RUNS ?? 30)
 const burst = Number(process.env.BENCH_BURST ?? 50)
@@ -143,6 +148,48 @@ try {
   await stopSupervisor(supervisor)
   endWatchers(fast.root)
   await fast.close()
+}
+
+// ---- a clone's node with its supervisor (its half-second pull cycle): from the run's receipt on the server to its started's
+const cloneRuns = Number(process.env.BENCH_CLONE_RUNS ?? 10)
+const lab = await makeCloneWorld("ocx2-bench-clone-")
+let labSupervisor: ChildProcess.ChildProcess | undefined
+try {
+  useThisBuild(lab, dist)
+  const checked = await runNode(lab, ["--check"])
+  if (checked.stopped.reason !== "completed") throw new Error(`ocx2 node --check: ${JSON.stringify(checked.stopped)}`)
+  labSupervisor = ChildProcess.spawn(process.execPath, [Path.join(lab.root, "current", "ocx2"), "supervise", "--node", cloneUsers.lab2.login, "--root", lab.root], {
+    env: { ...process.env, USER: "root" }, stdio: "ignore", detached: true
+  })
+  const log = supervisorFilesOf(lab.root, lab.clone, cloneUsers.lab2.login).log
+  await waitFor(() => (Fs.existsSync(log) && Fs.readFileSync(log, "utf8").includes("the node on") ? true : undefined), 60_000, 100)
+  const alice = await cloneAs(lab.url, cloneUsers.alice.login, cloneUsers.alice.password, Path.join(lab.dir, "alice.fossil"))
+  const took: Array<number> = []
+  for (let i = 0; i < cloneRuns; i++) {
+    const run = {
+      clone: lab.cloneCode, objective: "a run for lab2", workspace: [{ step: "directory", at: "$$root$$/work/$$run$$" }],
+      sandbox: sandbox(), limits: { wall: "2m" },
+      process: { user: cloneUsers.builder.login, command: ["sh", "-c", "true"], env: { PATH: "/usr/bin:/bin" } }
+    }
+    const artifact = composeForumPost({ date: new Date(), user: cloneUsers.alice.login, title: `lab ${i}`, text: writeMessage({ ocx: 2, to: cloneUsers.lab2.login, run }, "A run.") })
+    await pushArtifacts(alice, cloneUsers.alice.login, [artifact])
+    const started = await waitFor(async () => {
+      const db = new BetterSqlite3(lab.served, { readonly: true, fileMustExist: true })
+      try {
+        const rows = db.prepare("SELECT b.uuid AS uuid FROM forumpost f JOIN blob b ON b.rid = f.fpid WHERE f.froot = (SELECT rid FROM blob WHERE uuid = ?) ORDER BY b.rid").all(artifact.hash) as Array<{ uuid: string }>
+        return rows.map((r) => r.uuid).find((h) => h !== artifact.hash && (receivedAt(lab.served, h) !== undefined))
+      } finally {
+        db.close()
+      }
+    }, 30_000, 20)
+    if (started !== undefined) took.push(receivedAt(lab.served, started)! - receivedAt(lab.served, artifact.hash)!)
+    await sleep(Math.random() * 500)
+  }
+  console.log(`pickup on a clone's host with its supervisor (a pull every half second), ${cloneRuns} pushed runs: ` +
+    `median ${s(median(took))}, max ${s(Math.max(...took))}${took.length < cloneRuns ? `, ${cloneRuns - took.length} not started within 30 s` : ""}  (target: median < 1.5 s)`)
+} finally {
+  labSupervisor?.kill("SIGTERM")
+  await closeCloneWorld(lab)
 }
 
 // ---- default backoffice, and the hook's CPU time (no poller here: nothing else runs the hook)

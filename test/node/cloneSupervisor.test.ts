@@ -9,7 +9,7 @@ import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
 import { supervisorFilesOf } from "../../src/node/SupervisorFiles.js"
 import { webLogin, webNewThread } from "../support/fossilServer.js"
 import { sandbox } from "../support/nodeWorld.js"
-import { closeCloneWorld, cloneUsers, type CloneWorld, makeCloneWorld, runNode } from "./cloneWorld.js"
+import { closeCloneWorld, cloneUsers, type CloneWorld, makeCloneWorld, runNode, useThisBuild } from "./cloneWorld.js"
 import { dist, waitFor } from "./hookWorld.js"
 
 // The supervisor on a clone's host: `ocx2 supervise --node lab2`, the release's program (this
@@ -21,12 +21,7 @@ let supervisor: ChildProcess.ChildProcess | undefined
 beforeAll(async () => {
   world = await makeCloneWorld("ocx2-clonesup-")
   // the clone's host runs this checkout's build, the round's bundle (which the supervisor is) beside ocx2
-  const release = Fs.realpathSync(Path.join(world.root, "current"))
-  for (const program of ["ocx2", "ocx2-hook-round", "ocx2-watcher"]) {
-    Fs.copyFileSync(Path.join(dist, `${program}.mjs`), Path.join(release, program))
-    Fs.chmodSync(Path.join(release, program), 0o755)
-    Fs.copyFileSync(Path.join(dist, `${program}.cjs`), Path.join(release, `${program}.cjs`))
-  }
+  useThisBuild(world, dist)
   expect((await runNode(world, ["--check"])).stopped).toEqual({ reason: "completed" })
 }, 120_000)
 afterAll(async () => {
