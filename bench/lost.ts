@@ -13,26 +13,14 @@
  */
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import BetterSqlite3 from "better-sqlite3"
 import { hook } from "../src/tools/hook.js"
 import { webLogin, webNewThread } from "../test/support/fossilServer.js"
 import { shellRun, users } from "../test/support/nodeWorld.js"
 import { endWatchers, makeHookWorld, waitFor } from "../test/node/hookWorld.js"
 import { startSupervisor, stopSupervisor } from "../test/node/supervisorWorld.js"
-import { median } from "./support/measure.js"
+import { median, receivedAt } from "./support/measure.js"
 
 const runs = Number(process.env.BENCH_LOST_RUNS ?? 20)
-
-/** when the served repository received the artifact, in epoch ms (rcvfrom.mtime is a Julian day) */
-const receivedAt = (repository: string, hash: string): number | undefined => {
-  const db = new BetterSqlite3(repository, { readonly: true, fileMustExist: true })
-  try {
-    const row = db.prepare("SELECT r.mtime AS mtime FROM blob b JOIN rcvfrom r USING(rcvid) WHERE b.uuid = ?").get(hash) as { mtime: number } | undefined
-    return row === undefined ? undefined : (row.mtime - 2440587.5) * 86400000
-  } finally {
-    db.close()
-  }
-}
 
 const world = await makeHookWorld({ fastHooks: false })
 let supervisor: Awaited<ReturnType<typeof startSupervisor>> | undefined

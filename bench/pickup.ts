@@ -24,6 +24,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import BetterSqlite3 from "better-sqlite3"
 import { composeForumPost } from "../src/fossil/Artifact.js"
+import { receivedAt } from "./support/measure.js"
 import { hook } from "../src/tools/hook.js"
 import { cloneAs, fossil, pushArtifacts } from "../test/support/fossilServer.js"
 import { shellRun, users } from "../test/support/nodeWorld.js"
@@ -46,17 +47,6 @@ const quantile = (values: ReadonlyArray<number>, q: number) => {
   return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!
 }
 const median = (values: ReadonlyArray<number>) => quantile(values, 0.5)
-
-/** when the served repository received the artifact, in epoch ms (rcvfrom.mtime is a Julian day) */
-const receivedAt = (repository: string, hash: string): number | undefined => {
-  const db = new BetterSqlite3(repository, { readonly: true, fileMustExist: true })
-  try {
-    const row = db.prepare("SELECT r.mtime AS mtime FROM blob b JOIN rcvfrom r USING(rcvid) WHERE b.uuid = ?").get(hash) as { mtime: number } | undefined
-    return row === undefined ? undefined : (row.mtime - 2440587.5) * 86400000
-  } finally {
-    db.close()
-  }
-}
 
 const startedOf = async (world: HookWorld, run: string) =>
   (await world.replies(run)).find((m) => m.kind === "started")?.hash

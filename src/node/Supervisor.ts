@@ -19,7 +19,7 @@ import { unsettledAfter } from "./ReceiptSettled.js"
 import { readRunRecord } from "./RunRecord.js"
 import { anySession } from "./SessionFiles.js"
 import { ensureSpare } from "./SpareClient.js"
-import { processStartTime, readSupervisorInfo, supervisorFilesOf, type SupervisorInfo, writeSupervisorInfo } from "./SupervisorFiles.js"
+import { processStartTime, readSupervisorInfo, type SupervisorFiles, supervisorFilesOf, type SupervisorInfo, writeSupervisorInfo } from "./SupervisorFiles.js"
 import { holderOf, runOfLockFile, WatcherRoll } from "./WatcherRoll.js"
 
 // ocx2 supervise --node USER [--root ROOT] [--repository REPO]: the node's resident supervisor on
@@ -95,6 +95,17 @@ export const resolveNode = (args: SuperviseArgs, program: string | undefined): N
   return { root, repository, nodeUser: args.node, serverUrl: entry.serverUrl, passwordsFile: undefined }
 }
 
+/** One JSON line of what the supervisor did, to its log and to stdout (the service's journal). */
+const logTo = (files: SupervisorFiles, config: NodeConfig) => (entry: Record<string, unknown>): void => {
+  const line = JSON.stringify({ at: new Date().toISOString(), pid: process.pid, node: config.nodeUser, ...entry })
+  try {
+    Fs.appendFileSync(files.log, `${line}\n`, { mode: 0o600 })
+  } catch {
+    // the log gone: the journal still says it
+  }
+  process.stdout.write(`${line}\n`)
+}
+
 const firstLine = (e: unknown) => String((e as { message?: unknown })?.message ?? e).split("\n")[0]!
 
 /** Runs the supervisor until SIGTERM or SIGINT (or the served release is switched); its exit status. */
@@ -132,7 +143,7 @@ const cloneEveryMs = 500
  * instead of a timer: the node starting first (every open run decided), then a pull and a round every
  * half second, so a run posted on the server starts here within about a second.
  */
-const superviseClone = (config: NodeConfig, files: ReturnType<typeof supervisorFilesOf>, lockFd: number, program: string | undefined): Promise<number> =>
+const superviseClone = (config: NodeConfig, files: SupervisorFiles, lockFd: number, program: string | undefined): Promise<number> =>
   new Promise((resolveExit) => {
     const since = new Date().toISOString()
     const started = processStartTime(process.pid) ?? ""
@@ -141,15 +152,7 @@ const superviseClone = (config: NodeConfig, files: ReturnType<typeof supervisorF
     let stopping = false
     let timer: NodeJS.Timeout | undefined
     let cycling: Promise<void> | undefined
-    const log = (entry: Record<string, unknown>) => {
-      const line = JSON.stringify({ at: new Date().toISOString(), pid: process.pid, node: config.nodeUser, ...entry })
-      try {
-        Fs.appendFileSync(files.log, `${line}\n`, { mode: 0o600 })
-      } catch {
-        // the journal still says it
-      }
-      process.stdout.write(`${line}\n`)
-    }
+    const log = logTo(files, config)
     const writeInfo = () =>
       writeSupervisorInfo(files.info, {
         pid: process.pid, started, since, repository: config.repository, node: config.nodeUser, mode: "clone",
@@ -201,7 +204,7 @@ const superviseClone = (config: NodeConfig, files: ReturnType<typeof supervisorF
     })
   })
 
-const supervise = (config: NodeConfig, files: ReturnType<typeof supervisorFilesOf>, lockFd: number): Promise<number> =>
+const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): Promise<number> =>
   new Promise((resolveExit) => {
     const care = releasePaths(config.root).care
     Fs.mkdirSync(care, { recursive: true, mode: 0o700 })
@@ -211,15 +214,7 @@ const supervise = (config: NodeConfig, files: ReturnType<typeof supervisorFilesO
     const started = processStartTime(process.pid) ?? ""
     let rounds = 0
     let lastRound: SupervisorInfo["lastRound"]
-    const log = (entry: Record<string, unknown>) => {
-      const line = JSON.stringify({ at: new Date().toISOString(), pid: process.pid, node: config.nodeUser, ...entry })
-      try {
-        Fs.appendFileSync(files.log, `${line}\n`, { mode: 0o600 })
-      } catch {
-        // the log gone: stdout (the service's journal) still says it
-      }
-      process.stdout.write(`${line}\n`)
-    }
+    const log = logTo(files, config)
     const writeInfo = () => {
       try {
         writeSupervisorInfo(files.info, {
