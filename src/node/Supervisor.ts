@@ -1,4 +1,5 @@
 import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Option from "effect/Option"
 import * as Fs from "node:fs"
@@ -9,6 +10,9 @@ import { openDatabase } from "../fossil/Sqlite.js"
 import { releasePaths, rootOfProgram } from "../release/ReleasePaths.js"
 import { readClones } from "./CloneFiles.js"
 import { runCloneNode } from "./CloneNode.js"
+import { readPasswordsFile } from "./ClonePasswords.js"
+import { pullClone } from "./ClonePull.js"
+import { cloneNodeLayer, cloneRound } from "./CloneRound.js"
 import { flockNow } from "./FlockNow.js"
 import { readArrivals } from "./HookFast.js"
 import { advanceCursor, canonicalRepository, cursorFileOf, readCursor, readNodes } from "./HookFiles.js"
@@ -152,14 +156,32 @@ const superviseClone = (config: NodeConfig, files: SupervisorFiles, lockFd: numb
     let stopping = false
     let timer: NodeJS.Timeout | undefined
     let cycling: Promise<void> | undefined
+    let lastFailure: string | undefined
     const log = logTo(files, config)
     const writeInfo = () =>
       writeSupervisorInfo(files.info, {
         pid: process.pid, started, since, repository: config.repository, node: config.nodeUser, mode: "clone",
         watchers: {}, rounds, ...(lastRound !== undefined ? { lastRound } : {})
       })
+    // after the node's start (which signed in and checked the clone and the passwords file), each
+    // cycle is a pull and the round over what it brought: no sign-in, and the server is asked who
+    // sent what only when something arrived
+    let after: ManagedRuntime.ManagedRuntime<Layer.Layer.Success<ReturnType<typeof cloneNodeLayer>>, unknown> | undefined
+    const pullAndDecide = async () => {
+      const decided = await after!.runPromise(Effect.gen(function*() {
+        yield* pullClone(config.repository)
+        return yield* cloneRound(config, actNow, { watcherProgram: watcherOf(config.root) })
+      }))
+      const did = decided.decisions.map((d) => `${d.run}: ${d.action}`)
+      if (did.length > 0) {
+        lastRound = { at: new Date().toISOString(), did }
+        log({ round: { from: decided.from, to: decided.to }, did })
+        writeInfo()
+      }
+    }
     const cycle = async (check: boolean) => {
       rounds++
+      if (!check && after !== undefined) return pullAndDecide()
       const answer = await Effect.runPromise(runCloneNode(
         { server_url: config.serverUrl!, passwords_file: config.passwordsFile!, root: config.root, ...(check ? { check: true } : {}) },
         { caller: { user: config.nodeUser, capabilities: "", sandboxed: false }, dryRun: false, repository: config.repository, entryPoint: "cli" },
@@ -168,6 +190,10 @@ const superviseClone = (config: NodeConfig, files: SupervisorFiles, lockFd: numb
       const did = answer.stopped !== undefined && answer.stopped.reason !== "completed"
         ? [`${answer.stopped.reason}: ${answer.stopped.message ?? ""}`]
         : (answer.output?.runs ?? []).map((r) => `${r.run}: ${r.action}`)
+      const passwords = readPasswordsFile(config.passwordsFile!)
+      if (answer.stopped === undefined || answer.stopped.reason === "completed") {
+        if (after === undefined && passwords._tag === "Passwords") after = ManagedRuntime.make(cloneNodeLayer(config, passwords.passwords, { pull: true }))
+      }
       if (check || did.length > 0) {
         lastRound = { at: new Date().toISOString(), did }
         log({ did: check ? [...did, `${did.length} open run${did.length === 1 ? "" : "s"} decided; the node on ${config.repository} started`] : did })
@@ -178,7 +204,13 @@ const superviseClone = (config: NodeConfig, files: SupervisorFiles, lockFd: numb
       if (stopping) return
       timer = setTimeout(() => {
         timer = undefined
-        cycling = cycle(false).catch((e) => log({ did: [`the round failed: ${firstLine(e)}`] })).finally(() => {
+        // a server that stays down is said once, not twice a second
+        cycling = cycle(after === undefined).then(() => {
+          lastFailure = undefined
+        }, (e) => {
+          if (firstLine(e) !== lastFailure) log({ did: [`the round failed: ${firstLine(e)}; tried again every ${cloneEveryMs} ms`] })
+          lastFailure = firstLine(e)
+        }).finally(() => {
           cycling = undefined
           next()
         })
@@ -189,6 +221,7 @@ const superviseClone = (config: NodeConfig, files: SupervisorFiles, lockFd: numb
       stopping = true
       if (timer !== undefined) clearTimeout(timer)
       await cycling
+      await after?.dispose().catch(() => undefined)
       if (readSupervisorInfo(files.info)?.pid === process.pid) Fs.rmSync(files.info, { force: true })
       log({ did: ["stopped"] })
       Fs.closeSync(lockFd)
