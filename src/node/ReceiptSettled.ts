@@ -35,9 +35,10 @@ export const unsettledAfter = (db: BetterSqlite3.Database, cursor: Cursor, now =
     ...(forum ? ["EXISTS (SELECT 1 FROM forumpost f WHERE f.fpid = b.rid)"] : []),
     ...(tickets ? ["EXISTS (SELECT 1 FROM ticketchng c WHERE c.tkt_rid = b.rid)"] : [])
   ]
-  const rows = db.prepare<[number, number, number], { content: Buffer | null; mtime: number; delta: number }>(
+  // its receipt row may come in a later statement too: a blob without one is as young as can be
+  const rows = db.prepare<[number, number, number], { content: Buffer | null; mtime: number | null; delta: number }>(
     `SELECT b.content, r.mtime, EXISTS (SELECT 1 FROM delta d WHERE d.rid = b.rid) AS delta
-     FROM blob b JOIN rcvfrom r ON r.rcvid = b.rcvid
+     FROM blob b LEFT JOIN rcvfrom r ON r.rcvid = b.rcvid
      WHERE b.rcvid >= ? AND (b.rcvid > ? OR b.rid > ?) AND b.size >= 0 ${hasRow.length > 0 ? `AND NOT (${hasRow.join(" OR ")})` : ""}`
   ).all(cursor.rcvid, cursor.rcvid, cursor.rid)
   let count = 0
@@ -53,7 +54,7 @@ export const unsettledAfter = (db: BetterSqlite3.Database, cursor: Cursor, now =
     }
     if (!postOrTicketChange(text)) continue
     count++
-    youngestMs = Math.min(youngestMs, now - (row.mtime - 2440587.5) * 86_400_000)
+    youngestMs = Math.min(youngestMs, row.mtime === null ? 0 : now - (row.mtime - 2440587.5) * 86_400_000)
   }
   return { count, youngestMs }
 }

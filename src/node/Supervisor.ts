@@ -15,10 +15,10 @@ import { pullClone } from "./ClonePull.js"
 import { cloneNodeLayer, cloneRound } from "./CloneRound.js"
 import { flockNow } from "./FlockNow.js"
 import { readArrivals } from "./HookFast.js"
-import { advanceCursor, canonicalRepository, cursorFileOf, readCursor, readNodes } from "./HookFiles.js"
+import { advanceCursor, canonicalRepository, type Cursor, cursorFileOf, readCursor, readNodes } from "./HookFiles.js"
 import type { NodeConfig } from "./NodeConfig.js"
 import { finishLeftOutboxes } from "./Recovery.js"
-import { actNow, decideRun, described, hookRound, servedNodeLayer, startNode, wakeWaitingOf, watcherOf } from "./Round.js"
+import { actNow, decideMessage, decideRun, described, hookRound, nodeMessagesAfter, servedNodeLayer, startNode, wakeWaitingOf, watcherOf } from "./Round.js"
 import { unsettledAfter } from "./ReceiptSettled.js"
 import { readRunRecord } from "./RunRecord.js"
 import { anySession } from "./SessionFiles.js"
@@ -41,8 +41,10 @@ export const superviseUsage = "usage: ocx2 supervise --node USER [--root ROOT] [
 /** How often the roll's watchers are looked at while it holds any: the bound on seeing one end. */
 const lookEveryMs = 200
 /** How long a post received is waited for to be crosslinked, and how often it is looked at meanwhile. */
-const settleMs = 2000
+const settleMs = 10_000
 const settleEveryMs = 15
+/** How long after a round what it read is read once more. */
+const lookAgainMs = 1500
 /** How often the runs waiting for a process user are looked at while any wait. */
 const waitingEveryMs = 2000
 
@@ -271,7 +273,7 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): 
     }
 
     // ---- the work, one piece at a time: watchers' ends first (their runs wait for an answer), then a round
-    const work = { round: false, ended: new Map<string, number>(), waiting: false }
+    const work = { round: false, ended: new Map<string, number>(), waiting: false, again: false }
     /** runs whose holder is gone but whose lock is still held (a write of theirs landing): looked at again */
     const dying = new Map<string, number>()
     let pumping: Promise<void> | undefined
@@ -301,6 +303,7 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): 
         }, settleEveryMs)
         return
       }
+      if (arrivals.count > 0) lookAgainFrom(from)
       if (arrivals.maybe === 0 && (arrivals.count === 0 || !anySession(config.root))) {
         if (arrivals.newest !== undefined) advanceCursor(cursorFile, arrivals.newest)
         return
@@ -313,6 +316,41 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): 
         log({ round: { from: result.from, to: result.to }, did: result.did })
         writeInfo()
       }
+    }
+
+    // What arrived is read once more a while after each round, from where that round began: a page of
+    // Fossil's that writes a post in several statements may be caught half-way by a round in a way the
+    // settling above cannot see, and a run passed by then would otherwise wait for the node's next start.
+    // Deciding a run again is safe (its lock lets one watcher have it); only what does something is logged.
+    let againFrom: Cursor | undefined
+    let againTimer: NodeJS.Timeout | undefined
+    const lookAgainFrom = (from: Cursor) => {
+      if (againFrom === undefined || from.rcvid < againFrom.rcvid || (from.rcvid === againFrom.rcvid && from.rid < againFrom.rid)) againFrom = from
+      if (againTimer !== undefined || stopping) return
+      againTimer = setTimeout(() => {
+        againTimer = undefined
+        work.again = true
+        void pump()
+      }, lookAgainMs)
+    }
+    const lookAgain = async () => {
+      const from = againFrom
+      againFrom = undefined
+      if (from === undefined) return
+      const decisions = await runtime.runPromise(Effect.gen(function*() {
+        const careDir = yield* CareDirectory
+        const { serverCode } = yield* (yield* Repository).codes()
+        return yield* careDir.withRoundLock(Effect.gen(function*() {
+          const found = yield* nodeMessagesAfter(config.nodeUser, from)
+          const out: Array<{ run: string; action: string }> = []
+          for (const message of found.messages.filter((m) => m.kind !== "publish")) {
+            out.push(yield* described(message.run, decideMessage(config, serverCode, message, actNow, { watcherProgram: watcherProgram() })))
+          }
+          return out
+        }))
+      }))
+      const did = decisions.filter((d) => /^(handed|refused|a stop came first|answered)/.test(d.action)).map((d) => `${d.run}: ${d.action}`)
+      if (did.length > 0) log({ lookedAgain: from, did })
     }
 
     /** A watcher ended: its run decided again as the node's start decides it, then its process user's next run. */
@@ -360,7 +398,7 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): 
     const pump = (): Promise<void> => {
       if (pumping !== undefined) return pumping
       pumping = (async () => {
-        while (!stopping && (work.round || work.ended.size > 0 || work.waiting)) {
+        while (!stopping && (work.round || work.ended.size > 0 || work.waiting || work.again)) {
           if (work.ended.size > 0) {
             const ended = [...work.ended]
             work.ended.clear()
@@ -370,6 +408,11 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): 
           if (work.round) {
             work.round = false
             await round().catch((e) => log({ did: [`the round failed: ${firstLine(e)}`] }))
+            continue
+          }
+          if (work.again) {
+            work.again = false
+            await lookAgain().catch((e) => log({ did: [`reading again what arrived failed: ${firstLine(e)}`] }))
             continue
           }
           work.waiting = false
@@ -480,6 +523,7 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): 
       if (waitingTimer !== undefined) clearTimeout(waitingTimer)
       if (settling !== undefined) clearTimeout(settling)
       if (spareTimer !== undefined) clearTimeout(spareTimer)
+      if (againTimer !== undefined) clearTimeout(againTimer)
       // what is being decided is finished: a round cut short would leave its runs to the next start
       await pumping?.catch(() => undefined)
       await runtime.dispose().catch(() => undefined)
@@ -497,11 +541,14 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): 
       writeInfo()
       log({ did: [`supervising ${config.nodeUser} on ${config.repository} from ${config.root}`] })
       try {
+        const before = readCursor(cursorFileOf(config.root, config.repository, config.nodeUser))
         const { left, decisions } = await runtime.runPromise(Effect.gen(function*() {
           const left = yield* finishLeftOutboxes(actNow)
           const { decisions } = yield* startNode(config, actNow, { watcherProgram: watcherProgram(), dryRun: false })
           return { left, decisions }
         }))
+        // what arrived while the node was starting is read once more too
+        if (before !== undefined) lookAgainFrom(before)
         const taken = roll.takeBack()
         writeInfo()
         log({

@@ -8,7 +8,7 @@ import { unhook } from "../../src/tools/unhook.js"
 import { webLogin, webNewThread, type WebSession } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
 import { closeHookWorld, makeHookWorld, waitFor, type HookWorld } from "./hookWorld.js"
-import { startSupervisor, stopSupervisor, supervisorInfo, supervisorLog, type RunningSupervisor } from "./supervisorWorld.js"
+import { answeredLostBy, startSupervisor, stopSupervisor, supervisorInfo, supervisorLog, type RunningSupervisor } from "./supervisorWorld.js"
 
 // The node's supervisor (`ocx2 supervise`), as installed: the staged release root's program, a
 // real fossil server whose backoffice runs no hook by itself here (Fossil's default backoffice, and
@@ -98,8 +98,8 @@ describe("the node's supervisor", () => {
     expect(await answers(waiting)).toEqual([["started", "lab", ""], ["ended", "lab", "exited"]])
     expect(launched(killed)).toBe(1)
     expect(launched(waiting)).toBe(1)
-    const entry = await waitFor(() => supervisorLog(world).find((l) => l.run === killed && l.watcher === watcher), 10_000, 50)
-    expect(entry?.did[0], JSON.stringify(supervisorLog(world).filter((l) => l.run === killed || l.did.some((d) => d.includes(killed))))).toMatch(/^answered lost/)
+    expect(await waitFor(() => answeredLostBy(world, supervisor!.pid, killed) || undefined, 10_000, 50),
+      JSON.stringify(supervisorLog(world).filter((l) => l.run === killed || l.did.some((d) => d.includes(killed))))).toBe(true)
     expect(alive(supervisor!.pid)).toBe(true)
   }, 90_000)
 

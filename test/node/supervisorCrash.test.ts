@@ -6,7 +6,7 @@ import { hook } from "../../src/tools/hook.js"
 import { addUsers, cloneAs, pushArtifacts, webLogin, webNewThread, type TestUser, type WebSession } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
 import { closeHookWorld, makeHookWorld, sleep, waitFor, type HookWorld } from "./hookWorld.js"
-import { startSupervisor, stopSupervisor, supervisorLog, type RunningSupervisor } from "./supervisorWorld.js"
+import { answeredLostBy, startSupervisor, stopSupervisor, type RunningSupervisor } from "./supervisorWorld.js"
 
 // The supervisor SIGKILLed at chosen moments and started again, with a real fossil server and real
 // bubblewrap sandboxes: every run ends with exactly one started and one ended from the node user,
@@ -116,7 +116,7 @@ describe("a watcher SIGKILLed while the supervisor runs", () => {
       expect(replies.map((m) => [m.kind, m.sender, m.kind === "ended" ? (m.content as { outcome: string }).outcome : ""]))
         .toEqual([["started", "lab", ""], ["ended", "lab", "lost"]])
       // its line is written once the run's process user has been looked at too
-      expect(await waitFor(() => supervisorLog(world).some((l) => l.pid === pid && l.run === run && l.did[0]?.startsWith("answered lost")) || undefined, 10_000, 50)).toBe(true)
+      expect(await waitFor(() => answeredLostBy(world, pid, run) || undefined, 10_000, 50)).toBe(true)
     }
     expect(supervisor!.pid).toBe(pid)
   }, 300_000)

@@ -1,5 +1,5 @@
 /**
- * The node's supervisor as installed: `ROOT/current/ocx2 supervise --node lab --root ROOT`, the
+ * The node's supervisor as installed: `ROOT/current/ocx2-supervise --node lab --root ROOT`, the
  * program of the staged release root, started as a service manager would start it (its own
  * session, its output to a file), and found by its info file once it has started the node.
  */
@@ -32,7 +32,8 @@ export const supervisorLog = (world: Pick<HookWorld, "root" | "repository">): Re
 export const startSupervisor = async (world: Pick<HookWorld, "root" | "repository" | "dir">, env: Readonly<Record<string, string>> = {}): Promise<RunningSupervisor> => {
   const out = Path.join(world.dir, `supervisor-${Date.now()}.out`)
   const fd = Fs.openSync(out, "a")
-  const child = ChildProcess.spawn(Path.join(world.root, "current", "ocx2"), ["supervise", "--node", users.node.login, "--root", world.root], {
+  // the program the service runs (docs/systemd/ocx2-supervise@.service); `ocx2 supervise` is the same
+  const child = ChildProcess.spawn(Path.join(world.root, "current", "ocx2-supervise"), ["--node", users.node.login, "--root", world.root], {
     detached: true,
     stdio: ["ignore", fd, fd],
     env: { ...process.env, ...env }
@@ -56,3 +57,8 @@ export const stopSupervisor = async (s: RunningSupervisor | undefined): Promise<
   s.child.kill("SIGTERM")
   await s.exited
 }
+
+/** Whether the supervisor `pid` logged that it answered the run lost (on seeing its watcher end, or reading what arrived again). */
+export const answeredLostBy = (world: Pick<HookWorld, "root" | "repository">, pid: number, run: string): boolean =>
+  supervisorLog(world).some((l) => l.pid === pid &&
+    ((l.run === run && l.did[0]?.startsWith("answered lost") === true) || l.did.some((d) => d.startsWith(`${run}: answered lost`))))
