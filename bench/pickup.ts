@@ -8,21 +8,37 @@
  *  - pickup, fast mode (backoffice-disable on, fossil backoffice --poll 1): from the receipt of a
  *    pushed run to the receipt of its started, both as the served repository timed them, over
  *    BENCH_RUNS runs (default 20): median and p95. Targets: median < 1 s, p95 < 2 s.
+ *  - pickup with the node's supervisor (`ocx2 supervise`, inotify), in the same world right after: the same
+ *    measure over BENCH_RUNS runs (at least 30). Targets: median < 250 ms, p95 < 500 ms.
+ *  - a burst of BENCH_BURST runs (default 50, one process user's) posted at once in one push, in fast mode
+ *    and with the supervisor: each answered exactly once, and the time from their receipt to the last ended.
+ *  - the supervisor's CPU over BENCH_IDLE_SECONDS (default 60) with nothing arriving, and its peak RSS.
+ *    Targets: under 1 % of a core, under 80 MB.
  *  - pickup, Fossil's default backoffice, for comparison: BENCH_DEFAULT_RUNS runs (default 3),
  *    each bounded at 90 s, since a receipt within a minute of the last backoffice waits for its lease.
  *  - the hook's CPU time (user + sys, GNU time) on a receipt carrying no run, against `node -e 0`,
  *    alternating, BENCH_CPU_RUNS times (default 20): medians and their ratio. Target: at most 2x.
  */
 import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
 import * as Path from "node:path"
 import BetterSqlite3 from "better-sqlite3"
 import { composeForumPost } from "../src/fossil/Artifact.js"
+import { receivedAt } from "./support/measure.js"
 import { hook } from "../src/tools/hook.js"
 import { cloneAs, fossil, pushArtifacts } from "../test/support/fossilServer.js"
 import { shellRun, users } from "../test/support/nodeWorld.js"
-import { endWatchers, makeHookWorld, sleep, type HookWorld } from "../test/node/hookWorld.js"
+import { endWatchers, makeHookWorld, sleep, waitFor, type HookWorld } from "../test/node/hookWorld.js"
+import { startSupervisor, stopSupervisor } from "../test/node/supervisorWorld.js"
+import { closeCloneWorld, cloneUsers, makeCloneWorld, runNode, useThisBuild } from "../test/node/cloneWorld.js"
+import { dist } from "../test/node/hookWorld.js"
+import { supervisorFilesOf } from "../src/node/SupervisorFiles.js"
+import { writeMessage } from "../src/protocol/Envelope.js"
+import { sandbox } from "../test/support/nodeWorld.js"
 
-const runs = Number(process.env.BENCH_RUNS ?? 20)
+const runs = Number(process.env.BENCH_RUNS ?? 30)
+const burst = Number(process.env.BENCH_BURST ?? 50)
+const idleSeconds = Number(process.env.BENCH_IDLE_SECONDS ?? 60)
 const defaultRuns = Number(process.env.BENCH_DEFAULT_RUNS ?? 3)
 const cpuRuns = Number(process.env.BENCH_CPU_RUNS ?? 20)
 
@@ -31,17 +47,6 @@ const quantile = (values: ReadonlyArray<number>, q: number) => {
   return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!
 }
 const median = (values: ReadonlyArray<number>) => quantile(values, 0.5)
-
-/** when the served repository received the artifact, in epoch ms (rcvfrom.mtime is a Julian day) */
-const receivedAt = (repository: string, hash: string): number | undefined => {
-  const db = new BetterSqlite3(repository, { readonly: true, fileMustExist: true })
-  try {
-    const row = db.prepare("SELECT r.mtime AS mtime FROM blob b JOIN rcvfrom r USING(rcvid) WHERE b.uuid = ?").get(hash) as { mtime: number } | undefined
-    return row === undefined ? undefined : (row.mtime - 2440587.5) * 86400000
-  } finally {
-    db.close()
-  }
-}
 
 const startedOf = async (world: HookWorld, run: string) =>
   (await world.replies(run)).find((m) => m.kind === "started")?.hash
@@ -81,18 +86,100 @@ const cpuOf = (command: string, args: ReadonlyArray<string>, input = "") =>
 
 const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`
 
-// ---- fast mode
+/** BENCH_BURST runs of one process user pushed at once: each answered once? and from their receipt to the last ended */
+const burstOf = async (world: HookWorld) => {
+  const clone = await cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, `burst-${Date.now()}.fossil`))
+  const artifacts = Array.from({ length: burst }, (_, i) =>
+    composeForumPost({ date: new Date(), user: users.admin.login, title: `burst ${i}`, text: world.runText(shellRun(world, "true")) }))
+  await pushArtifacts(clone, users.admin.login, artifacts)
+  const received = Math.min(...artifacts.map((a) => receivedAt(world.repository, a.hash)!))
+  const answered = await waitFor(async () => {
+    const all = await Promise.all(artifacts.map((a) => world.replies(a.hash)))
+    return all.every((r) => r.some((m) => m.kind === "ended")) ? all : undefined
+  }, 600_000, 500)
+  if (answered === undefined) return `not every run ended within 10 minutes`
+  await sleep(2000) // a second answer would come now
+  const again = await Promise.all(artifacts.map((a) => world.replies(a.hash)))
+  const once = again.every((r) => r.filter((m) => m.kind === "started").length === 1 && r.filter((m) => m.kind === "ended").length === 1)
+  const lastEnded = Math.max(...again.map((r) => receivedAt(world.repository, r.find((m) => m.kind === "ended")!.hash)!))
+  return `last ended ${s(lastEnded - received)} after the runs' receipt; ${once ? "each answered exactly once" : "NOT each answered exactly once"}`
+}
+
+/** the supervisor's CPU time (user + sys, ms) and its peak RSS (MB), from /proc */
+const cpuMsOf = (pid: number) => {
+  const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return (Number(fields[11]) + Number(fields[12])) * 10 // clock ticks of 10 ms
+}
+const peakRssOf = (pid: number) => Number(/VmHWM:\s+(\d+) kB/.exec(Fs.readFileSync(`/proc/${pid}/status`, "utf8"))![1]) / 1024
+
+// ---- fast mode, then the supervisor in the same world
 const fast = await makeHookWorld({ fastHooks: true })
+let supervisor: Awaited<ReturnType<typeof startSupervisor>> | undefined
 try {
   const installed = await fast.call(hook, { node: users.node.login, root: fast.root })
   if (installed.stopped.reason !== "completed") throw new Error(`hook: ${installed.stopped.message}`)
-  const { took, missed } = await pickups(fast, runs, 30_000, 200)
-  console.log(`pickup, fast mode (backoffice-disable on, fossil backoffice --poll 1), ${runs} pushed runs: ` +
-    `median ${s(median(took))}, p95 ${s(quantile(took, 0.95))}, max ${s(Math.max(...took))}${missed > 0 ? `, ${missed} not started within 30 s` : ""}` +
-    `  (targets: median < 1 s, p95 < 2 s)`)
+  const line = (what: string, took: ReadonlyArray<number>, missed: number, targets: string) =>
+    console.log(`pickup, ${what}, ${runs} pushed runs: median ${s(median(took))}, p95 ${s(quantile(took, 0.95))}, max ${s(Math.max(...took))}` +
+      `${missed > 0 ? `, ${missed} not started within 30 s` : ""}  (${targets})`)
+  const fastPickups = await pickups(fast, runs, 30_000, 200)
+  line("fast mode (backoffice-disable on, fossil backoffice --poll 1)", fastPickups.took, fastPickups.missed, "targets: median < 1 s, p95 < 2 s")
+  const fastBurst = await burstOf(fast)
+  supervisor = await startSupervisor(fast)
+  const supervised = await pickups(fast, runs, 30_000, 200)
+  line("with the node's supervisor (inotify; the poller still runs and only wakes it)", supervised.took, supervised.missed, "targets: median < 250 ms, p95 < 500 ms")
+  console.log(`burst of ${burst} runs of one process user, one push: fast mode: ${fastBurst}; with the supervisor: ${await burstOf(fast)}`)
+  const before = cpuMsOf(supervisor.pid)
+  await sleep(idleSeconds * 1000)
+  const idle = cpuMsOf(supervisor.pid) - before
+  console.log(`the supervisor idle for ${idleSeconds} s (the poller running beside it): ${idle} ms of CPU, ` +
+    `${(100 * idle / (idleSeconds * 1000)).toFixed(2)} % of a core; its peak RSS ${peakRssOf(supervisor.pid).toFixed(1)} MB  (targets: < 1 %, < 80 MB)`)
 } finally {
+  await stopSupervisor(supervisor)
   endWatchers(fast.root)
   await fast.close()
+}
+
+// ---- a clone's node with its supervisor (its half-second pull cycle): from the run's receipt on the server to its started's
+const cloneRuns = Number(process.env.BENCH_CLONE_RUNS ?? 10)
+const lab = await makeCloneWorld("ocx2-bench-clone-")
+let labSupervisor: ChildProcess.ChildProcess | undefined
+try {
+  useThisBuild(lab, dist)
+  const checked = await runNode(lab, ["--check"])
+  if (checked.stopped.reason !== "completed") throw new Error(`ocx2 node --check: ${JSON.stringify(checked.stopped)}`)
+  labSupervisor = ChildProcess.spawn(process.execPath, [Path.join(lab.root, "current", "ocx2"), "supervise", "--node", cloneUsers.lab2.login, "--root", lab.root], {
+    env: { ...process.env, USER: "root" }, stdio: "ignore", detached: true
+  })
+  const log = supervisorFilesOf(lab.root, lab.clone, cloneUsers.lab2.login).log
+  await waitFor(() => (Fs.existsSync(log) && Fs.readFileSync(log, "utf8").includes("the node on") ? true : undefined), 60_000, 100)
+  const alice = await cloneAs(lab.url, cloneUsers.alice.login, cloneUsers.alice.password, Path.join(lab.dir, "alice.fossil"))
+  const took: Array<number> = []
+  for (let i = 0; i < cloneRuns; i++) {
+    const run = {
+      clone: lab.cloneCode, objective: "a run for lab2", workspace: [{ step: "directory", at: "$$root$$/work/$$run$$" }],
+      sandbox: sandbox(), limits: { wall: "2m" },
+      process: { user: cloneUsers.builder.login, command: ["sh", "-c", "true"], env: { PATH: "/usr/bin:/bin" } }
+    }
+    const artifact = composeForumPost({ date: new Date(), user: cloneUsers.alice.login, title: `lab ${i}`, text: writeMessage({ ocx: 2, to: cloneUsers.lab2.login, run }, "A run.") })
+    await pushArtifacts(alice, cloneUsers.alice.login, [artifact])
+    const started = await waitFor(async () => {
+      const db = new BetterSqlite3(lab.served, { readonly: true, fileMustExist: true })
+      try {
+        const rows = db.prepare("SELECT b.uuid AS uuid FROM forumpost f JOIN blob b ON b.rid = f.fpid WHERE f.froot = (SELECT rid FROM blob WHERE uuid = ?) ORDER BY b.rid").all(artifact.hash) as Array<{ uuid: string }>
+        return rows.map((r) => r.uuid).find((h) => h !== artifact.hash && (receivedAt(lab.served, h) !== undefined))
+      } finally {
+        db.close()
+      }
+    }, 30_000, 20)
+    if (started !== undefined) took.push(receivedAt(lab.served, started)! - receivedAt(lab.served, artifact.hash)!)
+    await sleep(Math.random() * 500)
+  }
+  console.log(`pickup on a clone's host with its supervisor (a pull every half second), ${cloneRuns} pushed runs: ` +
+    `median ${s(median(took))}, max ${s(Math.max(...took))}${took.length < cloneRuns ? `, ${cloneRuns - took.length} not started within 30 s` : ""}  (target: median < 1.5 s)`)
+} finally {
+  labSupervisor?.kill("SIGTERM")
+  await closeCloneWorld(lab)
 }
 
 // ---- default backoffice, and the hook's CPU time (no poller here: nothing else runs the hook)

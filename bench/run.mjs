@@ -21,7 +21,8 @@ await build({
   bundle: true,
   platform: "node",
   format: "esm",
-  external: ["better-sqlite3", "@lydell/node-pty"],
+  // esbuild too: bench/pickup builds a clone host's programs with it (test/node/cloneWorld.ts), and it cannot be bundled
+  external: ["better-sqlite3", "@lydell/node-pty", "esbuild"],
   outfile,
   logLevel: "warning",
   banner: { js: "import { createRequire as __ocx2CreateRequire } from 'node:module'; const require = __ocx2CreateRequire(import.meta.url);" }

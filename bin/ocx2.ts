@@ -10,6 +10,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { main } from "../src/cli/Cli.js"
 import { runContainersCommand } from "../src/cli/containersCommand.js"
+import { runSuperviseCommand } from "../src/cli/superviseCommand.js"
 
 const isUsageError = (cause: Cause.Cause<unknown>) =>
   Option.exists(Cause.failureOption(cause), ValidationError.isValidationError)
@@ -17,6 +18,7 @@ const isUsageError = (cause: Cause.Cause<unknown>) =>
 // Exit status: 0 done (a dry run too), 1 failed, 2 refused or bad usage; 130 interrupted.
 // `ocx2 containers ...` is a client of the tool-container server, not a tool of the repository;
 // its help is the registry's, as every command's (src/tools/containers.ts).
+// `ocx2 supervise ...` is the node's resident process, not a tool either.
 const containersHelp = process.argv.length === 4 && ["--help", "-h"].includes(process.argv[3]!)
 if (process.argv[2] === "containers" && !containersHelp) {
   runContainersCommand(process.argv.slice(3)).then(
@@ -24,6 +26,15 @@ if (process.argv[2] === "containers" && !containersHelp) {
     (e: unknown) => {
       process.stderr.write(`ocx2 containers: ${e instanceof Error ? e.message : String(e)}\n`)
       process.exitCode = 1
+    }
+  )
+} else if (process.argv[2] === "supervise") {
+  // the node's resident supervisor: runs until SIGTERM (docs/architecture.md, "The supervisor")
+  runSuperviseCommand(process.argv.slice(3)).then(
+    (code) => process.exit(code),
+    (e: unknown) => {
+      process.stderr.write(`ocx2 supervise: ${e instanceof Error ? e.message : String(e)}\n`)
+      process.exit(1)
     }
   )
 } else main(process.argv).pipe(

@@ -1,5 +1,6 @@
 // What the benches share: timing two ways of doing one thing side by side, and putting posts
 // straight into a repository (one bundle import) to give them something to measure.
+import BetterSqlite3 from "better-sqlite3"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import type { Artifact } from "../../src/fossil/Artifact.js"
@@ -33,4 +34,15 @@ export const importBundle = async (repo: string, user: string, artifacts: Readon
   writeBundle(bundle, projectCode, artifacts)
   await fossil(["bundle", "import", bundle, "--publish", "-U", user, "-R", repo], user)
   Fs.rmSync(bundle)
+}
+
+/** when the served repository received the artifact, in epoch ms (rcvfrom.mtime is a Julian day) */
+export const receivedAt = (repository: string, hash: string): number | undefined => {
+  const db = new BetterSqlite3(repository, { readonly: true, fileMustExist: true })
+  try {
+    const row = db.prepare("SELECT r.mtime AS mtime FROM blob b JOIN rcvfrom r USING(rcvid) WHERE b.uuid = ?").get(hash) as { mtime: number } | undefined
+    return row === undefined ? undefined : (row.mtime - 2440587.5) * 86400000
+  } finally {
+    db.close()
+  }
 }

@@ -28,7 +28,7 @@ interface ClonesFile {
 
 export const clonesFileOf = (root: string): string => Path.join(releasePaths(root).node, "clones.json")
 
-const readClones = (root: string): ClonesFile => {
+export const readClones = (root: string): ClonesFile => {
   try {
     const parsed = JSON.parse(Fs.readFileSync(clonesFileOf(root), "utf8")) as ClonesFile
     if (typeof parsed === "object" && parsed !== null && typeof parsed.clones === "object" && parsed.clones !== null) return parsed

@@ -7,6 +7,7 @@ import { rootOfProgram } from "../release/ReleasePaths.js"
 import { loadSibling } from "../siblings.js"
 import { exportDetached, exportWhenDue } from "../git/ExportHook.js"
 import { anySession } from "./SessionFiles.js"
+import { wakeSupervisor } from "./SupervisorFiles.js"
 import {
   advanceCursor, appendHookLog, canonicalRepository, type Cursor, cursorFileOf, type HookLogEntry, nodeOf, readCursor
 } from "./HookFiles.js"
@@ -19,7 +20,8 @@ import {
 // it runs on every receipt: this entry loads no Effect and no protocol schema. It reads what
 // arrived after its own cursor with plain SQLite and asks one cheap question, whether any of it
 // is a forum post or ticket change whose text may hold an OCX message ("ocx" in its content).
-// Only then does it load the round (src/node/Round.ts), which decides under round.lock.
+// Only then does it load the round (src/node/Round.ts), which decides under round.lock. When the
+// node's supervisor runs (`ocx2 supervise`), the hook only wakes it: the supervisor decides.
 
 export interface HookArgs {
   readonly log: string
@@ -150,6 +152,9 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
     if (root === undefined) return finish({ did: ["no release root: give --root ROOT or run ROOT/ocx2-hook"] })
     const node = nodeOf(root, repository)
     if (node === undefined) return finish({ did: ["no node on this repository: nothing to decide (ocx2 hook --node USER starts one)"] })
+    // a supervisor running for the node heard this receipt already (inotify); woken all the same, it decides
+    const supervisor = wakeSupervisor(root, repository, node.user)
+    if (supervisor !== undefined) return finish({ node: node.user, did: [`woke the node's supervisor (pid ${supervisor.pid}), which decides what arrived`] })
     const cursorFile = cursorFileOf(root, repository, node.user)
     const from = readCursor(cursorFile)
     if (from === undefined) return finish({ node: node.user, did: [`no cursor ${cursorFile}: run ocx2 hook --node ${node.user} to start the node`] })

@@ -18,6 +18,7 @@ import {
 import type { NodeConfig } from "./NodeConfig.js"
 import { waitingRuns } from "./ProcessUserFiles.js"
 import { readSessionFiles } from "./SessionFiles.js"
+import { runningSupervisor } from "./SupervisorFiles.js"
 import { type Act, servedNodeLayer, startNode, watcherOf } from "./Round.js"
 import { finishLeftOutboxes } from "./Recovery.js"
 
@@ -110,6 +111,17 @@ export const StatusOutput = Schema.Struct({
   otherHooks: Schema.optionalWith(Schema.Array(Schema.String), { exact: true }),
   backoffice: Schema.optionalWith(BackofficeOutput, { exact: true }),
   node: Schema.optionalWith(Schema.String, { exact: true }),
+  supervisor: Schema.optionalWith(Schema.Struct({
+    running: Schema.Boolean,
+    words: Schema.String,
+    pid: Schema.optionalWith(Schema.Number, { exact: true }),
+    since: Schema.optionalWith(Schema.String, { exact: true }),
+    watchers: Schema.optionalWith(Schema.Array(Schema.Struct({ run: Schema.String, pid: Schema.Number })).annotations({
+      description: "the watchers it holds: each run in care with the pid of the watcher holding it"
+    }), { exact: true }),
+    rounds: Schema.optionalWith(Schema.Number, { exact: true }),
+    lastRound: Schema.optionalWith(Schema.Struct({ at: Schema.String, did: Schema.Array(Schema.String) }), { exact: true })
+  }).annotations({ description: "the node's resident supervisor (ocx2 supervise): whether it runs, its pid and what it holds" }), { exact: true }),
   lastRun: Schema.optionalWith(Schema.Struct({
     at: Schema.String,
     repository: Schema.String,
@@ -362,6 +374,25 @@ const careOf = (root: string) => ({
   waiting: waitingRuns(releasePaths(root).care)
 })
 
+/** The node's supervisor as status shows it: its info file, checked against the kernel. */
+const supervisorOf = (root: string, repository: string, user: string): NonNullable<StatusOutput["supervisor"]> => {
+  const info = runningSupervisor(root, repository, user)
+  if (info === undefined) {
+    return { running: false, words: `none runs: the hook does the node's rounds itself (ocx2 supervise --node ${user} --root ${root} starts one)` }
+  }
+  const watchers = Object.entries(info.watchers).map(([run, pid]) => ({ run, pid }))
+  return {
+    running: true,
+    words: `pid ${info.pid}, since ${info.since}: it hears each receipt and runs the node's rounds (the hook only wakes it), ` +
+      `and holds ${watchers.length} watcher${watchers.length === 1 ? "" : "s"}`,
+    pid: info.pid,
+    since: info.since,
+    watchers,
+    rounds: info.rounds,
+    ...(info.lastRound !== undefined ? { lastRound: info.lastRound } : {})
+  }
+}
+
 /** How far status walks the workspaces in all: entries, and milliseconds. */
 export const workspaceWalkBound = { entries: 200_000, ms: 2_000 }
 
@@ -458,6 +489,7 @@ export const hookStatus = (input: RootOnlyInput, context: ToolContext, programPa
       otherHooks: others(hooks).filter((h) => h.type === "after-receive").map((h) => h.command),
       backoffice: { mode: backoffice.mode, disabled: backoffice.disabled, pollers: backoffice.pollers, words: backoffice.words },
       ...(node !== undefined ? { node: node.user } : {}),
+      ...(root !== undefined && node !== undefined ? { supervisor: supervisorOf(root, repository, node.user) } : {}),
       ...(last !== undefined ? { lastRun: { at: last.at, repository: last.repository, given: last.given, did: last.did } } : {}),
       ...(root !== undefined ? { care: careOf(root), workspaces: workspaceSizes(root) } : {})
     }

@@ -172,15 +172,7 @@ export const decideRun = (
             // the first waiting run, in the server's order, is handed to a watcher now
             if (!(yield* care.userBusy(processUser)) && handedLately(careDir, processUser) === undefined) {
               yield* act("hand off", `hand the first run waiting for ${processUser} to the node's spare watcher, or start ${options.watcherProgram} for it`,
-                Effect.promise(async () => {
-                  const { next } = takeNextWaiting(careDir, processUser)
-                  if (next === undefined) return
-                  markHanded(careDir, processUser, next.run)
-                  await handOffRun(config, next.run, {
-                    watcherProgram: options.watcherProgram,
-                    ...(next.personStart === true ? { personStart: true } : {})
-                  })
-                }))
+                Effect.promise(() => handNextWaiting(config, careDir, processUser, options.watcherProgram)))
             }
             return busy
               ? `waits: its process user ${processUser} has another run in this node's care; it starts once that one is over`
@@ -205,6 +197,28 @@ export const decideRun = (
       default:
         return `nothing: ${action._tag}`
     }
+  })
+
+/** The first run waiting for the user (in the server's order) handed to a watcher; the run, or undefined when none waits. */
+const handNextWaiting = async (config: NodeConfig, careDir: string, user: string, watcherProgram: string): Promise<string | undefined> => {
+  const { next } = takeNextWaiting(careDir, user)
+  if (next === undefined) return undefined
+  markHanded(careDir, user, next.run)
+  await handOffRun(config, next.run, { watcherProgram, ...(next.personStart === true ? { personStart: true } : {}) })
+  return next.run
+}
+
+/**
+ * A process user whose holder ended without waking its waiting runs (its watcher killed): when the
+ * user is free and no hand-off is on its way, the first waiting run is handed to a watcher, as the
+ * holder would have done. The run handed, or undefined.
+ */
+export const wakeWaitingOf = (config: NodeConfig, user: string, watcherProgram: string) =>
+  Effect.gen(function*() {
+    const care = yield* CareDirectory
+    if (readWaiting(care.path, user).length === 0) return undefined
+    if ((yield* care.userBusy(user)) || handedLately(care.path, user) !== undefined) return undefined
+    return yield* Effect.promise(() => handNextWaiting(config, care.path, user, watcherProgram))
   })
 
 /** A message a node acts on: a run for its node user, or a stop or publish naming a run. */

@@ -12,7 +12,8 @@ export const status = defineTool({
     "stands: installed as this root installs it, ocx2-hook run otherwise, or absent; the programs the other after-receive " +
     "hooks run; when Fossil's backoffice runs hooks (fast: backoffice-disable on and a fossil backoffice --poll running; " +
     "default: at most once a minute); the node it is; the hook's last run from ROOT/node/hook.log with the artifacts " +
-    "it was given; and the sessions in ROOT/care, with the runs waiting for their process user. Anyone may call it.",
+    "it was given; whether the node's supervisor (ocx2 supervise) runs, its pid and the watchers it holds; and the " +
+    "sessions in ROOT/care, with the runs waiting for their process user. Anyone may call it.",
   input: RootOnlyInput,
   positional: [],
   output: StatusOutput,

@@ -2,7 +2,7 @@ import * as Fs from "node:fs"
 import { execFile } from "node:child_process"
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 import { promisify } from "node:util"
 import { build } from "esbuild"
 import { startServer } from "../support/fossilServer.js"
@@ -29,6 +29,14 @@ export interface ExtServer {
 }
 
 /** Bundles an entry point as `npm run build` does, into `outdir`; returns the file. */
+/** the checkout's node_modules: found upwards, so a bundled bench (bench/*.out.mjs) finds it too */
+const nodeModulesAbove = (from: string): string => {
+  for (let dir = from; ; dir = dirname(dir)) {
+    if (Fs.existsSync(join(dir, "node_modules"))) return join(dir, "node_modules")
+    if (dirname(dir) === dir) throw new Error(`no node_modules above ${from}`)
+  }
+}
+
 export const bundle = async (entry: string, outdir: string, name: string): Promise<string> => {
   const outfile = join(outdir, `${name}.mjs`)
   await build({
@@ -49,7 +57,7 @@ export const bundle = async (entry: string, outdir: string, name: string): Promi
   })
   // the native addon stays external: the bundle finds it through a node_modules beside it
   const modules = join(outdir, "node_modules")
-  if (!Fs.existsSync(modules)) Fs.symlinkSync(join(import.meta.dirname, "../../node_modules"), modules)
+  if (!Fs.existsSync(modules)) Fs.symlinkSync(nodeModulesAbove(import.meta.dirname), modules)
   return outfile
 }
 

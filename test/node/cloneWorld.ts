@@ -35,7 +35,13 @@ export interface CloneWorld {
   readonly server: RunningServer
 }
 
-const project = Path.join(import.meta.dirname, "../..")
+/** the checkout: found upwards, so a bundled bench (bench/*.out.mjs) finds it too */
+const project = (() => {
+  for (let dir = import.meta.dirname; ; dir = Path.dirname(dir)) {
+    if (Fs.existsSync(Path.join(dir, "package.json")) && Fs.existsSync(Path.join(dir, "node_modules"))) return dir
+    if (Path.dirname(dir) === dir) throw new Error(`no checkout above ${import.meta.dirname}`)
+  }
+})()
 
 export const makeCloneWorld = async (prefix: string): Promise<CloneWorld> => {
   const dir = makeTempDir(prefix)
@@ -124,3 +130,13 @@ export const runNode = (world: CloneWorld, args: ReadonlyArray<string> = [], pas
       }
     })
   })
+
+/** The clone's host runs this checkout's build (npm run build): ocx2, its round's bundle (the supervisor) and the watcher. */
+export const useThisBuild = (world: CloneWorld, dist: string): void => {
+  const release = Fs.realpathSync(Path.join(world.root, "current"))
+  for (const program of ["ocx2", "ocx2-hook-round", "ocx2-watcher"]) {
+    Fs.copyFileSync(Path.join(dist, `${program}.mjs`), Path.join(release, program))
+    Fs.chmodSync(Path.join(release, program), 0o755)
+    Fs.copyFileSync(Path.join(dist, `${program}.cjs`), Path.join(release, `${program}.cjs`))
+  }
+}

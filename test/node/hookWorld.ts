@@ -33,7 +33,7 @@ const nodeModules = Path.join(project, "node_modules")
 export const makeReleaseRoot = (root: string, name = "0123456789ab", from: { readonly dist: string; readonly nodeModules: string } = { dist, nodeModules }): string => {
   const release = Path.join(root, "staged", name)
   Fs.mkdirSync(release, { recursive: true })
-  for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher", "ocx2-git", "ocx2-cgi"]) {
+  for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher", "ocx2-git", "ocx2-cgi", "ocx2-supervise"]) {
     const source = Path.join(from.dist, `${program}.mjs`)
     // an older commit's dist (bench/load's baseline) may not have the later programs
     if (!Fs.existsSync(source) && from.dist !== dist && !["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher"].includes(program)) continue

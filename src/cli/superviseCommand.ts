@@ -1,0 +1,13 @@
+import { loadSibling } from "../siblings.js"
+
+// `ocx2 supervise ...`, the node's resident supervisor (src/node/Supervisor.ts). It is the node's
+// round kept running, so it is loaded from the round's bundle beside the program (ocx2-hook-round),
+// and the CLI's own start-up carries none of it.
+
+type SupervisorModule = typeof import("../node/Supervisor.js")
+
+export const runSuperviseCommand = async (args: ReadonlyArray<string>): Promise<number> => {
+  const fromSource = "../node/Supervisor.js" // not followed by the bundler
+  const module = await loadSibling<SupervisorModule>("ocx2-hook-round", typeof OCX2_BUNDLED === "undefined" ? () => import(fromSource) : undefined)
+  return module.runSupervisor(args)
+}

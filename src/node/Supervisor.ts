@@ -1,0 +1,573 @@
+import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as Option from "effect/Option"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { CareDirectory } from "../../services/CareDirectory.js"
+import { Repository } from "../../services/Repository.js"
+import { openDatabase } from "../fossil/Sqlite.js"
+import { releasePaths, rootOfProgram } from "../release/ReleasePaths.js"
+import { readClones } from "./CloneFiles.js"
+import { runCloneNode } from "./CloneNode.js"
+import { readPasswordsFile } from "./ClonePasswords.js"
+import { pullClone } from "./ClonePull.js"
+import { cloneNodeLayer, cloneRound } from "./CloneRound.js"
+import { flockNow } from "./FlockNow.js"
+import { readArrivals } from "./HookFast.js"
+import { advanceCursor, canonicalRepository, type Cursor, cursorFileOf, readCursor, readNodes } from "./HookFiles.js"
+import type { NodeConfig } from "./NodeConfig.js"
+import { finishLeftOutboxes } from "./Recovery.js"
+import { actNow, decideMessage, decideRun, described, hookRound, nodeMessagesAfter, servedNodeLayer, startNode, wakeWaitingOf, watcherOf } from "./Round.js"
+import { unsettledAfter } from "./ReceiptSettled.js"
+import { readRunRecord } from "./RunRecord.js"
+import { anySession } from "./SessionFiles.js"
+import { ensureSpare } from "./SpareClient.js"
+import { processStartTime, readSupervisorInfo, type SupervisorFiles, supervisorFilesOf, type SupervisorInfo, writeSupervisorInfo } from "./SupervisorFiles.js"
+import { holderOf, runOfLockFile, WatcherRoll } from "./WatcherRoll.js"
+
+// ocx2 supervise --node USER [--root ROOT] [--repository REPO]: the node's resident supervisor on
+// the server's host (docs/architecture.md, "The supervisor"). It hears every receipt through
+// inotify on the served file's directory (the file, its journal, its WAL) and runs the node's round
+// at once, one at a time, another right after when more arrived meanwhile; the after-receive hook
+// then only wakes it (SIGUSR1). It keeps the roll of the node's watchers (WatcherRoll) and, the
+// moment one ends, decides its run again under round.lock and the run's lock, as the node's start
+// does: lost when it started and has no ended, handed on when it never started, and the first run
+// waiting for its process user handed on. It starts as `hook --node` does: what dead watchers left
+// in their outboxes sent, every open run decided, every live watcher taken back.
+
+export const superviseUsage = "usage: ocx2 supervise --node USER [--root ROOT] [--repository REPO]"
+
+/** How often the roll's watchers are looked at while it holds any: the bound on seeing one end. */
+const lookEveryMs = 200
+/** How long a post received is waited for to be crosslinked, and how often it is looked at meanwhile. */
+const settleMs = 10_000
+const settleEveryMs = 15
+/** How long after a round what it read is read once more. */
+const lookAgainMs = 1500
+/** How often the runs waiting for a process user are looked at while any wait. */
+const waitingEveryMs = 2000
+
+interface SuperviseArgs {
+  readonly node: string
+  readonly root: string | undefined
+  readonly repository: string | undefined
+}
+
+const parseArgs = (argv: ReadonlyArray<string>): SuperviseArgs | string => {
+  const named = new Map<string, string>()
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    if (["--node", "--root", "--repository"].includes(arg) && i + 1 < argv.length) named.set(arg, argv[++i]!)
+    else return `unknown argument ${JSON.stringify(arg)}; ${superviseUsage}`
+  }
+  const node = named.get("--node")
+  if (node === undefined) return `--node USER is missing; ${superviseUsage}`
+  return { node, root: named.get("--root"), repository: named.get("--repository") }
+}
+
+/** The node to supervise, from the arguments and ROOT/node/node.json; words when it cannot be. */
+export const resolveNode = (args: SuperviseArgs, program: string | undefined): NodeConfig | string => {
+  let root = args.root
+  if (root === undefined && program !== undefined) {
+    try {
+      root = rootOfProgram(Fs.realpathSync(program))
+    } catch {
+      // not a program of a release
+    }
+  }
+  if (root === undefined) return `give --root ROOT: this program is released into no root; ${superviseUsage}`
+  root = Path.resolve(root)
+  const nodes = readNodes(root).nodes
+  const mine = Object.entries(nodes).filter(([, entry]) => entry.user === args.node).map(([repository]) => repository)
+  // a node on a clone's host: the clone `ocx2 node` registered for the user
+  const clones = Object.entries(readClones(root).clones).filter(([, entry]) => entry.user === args.node)
+  const clone = args.repository !== undefined ? clones.find(([file]) => file === canonicalRepository(args.repository!)) : mine.length === 0 && clones.length === 1 ? clones[0] : undefined
+  if (clone !== undefined) {
+    return { root, repository: clone[0], nodeUser: args.node, serverUrl: clone[1].serverUrl, passwordsFile: clone[1].passwordsFile }
+  }
+  const repository = args.repository !== undefined ? canonicalRepository(args.repository) : mine.length === 1 ? mine[0] : undefined
+  if (repository === undefined) {
+    return mine.length === 0
+      ? `${Path.join(releasePaths(root).node, "node.json")} names no node ${args.node}: start it with ocx2 --repository REPO hook --node ${args.node} --root ${root}`
+      : `${args.node} is the node of ${mine.join(" and ")}: name one with --repository REPO`
+  }
+  const entry = nodes[repository]
+  if (entry?.user !== args.node) {
+    return `${repository} has ${entry === undefined ? "no node" : `the node ${entry.user}`} in ${Path.join(releasePaths(root).node, "node.json")}, not ${args.node}: ` +
+      `start it with ocx2 --repository ${repository} hook --node ${args.node} --root ${root}`
+  }
+  if (!Fs.existsSync(repository)) return `no repository file ${repository}`
+  return { root, repository, nodeUser: args.node, serverUrl: entry.serverUrl, passwordsFile: undefined }
+}
+
+/** One JSON line of what the supervisor did, to its log and to stdout (the service's journal). */
+const logTo = (files: SupervisorFiles, config: NodeConfig) => (entry: Record<string, unknown>): void => {
+  const line = JSON.stringify({ at: new Date().toISOString(), pid: process.pid, node: config.nodeUser, ...entry })
+  try {
+    Fs.appendFileSync(files.log, `${line}\n`, { mode: 0o600 })
+  } catch {
+    // the log gone: the journal still says it
+  }
+  process.stdout.write(`${line}\n`)
+}
+
+const firstLine = (e: unknown) => String((e as { message?: unknown })?.message ?? e).split("\n")[0]!
+
+/** Runs the supervisor until SIGTERM or SIGINT (or the served release is switched); its exit status. */
+export const runSupervisor = async (argv: ReadonlyArray<string>, program: string | undefined = process.argv[1]): Promise<number> => {
+  const args = parseArgs(argv)
+  if (typeof args === "string") {
+    process.stderr.write(`ocx2 supervise: ${args}\n`)
+    return 2
+  }
+  const config = resolveNode(args, program)
+  if (typeof config === "string") {
+    process.stderr.write(`ocx2 supervise: ${config}\n`)
+    return 2
+  }
+  const files = supervisorFilesOf(config.root, config.repository, config.nodeUser)
+  Fs.mkdirSync(Path.dirname(files.lock), { recursive: true, mode: 0o700 })
+  const lockFd = Fs.openSync(files.lock, "a+", 0o600)
+  const locked = flockNow(lockFd)
+  if (locked !== "held") {
+    Fs.closeSync(lockFd)
+    const other = readSupervisorInfo(files.info)
+    process.stderr.write(`ocx2 supervise: ${locked === "busy"
+      ? `a supervisor already runs for ${config.nodeUser} on ${config.repository}${other !== undefined ? ` (pid ${other.pid})` : ""}: ${files.lock}`
+      : `could not take ${files.lock}: ${locked}`}\n`)
+    return locked === "busy" ? 2 : 1
+  }
+  return config.passwordsFile !== undefined ? superviseClone(config, files, lockFd, program) : supervise(config, files, lockFd)
+}
+
+/** How long a clone's supervisor waits between two pulls (from the end of one to the start of the next). */
+const cloneEveryMs = 500
+
+/**
+ * On a clone's host: `ocx2 node`'s call (src/node/CloneNode.ts) made in the process on a short cycle
+ * instead of a timer: the node starting first (every open run decided), then a pull and a round every
+ * half second, so a run posted on the server starts here within about a second.
+ */
+const superviseClone = (config: NodeConfig, files: SupervisorFiles, lockFd: number, program: string | undefined): Promise<number> =>
+  new Promise((resolveExit) => {
+    const since = new Date().toISOString()
+    const started = processStartTime(process.pid) ?? ""
+    let rounds = 0
+    let lastRound: SupervisorInfo["lastRound"]
+    let stopping = false
+    let timer: NodeJS.Timeout | undefined
+    let cycling: Promise<void> | undefined
+    let lastFailure: string | undefined
+    const log = logTo(files, config)
+    const writeInfo = () =>
+      writeSupervisorInfo(files.info, {
+        pid: process.pid, started, since, repository: config.repository, node: config.nodeUser, mode: "clone",
+        watchers: {}, rounds, ...(lastRound !== undefined ? { lastRound } : {})
+      })
+    // after the node's start (which signed in and checked the clone and the passwords file), each
+    // cycle is a pull and the round over what it brought: no sign-in, and the server is asked who
+    // sent what only when something arrived
+    let after: ManagedRuntime.ManagedRuntime<Layer.Layer.Success<ReturnType<typeof cloneNodeLayer>>, unknown> | undefined
+    const pullAndDecide = async () => {
+      const decided = await after!.runPromise(Effect.gen(function*() {
+        yield* pullClone(config.repository)
+        return yield* cloneRound(config, actNow, { watcherProgram: watcherOf(config.root) })
+      }))
+      const did = decided.decisions.map((d) => `${d.run}: ${d.action}`)
+      if (did.length > 0) {
+        lastRound = { at: new Date().toISOString(), did }
+        log({ round: { from: decided.from, to: decided.to }, did })
+        writeInfo()
+      }
+    }
+    const cycle = async (check: boolean) => {
+      rounds++
+      if (!check && after !== undefined) return pullAndDecide()
+      const answer = await Effect.runPromise(runCloneNode(
+        { server_url: config.serverUrl!, passwords_file: config.passwordsFile!, root: config.root, ...(check ? { check: true } : {}) },
+        { caller: { user: config.nodeUser, capabilities: "", sandboxed: false }, dryRun: false, repository: config.repository, entryPoint: "cli" },
+        program
+      ))
+      const did = answer.stopped !== undefined && answer.stopped.reason !== "completed"
+        ? [`${answer.stopped.reason}: ${answer.stopped.message ?? ""}`]
+        : (answer.output?.runs ?? []).map((r) => `${r.run}: ${r.action}`)
+      const passwords = readPasswordsFile(config.passwordsFile!)
+      if (answer.stopped === undefined || answer.stopped.reason === "completed") {
+        if (after === undefined && passwords._tag === "Passwords") after = ManagedRuntime.make(cloneNodeLayer(config, passwords.passwords, { pull: true }))
+      }
+      if (check || did.length > 0) {
+        lastRound = { at: new Date().toISOString(), did }
+        log({ did: check ? [...did, `${did.length} open run${did.length === 1 ? "" : "s"} decided; the node on ${config.repository} started`] : did })
+        writeInfo()
+      }
+    }
+    const next = () => {
+      if (stopping) return
+      timer = setTimeout(() => {
+        timer = undefined
+        // a server that stays down is said once, not twice a second
+        cycling = cycle(after === undefined).then(() => {
+          lastFailure = undefined
+        }, (e) => {
+          if (firstLine(e) !== lastFailure) log({ did: [`the round failed: ${firstLine(e)}; tried again every ${cloneEveryMs} ms`] })
+          lastFailure = firstLine(e)
+        }).finally(() => {
+          cycling = undefined
+          next()
+        })
+      }, cloneEveryMs)
+    }
+    const stop = async (code: number) => {
+      if (stopping) return
+      stopping = true
+      if (timer !== undefined) clearTimeout(timer)
+      await cycling
+      await after?.dispose().catch(() => undefined)
+      if (readSupervisorInfo(files.info)?.pid === process.pid) Fs.rmSync(files.info, { force: true })
+      log({ did: ["stopped"] })
+      Fs.closeSync(lockFd)
+      resolveExit(code)
+    }
+    process.on("SIGTERM", () => void stop(0))
+    process.on("SIGINT", () => void stop(130))
+    writeInfo()
+    log({ did: [`supervising ${config.nodeUser} on the clone ${config.repository} of ${config.serverUrl} from ${config.root}`] })
+    cycling = cycle(true).catch((e) => log({ did: [`the node's start failed: ${firstLine(e)}; tried again`] })).finally(() => {
+      cycling = undefined
+      next()
+    })
+  })
+
+const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): Promise<number> =>
+  new Promise((resolveExit) => {
+    const care = releasePaths(config.root).care
+    Fs.mkdirSync(care, { recursive: true, mode: 0o700 })
+    const runtime = ManagedRuntime.make(servedNodeLayer(config))
+    const roll = new WatcherRoll(care)
+    const since = new Date().toISOString()
+    const started = processStartTime(process.pid) ?? ""
+    let rounds = 0
+    let lastRound: SupervisorInfo["lastRound"]
+    const log = logTo(files, config)
+    const writeInfo = () => {
+      try {
+        writeSupervisorInfo(files.info, {
+          pid: process.pid, started, since, repository: config.repository, node: config.nodeUser, mode: "served",
+          watchers: roll.snapshot(), rounds, ...(lastRound !== undefined ? { lastRound } : {})
+        })
+      } catch (e) {
+        log({ did: [`could not write ${files.info}: ${firstLine(e)}`] })
+      }
+    }
+    const watcherProgram = () => watcherOf(config.root)
+    // the next run's watcher waiting ready (the spare): a while after a hand-off, once the run it
+    // took has had its start to itself on the host's cores, unless one already waits
+    let spareTimer: NodeJS.Timeout | undefined
+    const spareSoon = (afterMs = 1000) => {
+      if (spareTimer !== undefined || stopping) return
+      spareTimer = setTimeout(() => {
+        spareTimer = undefined
+        ensureSpare(config, watcherProgram()).catch(() => undefined)
+      }, afterMs)
+    }
+
+    // ---- the work, one piece at a time: watchers' ends first (their runs wait for an answer), then a round
+    const work = { round: false, ended: new Map<string, number>(), waiting: false, again: false }
+    /** runs whose holder is gone but whose lock is still held (a write of theirs landing): looked at again */
+    const dying = new Map<string, number>()
+    let pumping: Promise<void> | undefined
+    let settling: NodeJS.Timeout | undefined
+    let stopping = false
+
+    const round = async () => {
+      const cursorFile = cursorFileOf(config.root, config.repository, config.nodeUser)
+      const from = readCursor(cursorFile)
+      if (from === undefined) return log({ did: [`no cursor ${cursorFile}: the node has not started`] })
+      // the hook's cheap question first (src/node/HookFast.ts): a receipt that cannot hold a message costs one read
+      const db = openDatabase(config.repository, { readonly: true, fileMustExist: true })
+      let arrivals: ReturnType<typeof readArrivals>
+      let unsettled: ReturnType<typeof unsettledAfter>
+      try {
+        db.pragma("busy_timeout = 5000")
+        arrivals = readArrivals(db, from)
+        unsettled = arrivals.count === 0 ? { count: 0, youngestMs: Infinity } : unsettledAfter(db, from)
+      } finally {
+        db.close()
+      }
+      if (unsettled.count > 0 && unsettled.youngestMs < settleMs) {
+        // a post whose crosslink is still being written: read it once it is (ReceiptSettled.ts)
+        if (settling === undefined) settling = setTimeout(() => {
+          settling = undefined
+          wantRound()
+        }, settleEveryMs)
+        return
+      }
+      if (arrivals.count > 0) lookAgainFrom(from)
+      if (arrivals.maybe === 0 && (arrivals.count === 0 || !anySession(config.root))) {
+        if (arrivals.newest !== undefined) advanceCursor(cursorFile, arrivals.newest)
+        return
+      }
+      rounds++
+      const result = await runtime.runPromise(hookRound(config, { watcherProgram: watcherProgram() }))
+      if (result.decisions.some((d) => d.action.startsWith("handed"))) spareSoon()
+      if (result.decisions.length > 0 || !(result.did.length === 1 && result.did[0] === "no run or stop for this node arrived")) {
+        lastRound = { at: new Date().toISOString(), did: result.did }
+        log({ round: { from: result.from, to: result.to }, did: result.did })
+        writeInfo()
+      }
+    }
+
+    // What arrived is read once more a while after each round, from where that round began: a page of
+    // Fossil's that writes a post in several statements may be caught half-way by a round in a way the
+    // settling above cannot see, and a run passed by then would otherwise wait for the node's next start.
+    // Deciding a run again is safe (its lock lets one watcher have it); only what does something is logged.
+    let againFrom: Cursor | undefined
+    let againTimer: NodeJS.Timeout | undefined
+    const lookAgainFrom = (from: Cursor) => {
+      if (againFrom === undefined || from.rcvid < againFrom.rcvid || (from.rcvid === againFrom.rcvid && from.rid < againFrom.rid)) againFrom = from
+      if (againTimer !== undefined || stopping) return
+      againTimer = setTimeout(() => {
+        againTimer = undefined
+        work.again = true
+        void pump()
+      }, lookAgainMs)
+    }
+    const lookAgain = async () => {
+      const from = againFrom
+      againFrom = undefined
+      if (from === undefined) return
+      const decisions = await runtime.runPromise(Effect.gen(function*() {
+        const careDir = yield* CareDirectory
+        const { serverCode } = yield* (yield* Repository).codes()
+        return yield* careDir.withRoundLock(Effect.gen(function*() {
+          const found = yield* nodeMessagesAfter(config.nodeUser, from)
+          const out: Array<{ run: string; action: string }> = []
+          for (const message of found.messages.filter((m) => m.kind !== "publish")) {
+            out.push(yield* described(message.run, decideMessage(config, serverCode, message, actNow, { watcherProgram: watcherProgram() })))
+          }
+          return out
+        }))
+      }))
+      const did = decisions.filter((d) => /^(handed|refused|a stop came first|answered)/.test(d.action)).map((d) => `${d.run}: ${d.action}`)
+      if (did.length > 0) log({ lookedAgain: from, did })
+    }
+
+    /** A watcher ended: its run decided again as the node's start decides it, then its process user's next run. */
+    const watcherEnded = async (run: string, pid: number) => {
+      const outcome = await runtime.runPromise(Effect.gen(function*() {
+        const careDir = yield* CareDirectory
+        if ((yield* careDir.probe(run)) === "alive") return undefined // its lock is still held: looked at again
+        const { serverCode } = yield* (yield* Repository).codes()
+        const decision = yield* careDir.withRoundLock(described(run, decideRun(config, serverCode, run, { _tag: "Check" }, actNow, {
+          watcherProgram: watcherProgram()
+        })))
+        const record = yield* readRunRecord(run).pipe(Effect.option)
+        const user = Option.isSome(record)
+          ? (record.value.message?.block["run"] as { process?: { user?: unknown } } | undefined)?.process?.user
+          : undefined
+        const woke = typeof user === "string" ? yield* wakeWaitingOf(config, user, watcherProgram()) : undefined
+        return { action: decision.action, woke, user }
+      }))
+      // the lock taken meanwhile (recovery found it busy after all): looked at again, like a lock still held
+      if (outcome === undefined || outcome.action === "not lost: alive") {
+        // a new watcher took the run meanwhile (it is on the roll now), or a write of the old one is landing
+        if (roll.note(run)?._tag !== "added" && holderOf(care, run) === pid) dying.set(run, pid)
+        else dying.delete(run)
+        lookWhileHeld()
+        return
+      }
+      dying.delete(run)
+      roll.note(run) // a watcher handed the run again holds it now
+      log({
+        watcher: pid, run, did: [outcome.action,
+          ...(outcome.woke !== undefined ? [`its process user ${String(outcome.user)} was free: handed ${outcome.woke}, the first run waiting for it`] : [])]
+      })
+      writeInfo()
+    }
+
+    const waitingUsers = new Set<string>()
+    const lookAtWaiting = async () => {
+      for (const user of [...waitingUsers]) {
+        const woke = await runtime.runPromise(wakeWaitingOf(config, user, watcherProgram()))
+        if (woke !== undefined) log({ did: [`${user} was free and nobody was handing its runs on: handed ${woke}, the first run waiting for it`] })
+        else if (!Fs.existsSync(Path.join(care, `~${encodeURIComponent(user)}.waiting`))) waitingUsers.delete(user)
+      }
+    }
+
+    const pump = (): Promise<void> => {
+      if (pumping !== undefined) return pumping
+      pumping = (async () => {
+        while (!stopping && (work.round || work.ended.size > 0 || work.waiting || work.again)) {
+          if (work.ended.size > 0) {
+            const ended = [...work.ended]
+            work.ended.clear()
+            for (const [run, pid] of ended) await watcherEnded(run, pid).catch((e) => log({ watcher: pid, run, did: [`failed: ${firstLine(e)}`] }))
+            continue
+          }
+          if (work.round) {
+            work.round = false
+            await round().catch((e) => log({ did: [`the round failed: ${firstLine(e)}`] }))
+            continue
+          }
+          if (work.again) {
+            work.again = false
+            await lookAgain().catch((e) => log({ did: [`reading again what arrived failed: ${firstLine(e)}`] }))
+            continue
+          }
+          work.waiting = false
+          await lookAtWaiting().catch((e) => log({ did: [`looking at the waiting runs failed: ${firstLine(e)}`] }))
+        }
+      })().finally(() => {
+        pumping = undefined
+      })
+      return pumping
+    }
+    const wantRound = () => {
+      work.round = true
+      void pump()
+    }
+
+    // ---- looking at the roll: only while it holds a watcher (idle, nothing wakes)
+    let looking: NodeJS.Timeout | undefined
+    const look = () => {
+      for (const { run, pid } of roll.gone()) work.ended.set(run, pid)
+      for (const [run, pid] of dying) work.ended.set(run, pid)
+      if (work.ended.size > 0) {
+        writeInfo()
+        void pump()
+      }
+      if (roll.size === 0 && dying.size === 0 && looking !== undefined) {
+        clearInterval(looking)
+        looking = undefined
+      }
+    }
+    const lookWhileHeld = () => {
+      if (looking === undefined && (roll.size > 0 || dying.size > 0)) looking = setInterval(look, lookEveryMs)
+    }
+    let waitingTimer: NodeJS.Timeout | undefined
+    const lookAtWaitingSoon = () => {
+      if (waitingTimer !== undefined || stopping) return
+      waitingTimer = setTimeout(() => {
+        waitingTimer = undefined
+        work.waiting = true
+        void pump().then(() => {
+          if (waitingUsers.size > 0) lookAtWaitingSoon()
+        })
+      }, waitingEveryMs)
+    }
+
+    // ---- what it hears
+    const base = Path.basename(config.repository)
+    const repositoryFiles = new Set([base, `${base}-journal`, `${base}-wal`])
+    const watchers: Array<Fs.FSWatcher> = []
+    const onError = (what: string) => (e: Error) => log({ did: [`inotify on ${what} failed: ${firstLine(e)}; the hook's wake-ups still reach it`] })
+    // the directory, not the file: the journal's removal (or the WAL's last write) comes after the commit, so a
+    // round always follows the moment what arrived is readable
+    watchers.push(Fs.watch(Path.dirname(config.repository), { persistent: true }, (_event, name) => {
+      if (name !== null && repositoryFiles.has(name)) wantRound()
+    }).on("error", onError(Path.dirname(config.repository))))
+    watchers.push(Fs.watch(care, { persistent: true }, (_event, name) => {
+      if (name === null) return
+      const run = runOfLockFile(name)
+      if (run !== undefined) {
+        const noted = roll.note(run)
+        if (noted?._tag === "added") {
+          writeInfo()
+          lookWhileHeld()
+        } else if (noted?._tag === "dead") {
+          work.ended.set(run, noted.pid)
+          void pump()
+        }
+      } else if (name.startsWith("~") && name.endsWith(".waiting")) {
+        try {
+          waitingUsers.add(decodeURIComponent(name.slice(1, -".waiting".length)))
+          lookAtWaitingSoon()
+        } catch {
+          // not a name the node writes
+        }
+      }
+    }).on("error", onError(care)))
+
+    // a switch of the served release: end, so the service manager starts the new release's supervisor
+    const current = releasePaths(config.root).current
+    const servedNow = () => {
+      try {
+        return Fs.realpathSync(current)
+      } catch {
+        return undefined
+      }
+    }
+    const served = servedNow()
+    const fromRelease = (() => {
+      try {
+        return served !== undefined && Fs.realpathSync(process.argv[1] ?? "").startsWith(`${served}/`)
+      } catch {
+        return false
+      }
+    })()
+    if (fromRelease) {
+      watchers.push(Fs.watch(config.root, { persistent: true }, (_event, name) => {
+        if (name === "current" && servedNow() !== served) {
+          log({ did: [`the served release is now ${servedNow() ?? "none"}: ending, so that the service starts the new release's supervisor`] })
+          void stop(0)
+        }
+      }).on("error", onError(config.root)))
+    }
+
+    const stop = async (code: number) => {
+      if (stopping) return
+      stopping = true
+      for (const w of watchers) w.close()
+      if (looking !== undefined) clearInterval(looking)
+      if (waitingTimer !== undefined) clearTimeout(waitingTimer)
+      if (settling !== undefined) clearTimeout(settling)
+      if (spareTimer !== undefined) clearTimeout(spareTimer)
+      if (againTimer !== undefined) clearTimeout(againTimer)
+      // what is being decided is finished: a round cut short would leave its runs to the next start
+      await pumping?.catch(() => undefined)
+      await runtime.dispose().catch(() => undefined)
+      if (readSupervisorInfo(files.info)?.pid === process.pid) Fs.rmSync(files.info, { force: true })
+      log({ did: ["stopped: the hook does the node's rounds itself again"] })
+      Fs.closeSync(lockFd)
+      resolveExit(code)
+    }
+    process.on("SIGTERM", () => void stop(0))
+    process.on("SIGINT", () => void stop(130))
+    process.on("SIGUSR1", wantRound)
+
+    // ---- starting: as `hook --node` starts the node
+    void (async () => {
+      writeInfo()
+      log({ did: [`supervising ${config.nodeUser} on ${config.repository} from ${config.root}`] })
+      try {
+        const before = readCursor(cursorFileOf(config.root, config.repository, config.nodeUser))
+        const { left, decisions } = await runtime.runPromise(Effect.gen(function*() {
+          const left = yield* finishLeftOutboxes(actNow)
+          const { decisions } = yield* startNode(config, actNow, { watcherProgram: watcherProgram(), dryRun: false })
+          return { left, decisions }
+        }))
+        // what arrived while the node was starting is read once more too
+        if (before !== undefined) lookAgainFrom(before)
+        const taken = roll.takeBack()
+        writeInfo()
+        log({
+          did: [
+            ...[...left, ...decisions].map((d) => `${d.run}: ${d.action}`),
+            `${decisions.length} open run${decisions.length === 1 ? "" : "s"} decided; ${taken} live watcher${taken === 1 ? "" : "s"} taken back`
+          ]
+        })
+        for (const name of Fs.readdirSync(care)) {
+          if (name.startsWith("~") && name.endsWith(".waiting")) waitingUsers.add(decodeURIComponent(name.slice(1, -".waiting".length)))
+        }
+        if (waitingUsers.size > 0) lookAtWaitingSoon()
+        writeInfo()
+        lookWhileHeld()
+        wantRound()
+        spareSoon(0)
+      } catch (e) {
+        log({ did: [`could not start the node: ${firstLine(e)}`] })
+        await stop(1)
+      }
+    })()
+  })

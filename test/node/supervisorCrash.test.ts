@@ -1,0 +1,123 @@
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { composeForumPost } from "../../src/fossil/Artifact.js"
+import { hook } from "../../src/tools/hook.js"
+import { addUsers, cloneAs, pushArtifacts, webLogin, webNewThread, type TestUser, type WebSession } from "../support/fossilServer.js"
+import { shellRun, users } from "../support/nodeWorld.js"
+import { closeHookWorld, makeHookWorld, sleep, waitFor, type HookWorld } from "./hookWorld.js"
+import { answeredLostBy, startSupervisor, stopSupervisor, type RunningSupervisor } from "./supervisorWorld.js"
+
+// The supervisor SIGKILLed at chosen moments and started again, with a real fossil server and real
+// bubblewrap sandboxes: every run ends with exactly one started and one ended from the node user,
+// none is launched twice, none is left unanswered. And a watcher SIGKILLed while the supervisor
+// runs is answered lost with no restart. Each case ten times, in one world.
+
+const times = 10
+/** process users of their own for the bursts, so that a burst runs side by side */
+const burstUsers: ReadonlyArray<TestUser> = ["b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8"].map((login) => ({ login, capabilities: "oi", password: `${login}-pw` }))
+
+let world: HookWorld
+let alice: WebSession
+let clone: string
+let supervisor: RunningSupervisor | undefined
+beforeAll(async () => {
+  world = await makeHookWorld({ fastHooks: false })
+  await addUsers(world.repository, burstUsers)
+  const installed = await world.call(hook, { node: users.node.login, root: world.root })
+  expect(installed.stopped).toEqual({ reason: "completed" })
+  alice = await webLogin(world.server.url, users.admin.login, users.admin.password)
+  clone = await cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, "alice.fossil"))
+  supervisor = await startSupervisor(world)
+}, 120_000)
+afterAll(async () => {
+  await stopSupervisor(supervisor)
+  await closeHookWorld(world)
+})
+
+const counting = (user: string, script = "true") => shellRun(world, `echo x >> $$workspace$$/launched; ${script}`, { user })
+const launched = (run: string) => {
+  try {
+    return Fs.readFileSync(Path.join(world.root, "work", run, "launched"), "utf8").split("\n").filter((l) => l.length > 0).length
+  } catch {
+    return 0
+  }
+}
+
+/** SIGKILLs the supervisor and starts it again (as Restart=always would) */
+const killAndRestart = async () => {
+  process.kill(supervisor!.pid, "SIGKILL")
+  await supervisor!.exited
+  supervisor = await startSupervisor(world)
+}
+
+/** each run: exactly one started and one ended (exited 0) from the node user, launched once */
+const expectEachOnce = async (runs: ReadonlyArray<string>) => {
+  for (const run of runs) await world.waitEnded(run, 60_000)
+  await sleep(1000) // a second answer, or a second launch, would come now
+  for (const run of runs) {
+    const replies = (await world.replies(run)).filter((m) => m.kind === "started" || m.kind === "ended")
+    expect(replies.map((m) => [m.kind, m.sender, m.kind === "ended" ? m.content : undefined]), run)
+      .toEqual([["started", "lab", undefined], ["ended", "lab", { outcome: "exited", exit: 0 }]])
+    expect(launched(run), run).toBe(1)
+  }
+}
+
+describe("the supervisor SIGKILLed and started again", () => {
+  it("while it hands a run off: each run once", async () => {
+    const runs: Array<string> = []
+    for (let i = 0; i < times; i++) {
+      const user = burstUsers[i % burstUsers.length]!.login
+      const run = await webNewThread(world.server, alice, { title: `handing ${i}`, text: world.runText(counting(user)) })
+      runs.push(run)
+      // from the receipt, a moment along its hand-off: the round, the spare asked, a watcher started
+      await sleep(i * 15)
+      await killAndRestart()
+    }
+    await expectEachOnce(runs)
+  }, 300_000)
+
+  it("while its watcher writes started: each run once", async () => {
+    const runs: Array<string> = []
+    for (let i = 0; i < times; i++) {
+      const user = burstUsers[i % burstUsers.length]!.login
+      const run = await webNewThread(world.server, alice, { title: `starting ${i}`, text: world.runText(counting(user)) })
+      runs.push(run)
+      // the watcher holds the run: what it does next is write started
+      expect(await waitFor(() => (Fs.existsSync(Path.join(world.root, "care", `${run}.lock`)) ? true : undefined), 30_000, 5)).toBe(true)
+      await killAndRestart()
+    }
+    await expectEachOnce(runs)
+  }, 300_000)
+
+  it("during a burst of 20 runs: each run once", async () => {
+    for (let i = 0; i < times; i++) {
+      const artifacts = Array.from({ length: 20 }, (_, k) => composeForumPost({
+        date: new Date(), user: users.admin.login, title: `burst ${i}.${k}`,
+        text: world.runText(counting(burstUsers[k % burstUsers.length]!.login))
+      }))
+      await pushArtifacts(clone, users.admin.login, artifacts)
+      await sleep(100 + i * 100)
+      await killAndRestart()
+      await expectEachOnce(artifacts.map((a) => a.hash))
+    }
+  }, 600_000)
+})
+
+describe("a watcher SIGKILLed while the supervisor runs", () => {
+  it("is answered lost, with no restart, each time", async () => {
+    const pid = supervisor!.pid
+    for (let i = 0; i < times; i++) {
+      const run = await webNewThread(world.server, alice, { title: `killed ${i}`, text: world.runText(counting(users.builder.login, "sleep 60")) })
+      expect(await waitFor(() => (launched(run) === 1 ? true : undefined), 30_000, 20)).toBe(true)
+      const watcher = Number(Fs.readFileSync(Path.join(world.root, "care", `${run}.lock`), "utf8").trim())
+      process.kill(watcher, "SIGKILL")
+      const replies = (await world.waitEnded(run, 30_000)).filter((m) => m.kind === "started" || m.kind === "ended")
+      expect(replies.map((m) => [m.kind, m.sender, m.kind === "ended" ? (m.content as { outcome: string }).outcome : ""]))
+        .toEqual([["started", "lab", ""], ["ended", "lab", "lost"]])
+      // its line is written once the run's process user has been looked at too
+      expect(await waitFor(() => answeredLostBy(world, pid, run) || undefined, 10_000, 50)).toBe(true)
+    }
+    expect(supervisor!.pid).toBe(pid)
+  }, 300_000)
+})
