@@ -28,7 +28,7 @@ if (process.argv[2] === "containers" && !containersHelp) {
       process.exitCode = 1
     }
   )
-} else if (process.argv[2] === "supervise") {
+} else if (process.argv[2] === "supervise" && !(process.argv.length === 4 && ["--help", "-h"].includes(process.argv[3]!))) {
   // the node's resident supervisor: runs until SIGTERM (docs/architecture.md, "The supervisor")
   runSuperviseCommand(process.argv.slice(3)).then(
     (code) => process.exit(code),

@@ -36,7 +36,7 @@ import { holderOf, runOfLockFile, WatcherRoll } from "./WatcherRoll.js"
 // waiting for its process user handed on. It starts as `hook --node` does: what dead watchers left
 // in their outboxes sent, every open run decided, every live watcher taken back.
 
-export const superviseUsage = "usage: ocx2 supervise --node USER [--root ROOT] [--repository REPO]"
+export const superviseUsage = "usage: ocx2 supervise --node USER [--root ROOT] [--repository REPO] [--dry-run]"
 
 /** How often the roll's watchers are looked at while it holds any: the bound on seeing one end. */
 const lookEveryMs = 200
@@ -52,18 +52,21 @@ interface SuperviseArgs {
   readonly node: string
   readonly root: string | undefined
   readonly repository: string | undefined
+  readonly dryRun: boolean
 }
 
 const parseArgs = (argv: ReadonlyArray<string>): SuperviseArgs | string => {
   const named = new Map<string, string>()
+  let dryRun = false
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
     if (["--node", "--root", "--repository"].includes(arg) && i + 1 < argv.length) named.set(arg, argv[++i]!)
+    else if (arg === "--dry-run") dryRun = true
     else return `unknown argument ${JSON.stringify(arg)}; ${superviseUsage}`
   }
   const node = named.get("--node")
   if (node === undefined) return `--node USER is missing; ${superviseUsage}`
-  return { node, root: named.get("--root"), repository: named.get("--repository") }
+  return { node, root: named.get("--root"), repository: named.get("--repository"), dryRun }
 }
 
 /** The node to supervise, from the arguments and ROOT/node/node.json; words when it cannot be. */
@@ -127,6 +130,14 @@ export const runSupervisor = async (argv: ReadonlyArray<string>, program: string
     return 2
   }
   const files = supervisorFilesOf(config.root, config.repository, config.nodeUser)
+  if (args.dryRun) {
+    // every tool's --dry-run: what it would supervise, and nothing started
+    const running = readSupervisorInfo(files.info)
+    process.stdout.write(`would supervise the node ${config.nodeUser} of ${config.repository} under ${config.root}` +
+      `${config.passwordsFile !== undefined ? ` (a clone of ${config.serverUrl ?? "its server"}: pulled every ${cloneEveryMs} ms)` : " (its receipts heard through inotify)"}` +
+      `${running !== undefined ? `; pid ${running.pid} may already supervise it (${files.lock})` : ""}\n`)
+    return 0
+  }
   Fs.mkdirSync(Path.dirname(files.lock), { recursive: true, mode: 0o700 })
   const lockFd = Fs.openSync(files.lock, "a+", 0o600)
   const locked = flockNow(lockFd)

@@ -26,8 +26,8 @@ export const ContainersInput = Schema.Struct({
   arguments: text("run: the arguments, any JSON, handed to the container's program byte for byte"),
   secrets: text("run: a JSON object of the secrets' first values, fed to the container when it registers; never in the request"),
   volume: text("run: a volume mount NAME:CONTAINER-PATH:MODE[:RELATIVE-PATH]; give it once for each mount"),
-  fuse_file: text("run: a FUSE file mount ID:CONTAINER-PATH, whose reads this client answers; once for each"),
-  fuse_directory: text("run: a FUSE directory mount ID:CONTAINER-PATH, whose reads this client answers; once for each")
+  fuse_file: text("run: a FUSE file mount ID:CONTAINER-PATH:HOST-FILE, whose every read and write this client answers from HOST-FILE; once for each"),
+  fuse_directory: text("run: a FUSE directory mount ID:CONTAINER-PATH:HOST-DIRECTORY, whose every read and write this client answers from HOST-DIRECTORY; once for each")
 })
 
 export const containers = defineTool({

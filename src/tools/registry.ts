@@ -3,6 +3,7 @@ import { accept } from "./accept.js"
 import { attach } from "./attach.js"
 import { audit } from "./audit.js"
 import { containers } from "./containers.js"
+import { supervise } from "./supervise.js"
 import { create } from "./create.js"
 import { echo } from "./echo.js"
 import { gitExport } from "./export.js"
@@ -46,5 +47,6 @@ export const tools: ReadonlyArray<Tool> = [
   unhook,
   gitExport,
   gitImport,
-  containers
+  containers,
+  supervise
 ]

@@ -150,5 +150,13 @@ describe("the node's supervisor", () => {
     expect(refused.status).toBe(2)
     expect(refused.stderr).toContain(`a supervisor already runs for lab on ${world.repository} (pid ${again.pid})`)
     supervisor = again
+    // as installed, it is listed with the tools, and --dry-run says what it would supervise and starts nothing
+    const ocx2 = Path.join(world.root, "current", "ocx2")
+    expect(ChildProcess.spawnSync(ocx2, ["--help"], { encoding: "utf8" }).stdout).toMatch(/^\s+- supervise\s+Run the node's resident supervisor/m)
+    expect(ChildProcess.spawnSync(ocx2, ["supervise", "--help"], { encoding: "utf8" }).stdout).toContain("usage: ocx2 supervise --node NODE")
+    const dry = ChildProcess.spawnSync(ocx2, ["supervise", "--node", users.node.login, "--root", world.root, "--dry-run"], { encoding: "utf8" })
+    expect(dry.status, dry.stderr).toBe(0)
+    expect(dry.stdout).toContain(`would supervise the node lab of ${world.repository} under ${world.root} (its receipts heard through inotify); pid ${again.pid} may already supervise it`)
+    expect(supervisorInfo(world)?.pid).toBe(again.pid)
   }, 60_000)
 })
