@@ -145,7 +145,13 @@ const wakeWaiting = (options: WatcherOptions, held: HeldUser) =>
     markHanded(care.path, user, next.run)
     const { pid, warm } = yield* Effect.promise(() => handToNext(options.config, next))
     yield* log(`its process user is free: handed ${next.run} to ${warm ? "the spare" : "watcher"} ${pid}`)
-  }).pipe(Effect.catchAll(() => Effect.void))
+  }).pipe(
+    // the run is written down, whatever happens here: say why the turn was not passed on, so that
+    // a run left waiting can be traced (the node's next start, or its supervisor, starts it)
+    Effect.catchAllCause((cause) =>
+      Effect.flatMap(CareDirectory, (care) =>
+        care.appendLog(options.run, `${new Date().toISOString()} could not pass its process user's turn on: ${Cause.pretty(cause).split("\n")[0]}\n`)).pipe(Effect.ignore))
+  )
 
 /**
  * The next waiting run to one watcher: the spare, waited for a little while one is still starting
