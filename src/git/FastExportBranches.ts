@@ -7,6 +7,16 @@
 // first, then the others by name, as a person reading `git log --first-parent` would say.
 import * as Fs from "node:fs"
 
+/** A file the sandbox wrote, read without following a link it may have put in its place. */
+export const readNoFollow = (file: string): string => {
+  const fd = Fs.openSync(file, Fs.constants.O_RDONLY | Fs.constants.O_NOFOLLOW)
+  try {
+    return Fs.readFileSync(fd, "utf8")
+  } finally {
+    Fs.closeSync(fd)
+  }
+}
+
 /**
  * The branch of each commit, from `#BRANCH` lines each followed by that branch's
  * `git rev-list --first-parent` (the upstream's own branch first). A commit on several lines
@@ -36,8 +46,16 @@ const chunkSize = 1 << 16
  * an upstream's history need not fit in memory.
  */
 export const relabelStream = (inputFile: string, outputFile: string, labels: ReadonlyMap<string, string>): void => {
-  const input = Fs.openSync(inputFile, "r")
-  const output = Fs.openSync(outputFile, "w")
+  // the files are in a directory the sandbox wrote: a link there must not lead outside it
+  const input = Fs.openSync(inputFile, Fs.constants.O_RDONLY | Fs.constants.O_NOFOLLOW)
+  Fs.rmSync(outputFile, { force: true })
+  let output: number
+  try {
+    output = Fs.openSync(outputFile, Fs.constants.O_WRONLY | Fs.constants.O_CREAT | Fs.constants.O_EXCL | Fs.constants.O_NOFOLLOW, 0o600)
+  } catch (e) {
+    Fs.closeSync(input)
+    throw e
+  }
   try {
     let buffer = Buffer.alloc(0)
     let ended = false

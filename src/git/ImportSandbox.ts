@@ -3,7 +3,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { type LaunchSpec, SandboxLauncher } from "../../services/SandboxLauncher.js"
-import { firstParentBranches, relabelStream } from "./FastExportBranches.js"
+import { firstParentBranches, readNoFollow, relabelStream } from "./FastExportBranches.js"
 
 // import's one untrusted step: cloning the upstream and turning its history into a Fossil
 // repository, in a sandbox as a run's process is (bubblewrap, its uid, the system read-only),
@@ -122,7 +122,7 @@ export const importInSandbox = (
     // between the two steps, outside the sandbox: the stream is only copied, its data never read
     yield* Effect.try({
       try: () => {
-        const labels = firstParentBranches(Fs.readFileSync(inWork("first-parents"), "utf8"), Fs.readFileSync(inWork("main.branch"), "utf8").trim())
+        const labels = firstParentBranches(readNoFollow(inWork("first-parents")), readNoFollow(inWork("main.branch")).trim())
         relabelStream(inWork("stream"), inWork("stream.fossil"), labels)
         if ((process.getuid?.() ?? 0) === 0) Fs.chownSync(inWork("stream.fossil"), ids.uid, ids.gid)
       },

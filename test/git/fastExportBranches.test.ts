@@ -2,7 +2,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { firstParentBranches, relabelStream } from "../../src/git/FastExportBranches.js"
+import { firstParentBranches, readNoFollow, relabelStream } from "../../src/git/FastExportBranches.js"
 
 const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-fast-export-"))
 afterAll(() => Fs.rmSync(dir, { recursive: true, force: true }))
@@ -47,6 +47,23 @@ describe("the branches of an imported history", () => {
       Buffer.from("tag v2\nfrom :2\ntagger A <a@b> 1 +0000\ndata 0\n")
     ])
     expect(out.equals(expected), out.toString("latin1")).toBe(true)
+  })
+
+  it("follows no link the sandbox left: a linked stream is refused, a linked output replaced, never written through", () => {
+    const outside = Path.join(dir, "outside")
+    Fs.writeFileSync(outside, "the host's file\n")
+    const linkedIn = Path.join(dir, "linked-in")
+    Fs.symlinkSync(outside, linkedIn)
+    expect(() => relabelStream(linkedIn, Path.join(dir, "out-a"), new Map())).toThrow(/ELOOP/)
+    const input = Path.join(dir, "plain-in")
+    Fs.writeFileSync(input, "reset refs/heads/master\n")
+    const linkedOut = Path.join(dir, "linked-out")
+    Fs.symlinkSync(outside, linkedOut)
+    relabelStream(input, linkedOut, new Map())
+    expect(Fs.lstatSync(linkedOut).isSymbolicLink()).toBe(false)
+    expect(Fs.readFileSync(linkedOut, "utf8")).toBe("reset refs/heads/master\n")
+    expect(Fs.readFileSync(outside, "utf8")).toBe("the host's file\n")
+    expect(() => readNoFollow(linkedIn)).toThrow(/ELOOP/)
   })
 
   it("copies a stream larger than its buffer, and names a stream cut inside a data block", () => {
