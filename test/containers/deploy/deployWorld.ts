@@ -91,10 +91,15 @@ export const listeningUrl = (server: ChildProcess.ChildProcess): Promise<string>
 export const tempDir = (what: string) => Fs.mkdtempSync(Path.join(Os.tmpdir(), `ocx2-${what}-`))
 
 /** `programs`: where the bundled proxy and relay are (dist/) */
-export const makeDeployWorld = async (root: string, images: ReadonlyArray<ObtainedImage>, programs = dist): Promise<DeployWorld> => {
-  const bundles = { proxyBundle: Path.join(programs, "ocx2-container-proxy.mjs"), relayBundle: Path.join(programs, "ocx2-container-relay.mjs") }
+export const makeDeployWorld = async (
+  root: string,
+  images: ReadonlyArray<ObtainedImage>,
+  programs = dist,
+  more: Partial<BwrapDeployer.BwrapDeployerOptions> = {}
+): Promise<DeployWorld> => {
+  const bundles = { proxyBundle: Path.join(programs, "ocx2-container-proxy.mjs"), relayProgram: Path.join(programs, "ocx2-container-relay") }
   const parts = await Effect.runPromise(
-    makeServerParts(root).pipe(Effect.provide(Layer.merge(BwrapDeployer.layer({ root, ...bundles }), heldImages(images))))
+    makeServerParts(root).pipe(Effect.provide(Layer.merge(BwrapDeployer.layer({ root, ...bundles, ...more }), heldImages(images))))
   )
   const server = await startContainersServer({ root, parts })
   const url = `ws://127.0.0.1:${server.port}`
@@ -114,6 +119,21 @@ export const makeDeployWorld = async (root: string, images: ReadonlyArray<Obtain
       await server.close()
     }
   }
+}
+
+/** the containers under ROOT, each with whether it is a spare the deployer stood up ahead (record.json) */
+export const containersUnder = (root: string): ReadonlyArray<{ readonly name: string; readonly spare: boolean; readonly relayPid: number | undefined }> => {
+  const top = Path.join(root, "containers")
+  if (!Fs.existsSync(top)) return []
+  return Fs.readdirSync(top).map((name) => {
+    let record: { spare?: boolean; relayPid?: number } = {}
+    try {
+      record = JSON.parse(Fs.readFileSync(Path.join(top, name, "record.json"), "utf8")) as typeof record
+    } catch {
+      // being written
+    }
+    return { name, spare: record.spare === true, relayPid: record.relayPid }
+  })
 }
 
 /** what ROOT left on the host: mounts under it, loop devices of its files, container cgroups, processes naming it */
