@@ -22,6 +22,7 @@ import {
 import { mountDisk, mountOverlay } from "../src/containers/deploy/Mounts.js"
 import { proxyKit, type ProxyKit } from "../src/containers/deploy/ProxyKit.js"
 import { sandboxArgs } from "../src/containers/deploy/SandboxArgs.js"
+import { holdUserNamespace, type HeldNamespace } from "../src/containers/deploy/UserNamespace.js"
 import { encodeLaunch, proxyPort, type Launch } from "../src/containers/proxy/Launch.js"
 import { ByteTail } from "../src/sandbox/ByteTail.js"
 import { LaunchCgroups } from "../src/sandbox/cgroups.js"
@@ -108,10 +109,12 @@ export const make = (options: BwrapDeployerOptions) => {
     let cgroups: LaunchCgroups | undefined
     let sandbox: ChildProcess.ChildProcess | undefined
     let relay: ChildProcess.ChildProcess | undefined
+    let userns: HeldNamespace | undefined
     const tail = new ByteTail(16 * 1024)
     let stopping: Promise<void> | undefined
     const stop = (): Promise<void> =>
       (stopping ??= (async () => {
+        await userns?.release()
         if (cgroups !== undefined) cgroups.killAll()
         if (sandbox?.pid !== undefined) {
           try {
@@ -142,6 +145,8 @@ export const make = (options: BwrapDeployerOptions) => {
       cgroups = LaunchCgroups.make(`${cgroupPrefix(options.root)}${name}`, { pids: true, pidsMax: options.pidsMax ?? 1024, memoryBytes: spec.memory })
       trace("cgroups made")
       writeRecord(dir, record())
+      // an image's User other than root: a namespace that maps it, held until the sandbox joins it
+      if (plan.launch.user !== undefined) userns = await holdUserNamespace()
       const launchFile = Path.join(dir, "launch.json")
       Fs.writeFileSync(launchFile, encodeLaunch(plan.launch), { mode: 0o444 })
       const args = sandboxArgs({
@@ -152,16 +157,18 @@ export const make = (options: BwrapDeployerOptions) => {
         mounts: spec.mounts,
         fuse: Fs.existsSync("/dev/fuse"),
         command: kit.command,
-        infoFd: 3
+        infoFd: 3,
+        ...(userns !== undefined ? { userns: 4 } : {})
       })
       sandbox = ChildProcess.spawn("/bin/sh", ["-c", wrapper, "ocx2-container", ...cgroups.procsFiles(), "--", options.bwrap ?? "bwrap", ...args], {
         env: wrapperEnv,
         cwd: "/",
-        stdio: ["ignore", "pipe", "pipe", "pipe"]
+        stdio: userns === undefined ? ["ignore", "pipe", "pipe", "pipe"] : ["ignore", "pipe", "pipe", "pipe", userns.fd]
       })
       sandbox.stdout!.on("data", (d: Buffer) => tail.push(d))
       sandbox.stderr!.on("data", (d: Buffer) => tail.push(d))
       const childPid = await readInfo(sandbox.stdio[3] as NodeJS.ReadableStream)
+      await userns?.release()
       trace("sandbox made")
       if (childPid === undefined) {
         await exited(sandbox)

@@ -31,7 +31,8 @@ export const busyboxRootfs = (dir: string): string => {
   Fs.chmodSync(Path.join(rootfs, "bin", "busybox"), 0o755)
   const list = ChildProcess.spawnSync("/bin/busybox", ["--list"], { encoding: "utf8" }).stdout.split("\n").filter((a) => a !== "" && a !== "busybox")
   for (const applet of list) Fs.symlinkSync("busybox", Path.join(rootfs, "bin", applet))
-  Fs.writeFileSync(Path.join(rootfs, "etc", "passwd"), "root:x:0:0:root:/root:/bin/sh\n")
+  Fs.writeFileSync(Path.join(rootfs, "etc", "passwd"), "root:x:0:0:root:/root:/bin/sh\napp:x:1234:2345:an image's user:/tmp:/bin/sh\n")
+  Fs.writeFileSync(Path.join(rootfs, "etc", "group"), "root:x:0:\nstaff:x:3456:app\n")
   Fs.writeFileSync(Path.join(rootfs, "etc", "motd"), "from the image\n")
   return rootfs
 }
@@ -43,7 +44,7 @@ export interface TestImage extends UnpackedImage {
 
 /** an image the server holds: a config of its own (so its own digest), the rootfs given */
 export const obtained = (image: TestImage): ObtainedImage & UnpackedImage => {
-  const config = Buffer.from(JSON.stringify({ architecture: "amd64", os: "linux", config: { Labels: image.labels ?? {}, Env: image.env, Entrypoint: image.entrypoint, Cmd: image.cmd }, rootfs: { type: "layers", diff_ids: [] } }))
+  const config = Buffer.from(JSON.stringify({ architecture: "amd64", os: "linux", config: { Labels: image.labels ?? {}, Env: image.env, Entrypoint: image.entrypoint, Cmd: image.cmd, ...(image.user !== undefined ? { User: image.user } : {}) }, rootfs: { type: "layers", diff_ids: [] } }))
   const manifest = Buffer.from(JSON.stringify({ schemaVersion: 2, config: { mediaType: "application/vnd.oci.image.config.v1+json", digest: sha256(config), size: config.length }, layers: [] }))
   return {
     digest: sha256(manifest),
@@ -55,7 +56,8 @@ export const obtained = (image: TestImage): ObtainedImage & UnpackedImage => {
     entrypoint: image.entrypoint,
     cmd: image.cmd,
     env: image.env,
-    workingDir: image.workingDir
+    workingDir: image.workingDir,
+    ...(image.user !== undefined ? { user: image.user } : {})
   }
 }
 
