@@ -1,7 +1,9 @@
-// Builds dist/fusemountfd, the static C helper that makes a FUSE mount for
-// src/containers/fuse/Mount.ts, from src/containers/fuse/fusemountfd.c: `gcc -static`, so it
-// runs in any amd64 image, libc or none. Run by bin/build.mjs; `node bin/fusemountfd.mjs` alone
-// builds it too. Rebuilt only when the source is newer than the binary.
+// Builds the project's static C programs into dist/: fusemountfd, the helper that makes a FUSE
+// mount for src/containers/fuse/Mount.ts (from src/containers/fuse/fusemountfd.c), and
+// ocx2-container-relay, the relay to a container's proxy (src/containers/deploy/relay.c).
+// `gcc -static`, so fusemountfd runs in any amd64 image, libc or none. Run by bin/build.mjs;
+// `node bin/fusemountfd.mjs` alone builds them too. Each rebuilt only when its source is newer
+// than its binary.
 import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -9,20 +11,27 @@ import { pathToFileURL } from "node:url"
 
 const project = Path.resolve(import.meta.dirname, "..")
 
-export const buildFuseMountFd = (dist = Path.join(project, "dist")) => {
-  const source = Path.join(project, "src", "containers", "fuse", "fusemountfd.c")
-  const binary = Path.join(dist, "fusemountfd")
+const buildStatic = (source, binary) => {
   if (Fs.existsSync(binary) && Fs.statSync(binary).mtimeMs >= Fs.statSync(source).mtimeMs) return binary
-  Fs.mkdirSync(dist, { recursive: true })
+  Fs.mkdirSync(Path.dirname(binary), { recursive: true })
   const temporary = `${binary}.${process.pid}.partial`
   try {
     execFileSync("gcc", ["-static", "-Os", "-s", "-o", temporary, source], { stdio: ["ignore", "inherit", "inherit"] })
   } catch (e) {
     Fs.rmSync(temporary, { force: true })
-    throw new Error(`fusemountfd: gcc -static failed (install gcc and libc6-dev): ${e instanceof Error ? e.message : e}`)
+    throw new Error(`${Path.basename(binary)}: gcc -static failed (install gcc and libc6-dev): ${e instanceof Error ? e.message : e}`)
   }
   Fs.renameSync(temporary, binary)
   return binary
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) buildFuseMountFd()
+export const buildFuseMountFd = (dist = Path.join(project, "dist")) =>
+  buildStatic(Path.join(project, "src", "containers", "fuse", "fusemountfd.c"), Path.join(dist, "fusemountfd"))
+
+export const buildContainerRelay = (dist = Path.join(project, "dist")) =>
+  buildStatic(Path.join(project, "src", "containers", "deploy", "relay.c"), Path.join(dist, "ocx2-container-relay"))
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
+  buildFuseMountFd()
+  buildContainerRelay()
+}

@@ -20,23 +20,29 @@ import {
   cgroupPrefix, containersDir, diskFile, freeContainer, socketFile, sweepContainers, writeRecord
 } from "../src/containers/deploy/Leftovers.js"
 import { mountDisk, mountOverlay } from "../src/containers/deploy/Mounts.js"
-import { proxyKit } from "../src/containers/deploy/ProxyKit.js"
+import { proxyKit, type ProxyKit } from "../src/containers/deploy/ProxyKit.js"
 import { sandboxArgs } from "../src/containers/deploy/SandboxArgs.js"
-import { encodeLaunch, proxyPort } from "../src/containers/proxy/Launch.js"
+import { holdUserNamespace, type HeldNamespace } from "../src/containers/deploy/UserNamespace.js"
+import { encodeLaunch, proxyPort, type Launch } from "../src/containers/proxy/Launch.js"
 import { ByteTail } from "../src/sandbox/ByteTail.js"
 import { LaunchCgroups } from "../src/sandbox/cgroups.js"
 
 export interface BwrapDeployerOptions {
   /** the server's ROOT: containers live in ROOT/containers, the proxy kit in ROOT/proxy-kit */
   readonly root: string
-  /** the bundled proxy (dist/ocx2-container-proxy.mjs) and relay (dist/ocx2-container-relay.mjs) */
+  /** the bundled proxy (dist/ocx2-container-proxy.mjs) */
   readonly proxyBundle: string
-  readonly relayBundle: string
+  /** the static relay (dist/ocx2-container-relay, src/containers/deploy/relay.c) */
+  readonly relayProgram: string
   /** the most processes a container may have at once (its pids cgroup) */
   readonly pidsMax?: number
   readonly bwrap?: string
   /** where what a container's proxy and program print goes, its last part, when it ends before its proxy was reached */
   readonly log?: (line: string) => void
+  /** told each step of a deploy as it completes (bench/containers-deploy prints where the time goes) */
+  readonly trace?: (step: string) => void
+  /** false: no spare container is stood up ahead (bench/containers-deploy measures both) */
+  readonly spares?: boolean
 }
 
 const wrapperEnv = { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" }
@@ -58,6 +64,18 @@ const readInfo = (stream: NodeJS.ReadableStream): Promise<number | undefined> =>
     stream.once("close", done)
   })
 
+/** a container stood up: its sandbox made and the relay to its proxy listening */
+interface Standing {
+  readonly socket: string
+  readonly stop: () => Promise<void>
+  /** its sandbox and relay still running */
+  readonly alive: () => boolean
+  /** a spare taken by a deploy: no longer written down as a spare */
+  readonly taken: () => void
+  /** calls F once the relay reached the proxy (at once when it did) */
+  readonly whenReached: (f: () => void) => void
+}
+
 /** the memory cgroup's file counting the kernel's out-of-memory kills (v1 memory.oom_control, v2 memory.events) */
 const memoryEventsOf = (groups: ReadonlyArray<string>): string | undefined => {
   for (const g of groups) {
@@ -70,11 +88,16 @@ export const make = (options: BwrapDeployerOptions) => {
   const top = containersDir(options.root)
   let kit: ReturnType<typeof proxyKit> | undefined
   const log = options.log ?? ((line: string) => process.stderr.write(line + "\n"))
+  const trace = options.trace ?? (() => {})
 
-  const deploy = async (spec: DeploySpec): Promise<Deployment> => {
-    const plan = imageLaunch(spec.image)
-    if (typeof plan === "string") throw new Error(plan)
-    kit ??= proxyKit(options.root, options.proxyBundle)
+  /** a container stood up to the relay listening; its proxy not dialled yet */
+  const standUp = async (
+    plan: { readonly rootfs: string; readonly launch: Launch },
+    spec: Pick<DeploySpec, "memory" | "disk" | "mounts">,
+    kit: ProxyKit,
+    trace: (step: string) => void,
+    spare: boolean
+  ): Promise<Standing> => {
     Fs.mkdirSync(top, { recursive: true })
     const name = Crypto.randomBytes(8).toString("hex")
     const dir = Path.join(top, name)
@@ -86,10 +109,12 @@ export const make = (options: BwrapDeployerOptions) => {
     let cgroups: LaunchCgroups | undefined
     let sandbox: ChildProcess.ChildProcess | undefined
     let relay: ChildProcess.ChildProcess | undefined
+    let userns: HeldNamespace | undefined
     const tail = new ByteTail(16 * 1024)
     let stopping: Promise<void> | undefined
     const stop = (): Promise<void> =>
       (stopping ??= (async () => {
+        await userns?.release()
         if (cgroups !== undefined) cgroups.killAll()
         if (sandbox?.pid !== undefined) {
           try {
@@ -107,12 +132,21 @@ export const make = (options: BwrapDeployerOptions) => {
         for (const p of problems) log(`ocx2-containers: a container's leftovers, for the next start to free: ${p}`)
       })())
 
+    const record = () => ({
+      cgroups: cgroups?.dirs() ?? [],
+      ...(relay?.pid !== undefined ? { relayPid: relay.pid } : {}),
+      ...(spare ? { spare: true } : {})
+    })
     try {
-      writeRecord(dir, { cgroups: [] })
-      await mountDisk(diskFile(dir), spec.disk, Path.join(dir, "disk"))
+      writeRecord(dir, record())
+      await mountDisk(diskFile(dir), spec.disk, Path.join(dir, "disk"), trace)
       await mountOverlay(plan.rootfs, Path.join(dir, "disk"), Path.join(dir, "merged"))
+      trace("overlay mounted")
       cgroups = LaunchCgroups.make(`${cgroupPrefix(options.root)}${name}`, { pids: true, pidsMax: options.pidsMax ?? 1024, memoryBytes: spec.memory })
-      writeRecord(dir, { cgroups: cgroups.dirs() })
+      trace("cgroups made")
+      writeRecord(dir, record())
+      // an image's User other than root: a namespace that maps it, held until the sandbox joins it
+      if (plan.launch.user !== undefined) userns = await holdUserNamespace()
       const launchFile = Path.join(dir, "launch.json")
       Fs.writeFileSync(launchFile, encodeLaunch(plan.launch), { mode: 0o444 })
       const args = sandboxArgs({
@@ -123,39 +157,49 @@ export const make = (options: BwrapDeployerOptions) => {
         mounts: spec.mounts,
         fuse: Fs.existsSync("/dev/fuse"),
         command: kit.command,
-        infoFd: 3
+        infoFd: 3,
+        ...(userns !== undefined ? { userns: 4 } : {})
       })
       sandbox = ChildProcess.spawn("/bin/sh", ["-c", wrapper, "ocx2-container", ...cgroups.procsFiles(), "--", options.bwrap ?? "bwrap", ...args], {
         env: wrapperEnv,
         cwd: "/",
-        stdio: ["ignore", "pipe", "pipe", "pipe"]
+        stdio: userns === undefined ? ["ignore", "pipe", "pipe", "pipe"] : ["ignore", "pipe", "pipe", "pipe", userns.fd]
       })
       sandbox.stdout!.on("data", (d: Buffer) => tail.push(d))
       sandbox.stderr!.on("data", (d: Buffer) => tail.push(d))
       const childPid = await readInfo(sandbox.stdio[3] as NodeJS.ReadableStream)
+      await userns?.release()
+      trace("sandbox made")
       if (childPid === undefined) {
         await exited(sandbox)
         throw new Error(`the sandbox did not start: ${Buffer.from(tail.bytes()).toString("utf8").trim() || `exit status ${sandbox.exitCode}`}`)
       }
       const socket = socketFile(dir)
-      relay = ChildProcess.spawn("nsenter", [`--net=/proc/${childPid}/ns/net`, "--", process.execPath, options.relayBundle, socket, String(proxyPort)], {
+      relay = ChildProcess.spawn(options.relayProgram, [`/proc/${childPid}/ns/net`, socket, String(proxyPort)], {
         env: wrapperEnv,
         cwd: "/",
         // its standard input ends when this server does, and so does the relay
         stdio: ["pipe", "pipe", "pipe"]
       })
+      trace("relay started")
       relay.stderr!.on("data", (d: Buffer) => tail.push(d))
       // a relay gone already does not take the word that its container is gone
       relay.stdin!.on("error", () => {})
-      writeRecord(dir, { cgroups: cgroups.dirs(), ...(relay.pid !== undefined ? { relayPid: relay.pid } : {}) })
+      writeRecord(dir, record())
       // the relay listening: the server's one dial is accepted at once, and waits for the proxy
       let reached = false
+      const onReached: Array<() => void> = []
+      let listened = false
       const listening = new Promise<boolean>((resolve) => {
         let out = ""
         relay!.stdout!.on("data", (d: Buffer) => {
           out += d.toString()
-          if (out.includes("listening\n")) resolve(true)
-          if (out.includes("reached\n")) reached = true
+          if (out.includes("listening\n") && !listened) (trace("relay listening"), (listened = true), resolve(true))
+          if (out.includes("reached\n") && !reached) {
+            trace("proxy reached")
+            reached = true
+            for (const f of onReached.splice(0)) f()
+          }
         })
         relay!.once("exit", () => resolve(false))
       })
@@ -169,8 +213,14 @@ export const make = (options: BwrapDeployerOptions) => {
         throw new Error(`the relay to the container's proxy did not start: ${Buffer.from(tail.bytes()).toString("utf8").trim()}`)
       }
       return {
-        proxyUrl: `ws+unix:${socket}:/`,
-        stop: Effect.promise(stop)
+        socket,
+        stop,
+        alive: () => sandbox?.exitCode === null && sandbox.signalCode === null && relay?.exitCode === null && relay.signalCode === null,
+        taken: () => {
+          spare = false
+          writeRecord(dir, record())
+        },
+        whenReached: (f) => (reached ? f() : void onReached.push(f))
       }
     } catch (e) {
       await stop()
@@ -178,7 +228,70 @@ export const make = (options: BwrapDeployerOptions) => {
     }
   }
 
+  /**
+   * The spare: after a deploy of an image with no volume mounts, the next container of the same
+   * image, memory and disk is stood up ahead, once the proxy of the one deployed was reached (so it
+   * does not compete with that one's start), and the next such deploy takes it: its proxy is
+   * listening already, and starts the image's program only once the server's WebSocket comes, as
+   * it always does. One at a time: a spare of another kind is stopped. It is a container like any
+   * other under ROOT/containers (record.json says "spare"), so the sweep frees it after a kill.
+   */
+  let spare: { readonly key: string; readonly ready: Promise<Standing | undefined> } | undefined
+  let closed = false
+  const dropSpare = async () => {
+    const s = spare
+    spare = undefined
+    const standing = await s?.ready
+    await standing?.stop()
+  }
+  const makeSpare = (key: string, plan: { readonly rootfs: string; readonly launch: Launch }, spec: DeploySpec, kit: ProxyKit) => {
+    if (closed || spare?.key === key) return
+    void dropSpare()
+    spare = {
+      key,
+      ready: standUp(plan, spec, kit, () => {}, true).then(
+        (standing) => (trace("spare ready"), standing),
+        () => undefined
+      )
+    }
+  }
+  /** the spare of this kind, when one is standing and alive */
+  const takeSpare = async (key: string): Promise<Standing | undefined> => {
+    if (spare?.key !== key) return undefined
+    const s = spare
+    spare = undefined
+    // one still being stood up is ready no later than a new one would be
+    const standing = await s.ready
+    if (standing === undefined) return undefined
+    if (!standing.alive()) {
+      await standing.stop()
+      return undefined
+    }
+    standing.taken()
+    return standing
+  }
+
+  const deploy = async (spec: DeploySpec): Promise<Deployment> => {
+    trace("deploy begun")
+    const plan = imageLaunch(spec.image)
+    if (typeof plan === "string") throw new Error(plan)
+    kit ??= proxyKit(options.root, options.proxyBundle, process.execPath, options.bwrap)
+    const key = options.spares === false || spec.mounts.length > 0 ? undefined : `${spec.image.digest} ${spec.memory} ${spec.disk}`
+    const taken = key === undefined ? undefined : await takeSpare(key)
+    if (taken !== undefined) trace("spare taken")
+    const standing = taken ?? (await standUp(plan, spec, kit, trace, false))
+    const ready = kit
+    if (key !== undefined) standing.whenReached(() => makeSpare(key, plan, spec, ready))
+    return { proxyUrl: `ws+unix:${standing.socket}:/`, stop: Effect.promise(standing.stop) }
+  }
+
+  const close = async () => {
+    closed = true
+    await dropSpare()
+  }
+
   return Deployer.of({
+    close: Effect.promise(close),
     deploy: (spec) =>
       Effect.tryPromise({
         try: () => deploy(spec),

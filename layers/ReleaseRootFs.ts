@@ -307,10 +307,12 @@ const make: ReleaseRootService = {
           if (Fs.existsSync(code)) Fs.copyFileSync(code, Path.join(into, `${program}.cjs`))
           return program
         })
-        // the static FUSE mount helper, beside the programs, where src/containers/fuse/Mount.ts looks
-        if (Fs.existsSync(Path.join(dist, "fusemountfd"))) {
-          Fs.copyFileSync(Path.join(dist, "fusemountfd"), Path.join(into, "fusemountfd"))
-          Fs.chmodSync(Path.join(into, "fusemountfd"), 0o755)
+        // the static C programs, beside the programs, where src/containers/fuse/Mount.ts and the
+        // container server look: the FUSE mount helper and the relay to a container's proxy
+        for (const binary of ["fusemountfd", "ocx2-container-relay"]) {
+          if (!Fs.existsSync(Path.join(dist, binary))) continue
+          Fs.copyFileSync(Path.join(dist, binary), Path.join(into, binary))
+          Fs.chmodSync(Path.join(into, binary), 0o755)
         }
         // the programs have no extension: this makes node load them as ES modules
         Fs.writeFileSync(Path.join(into, "package.json"), `${JSON.stringify({ type: "module", private: true }, null, 2)}\n`)

@@ -217,7 +217,8 @@ export const make = (options: StoreImageSourceOptions) => {
       entrypoint: run.entrypoint,
       cmd: run.cmd,
       env: run.env,
-      workingDir: run.workingDir
+      workingDir: run.workingDir,
+      user: run.user
     }
   }
 

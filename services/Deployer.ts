@@ -39,5 +39,9 @@ export class DeployError extends Schema.TaggedError<DeployError>()("DeployError"
 
 export class Deployer extends Context.Tag("ocx2/Deployer")<
   Deployer,
-  { readonly deploy: (spec: DeploySpec) => Effect.Effect<Deployment, DeployError> }
+  {
+    readonly deploy: (spec: DeploySpec) => Effect.Effect<Deployment, DeployError>
+    /** frees what the deployer holds ready for deploys to come (the server's close) */
+    readonly close?: Effect.Effect<void>
+  }
 >() {}

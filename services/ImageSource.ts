@@ -31,6 +31,8 @@ export interface ObtainedImage {
   readonly env: ReadonlyArray<string>
   /** the config's WorkingDir, "/" when it names none */
   readonly workingDir: string
+  /** the config's User as written, "" or absent when it names none (root) */
+  readonly user?: string
 }
 
 /** the client's side of obtaining an image: each call is one server channel */

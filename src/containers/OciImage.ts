@@ -21,6 +21,8 @@ export interface ImageConfig {
   readonly env: ReadonlyArray<string>
   /** "/" when the config names none */
   readonly workingDir: string
+  /** the config's User as written ("" when it names none): the deployer resolves it in the rootfs */
+  readonly user: string
 }
 
 /** the manifest media types a registry is asked for (Accept) and the server takes */
@@ -111,7 +113,9 @@ export const parseConfig = (bytes: Uint8Array): ImageConfig | string => {
   if (env === undefined || !env.every((e) => e.indexOf("=") > 0)) return "the config's Env is not a list of NAME=VALUE"
   const workingDir = run.WorkingDir ?? ""
   if (typeof workingDir !== "string" || (workingDir !== "" && !workingDir.startsWith("/"))) return "the config's WorkingDir is not an absolute path"
-  return { diffIds: rootfs.diff_ids as ReadonlyArray<string>, entrypoint, cmd, env, workingDir: workingDir === "" ? "/" : workingDir }
+  const user = run.User ?? ""
+  if (typeof user !== "string") return "the config's User is not a string"
+  return { diffIds: rootfs.diff_ids as ReadonlyArray<string>, entrypoint, cmd, env, workingDir: workingDir === "" ? "/" : workingDir, user }
 }
 
 /** undefined when BYTES are what DESCRIPTOR names, else what is wrong */

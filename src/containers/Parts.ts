@@ -40,6 +40,7 @@ export const makeServerParts = (root: string, onRunEnded?: ServerParts["onRunEnd
         return Either.isRight(got) ? got.right : got.left.message
       },
       stopDeployment: (deployment) => Effect.runPromise(deployment.stop),
+      closeDeployer: () => (deployer.close === undefined ? Promise.resolve() : Effect.runPromise(deployer.close)),
       onRunEnded
     }
     return parts

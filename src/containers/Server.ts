@@ -87,6 +87,7 @@ export const startContainersServer = async (options: ContainersServerOptions): P
     close: async () => {
       for (const c of sockets) c.close(1001, "the server is going away")
       await Promise.all([...runs].map((r) => r.end()))
+      await options.parts.closeDeployer?.()
       await new Promise<void>((resolve) => wss.close(() => resolve()))
     }
   }

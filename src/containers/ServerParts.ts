@@ -20,6 +20,8 @@ export interface ServerParts {
   /** the deployment, or why it did not complete */
   readonly deploy: (spec: DeploySpec) => Promise<Deployment | string>
   readonly stopDeployment: (deployment: Deployment) => Promise<void>
+  /** frees what the deployer holds ready for deploys to come (the server's close) */
+  readonly closeDeployer?: () => Promise<void>
   /** for tests and logs: a run reached its end */
   readonly onRunEnded?: ((run: RunTool) => void) | undefined
 }

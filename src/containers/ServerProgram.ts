@@ -1,5 +1,6 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as MemoryImageSource from "../../layers/MemoryImageSource.js"
 import * as InProcessDeployer from "../../layers/InProcessDeployer.js"
@@ -66,9 +67,12 @@ export const runContainersServer = async (args: ReadonlyArray<string>): Promise<
   if (deployer === "bwrap") {
     if (process.getuid?.() !== 0) return bad("--deployer bwrap mounts overlays and loop devices and makes cgroups: run it as root")
     const proxyBundle = siblingPath("ocx2-container-proxy")
-    const relayBundle = siblingPath("ocx2-container-relay")
-    if (proxyBundle === undefined || relayBundle === undefined) return bad("--deployer bwrap needs ocx2-container-proxy and ocx2-container-relay beside this program (npm run build)")
-    deployerLayer = BwrapDeployer.layer({ root: resolved, proxyBundle, relayBundle })
+    // a static program, without the bundles' extension, in dist/ as in a release
+    const relayProgram = proxyBundle === undefined ? undefined : Path.join(Path.dirname(proxyBundle), "ocx2-container-relay")
+    if (proxyBundle === undefined || relayProgram === undefined || !Fs.existsSync(relayProgram)) {
+      return bad("--deployer bwrap needs ocx2-container-proxy and ocx2-container-relay beside this program (npm run build)")
+    }
+    deployerLayer = BwrapDeployer.layer({ root: resolved, proxyBundle, relayProgram })
   }
   const parts = await Effect.runPromise(makeServerParts(resolved).pipe(Effect.provide(Layer.merge(deployerLayer, imageSource))))
   parts.volumes.emptyEphemeral()

@@ -8,6 +8,8 @@ import { runFossil } from "../../src/fossil/Command.js"
 import { cloneAs, webLogin } from "../support/fossilServer.js"
 import * as ChildProcess from "node:child_process"
 import { makeImage } from "../containers/world.js"
+import { containersUnder, leftovers } from "../containers/deploy/deployWorld.js"
+import { buildImage } from "../support/ociImages.js"
 import { shellRun, users } from "../support/nodeWorld.js"
 import { git } from "../git/gitWorld.js"
 import { pidsNaming } from "../node/hookWorld.js"
@@ -416,4 +418,70 @@ describe("the tool-container server as installed", () => {
       Fs.rmSync(dir, { recursive: true, force: true })
     }
   }, 120_000)
+
+  it("serve --deployer bwrap from the release: real containers of a busybox image with a FUSE mount, twice (the second the spare), nothing left after", async () => {
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-shipped-bwrap-"))
+    const root = Path.join(dir, "root")
+    const minted = await runProgram(world.program("ocx2-containers"), ["token", "alice", "--root", root], { cwd: dir })
+    expect(minted.code, minted.stderr).toBe(0)
+    Fs.writeFileSync(Path.join(dir, "token"), minted.stdout)
+    // the proxy, its code and the static relay and FUSE helper are found beside the installed server
+    for (const beside of ["ocx2-container-proxy", "ocx2-container-proxy.cjs", "ocx2-container-relay", "fusemountfd"]) {
+      expect(Fs.existsSync(Path.join(Path.dirname(world.program("ocx2-containers")), beside)), beside).toBe(true)
+    }
+    const server = ChildProcess.spawn(world.program("ocx2-containers"), ["serve", "--root", root, "--listen", "127.0.0.1:0", "--deployer", "bwrap"], {
+      cwd: dir,
+      env: shellEnvironment(),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let serverErr = ""
+    server.stderr!.on("data", (d: Buffer) => (serverErr += d.toString()))
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        let out = ""
+        server.stdout!.on("data", (d: Buffer) => {
+          out += d.toString()
+          const m = /listening on (\S+)\n/.exec(out)
+          if (m !== null) resolve(m[1]!)
+        })
+        server.once("exit", (code) => reject(new Error(`ocx2-containers exited ${String(code)}: ${serverErr}`)))
+      })
+      const applets = ["sh", "cat", "grep", "sleep", "wget"]
+      const image = buildImage([[
+        { path: "bin/", type: "directory" },
+        { path: "bin/busybox", type: "file", content: Fs.readFileSync("/bin/busybox"), mode: 0o755 },
+        ...applets.map((a) => ({ path: `bin/${a}`, type: "symlink" as const, target: "busybox" })),
+        { path: "etc/", type: "directory" },
+        { path: "tmp/", type: "directory", mode: 0o1777 }
+      ]], {
+        run: {
+          Entrypoint: ["/bin/sh", "-c"],
+          Cmd: ["until grep -q ' /etc/token ' /proc/mounts; do sleep 0.05; done; wget -q -O /dev/null --post-data \"token=$(cat /etc/token)\" http://127.0.0.1:14978/ask/17"],
+          Env: ["PATH=/bin"]
+        }
+      })
+      image.writeLayout(Path.join(dir, "layout"))
+      for (const pass of [1, 2]) {
+        Fs.writeFileSync(Path.join(dir, "token-file"), `t0ken${pass}`)
+        const run = await runProgram(world.program("ocx2"), ["containers", "run", `tests/tool@${image.digest}`, "--layout", Path.join(dir, "layout"),
+          "--fuse-file", `token:/etc/token:${Path.join(dir, "token-file")}`, "--server", url, "--token-file", Path.join(dir, "token")], { cwd: dir })
+        expect(run.code, `${run.stderr}\n${serverErr}`).toBe(0)
+        expect(run.stdout).toMatch(/^id \S+$/m)
+        expect(run.stdout).toContain(`ask 17 ${Buffer.from(`token=t0ken${pass}`).toString("base64")} (answered with nothing)`)
+        expect(run.stdout).toMatch(/^ended$/m)
+        // the run's container is gone; the spare stood up for the next run of the image may stand
+        expect(await waitFor(async () => (containersUnder(root).every((c) => c.spare) ? true : undefined), 60_000, 20)).toBe(true)
+      }
+      // the kit carries the proxy's code cache, made as it was built
+      const kits = Fs.readdirSync(Path.join(root, "proxy-kit")).filter((k) => !k.startsWith("."))
+      expect(kits.map((k) => Fs.existsSync(Path.join(root, "proxy-kit", k, "proxy.cjs.cache")))).toEqual([true])
+      server.kill("SIGTERM")
+      expect(await new Promise((resolve) => server.once("exit", resolve))).toBe(0)
+      expect(Fs.readdirSync(Path.join(root, "containers"))).toEqual([])
+      expect(leftovers(root)).toEqual([])
+    } finally {
+      server.kill("SIGKILL")
+      Fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }, 240_000)
 })

@@ -1,6 +1,7 @@
 import * as Fs from "node:fs"
 import type { ObtainedImage } from "../../../services/ImageSource.js"
 import type { Launch } from "../proxy/Launch.js"
+import { resolveImageUser } from "./ImageUser.js"
 
 /**
  * What a deploy needs of an image beyond its verified bytes: the unpacked, read-only rootfs and
@@ -15,6 +16,8 @@ export interface UnpackedImage {
   readonly env: ReadonlyArray<string>
   /** "" or absent: "/" */
   readonly workingDir: string
+  /** the config's User as written; "" or absent: root */
+  readonly user?: string
 }
 
 /** the label of an image's config that declares the secrets its program takes: a JSON object {name: mode} */
@@ -55,5 +58,9 @@ export const imageLaunch = (image: ObtainedImage): { readonly rootfs: string; re
   if (secrets instanceof Error) return secrets.message
   const workingDir = u.workingDir === undefined || u.workingDir === "" ? "/" : u.workingDir
   if (!workingDir.startsWith("/")) return `the image's WorkingDir ${workingDir} is not absolute`
-  return { rootfs: u.rootfs, launch: { command, env: u.env ?? [], workingDir, secrets } }
+  const user = resolveImageUser(u.rootfs, u.user ?? "")
+  if (typeof user === "string") return user
+  // root needs nothing of the deployer: the container's root is the sandbox's own
+  const runAs = user === undefined || (user.uid === 0 && user.gid === 0) ? {} : { user }
+  return { rootfs: u.rootfs, launch: { command, env: u.env ?? [], workingDir, secrets, ...runAs } }
 }

@@ -14,6 +14,8 @@ export interface ContainerRecord {
   readonly cgroups: ReadonlyArray<string>
   /** the relay's pid; killed only while its command line still names this container's socket */
   readonly relayPid?: number
+  /** stood up ahead for a deploy to come (layers/BwrapDeployer.ts): no run has it yet */
+  readonly spare?: boolean
 }
 
 export const containersDir = (root: string) => Path.join(root, "containers")

@@ -29,7 +29,7 @@ const overlayPath = (p: string): string => {
 }
 
 /** makes the disk file, its file system, and mounts it at `mountPoint` on a loop device */
-export const mountDisk = async (file: string, bytes: number, mountPoint: string): Promise<void> => {
+export const mountDisk = async (file: string, bytes: number, mountPoint: string, trace: (step: string) => void = () => {}): Promise<void> => {
   const fd = Fs.openSync(file, "wx", 0o600)
   try {
     Fs.ftruncateSync(fd, bytes)
@@ -41,8 +41,10 @@ export const mountDisk = async (file: string, bytes: number, mountPoint: string)
   } catch (e) {
     throw new Error(`a disk of ${bytes} bytes could not be made (too small for a file system?): ${(e as Error).message}`)
   }
+  trace("disk made")
   Fs.mkdirSync(mountPoint)
   await exec("mount", ["-t", "ext4", "-o", "loop,nodev,nosuid", file, mountPoint])
+  trace("disk mounted")
 }
 
 export const mountOverlay = async (lower: string, disk: string, merged: string): Promise<void> => {

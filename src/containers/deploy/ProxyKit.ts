@@ -10,6 +10,12 @@ import * as Path from "node:path"
  * looks for it), started through the loader with an explicit library path (nothing of the image's
  * /lib is used). Built once per Node and proxy into ROOT/proxy-kit/KEY and bound, never copied, into each
  * container. Empty files in it are the mount points of the files bound per container.
+ *
+ * The proxy's start is on the path from the request to the id, and compiling its bundle is much of
+ * it: the proxy is built as a CommonJS bundle run through V8's code cache (bin/build.mjs), and the
+ * kit carries the cache, made when the kit is built by starting the proxy once the way a container
+ * does (a sandbox whose root is empty but the kit, writable this once). Its launch file is empty, so
+ * it stops once its code is loaded, and leaves the cache of all it compiled beside its bundle.
  */
 export interface ProxyKit {
   readonly dir: string
@@ -45,7 +51,22 @@ const place = (from: string, to: string) => {
 }
 
 /** the kit for this Node and proxy bundle under ROOT, built when missing; throws with what failed */
-export const proxyKit = (root: string, proxyBundle: string, node: string = process.execPath): ProxyKit => {
+/** the CommonJS bundle a cached program's loader runs (bin/build.mjs), when it was built so */
+const codeOf = (bundle: string): string | undefined => {
+  const code = `${bundle.endsWith(".mjs") ? bundle.slice(0, -".mjs".length) : bundle}.cjs`
+  return Fs.existsSync(code) ? code : undefined
+}
+
+/** starts the kit's proxy once in a sandbox with the kit writable: its loader writes the code cache */
+const warmCodeCache = (kit: string, command: ReadonlyArray<string>, bwrap: string) => {
+  ChildProcess.spawnSync(bwrap, [
+    "--unshare-user", "--uid", "0", "--gid", "0", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
+    "--die-with-parent", "--clearenv", "--tmpfs", "/", "--bind", kit, kitMount, "--proc", "/proc", "--dev", "/dev",
+    "--", ...command
+  ], { stdio: "ignore", env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" }, cwd: "/" })
+}
+
+export const proxyKit = (root: string, proxyBundle: string, node: string = process.execPath, bwrap = "bwrap"): ProxyKit => {
   const realNode = Fs.realpathSync(node)
   const stat = Fs.statSync(realNode)
   // built beside the proxy's bundle (dist/, a release's programs); without it a FUSE mount is refused
@@ -54,6 +75,7 @@ export const proxyKit = (root: string, proxyBundle: string, node: string = proce
   const key = Crypto.createHash("sha256")
     .update(`${realNode}\0${stat.size}\0${stat.mtimeMs}\0`)
     .update(Fs.readFileSync(proxyBundle))
+    .update(codeOf(proxyBundle) === undefined ? Buffer.alloc(0) : Fs.readFileSync(codeOf(proxyBundle)!))
     .update(hasFuseHelper ? Fs.readFileSync(fuseHelper) : Buffer.alloc(0))
     .digest("hex")
     .slice(0, 24)
@@ -73,12 +95,15 @@ export const proxyKit = (root: string, proxyBundle: string, node: string = proce
     for (const l of libraries) place(l.path, Path.join(building, "lib", l.name))
     place(loader, Path.join(building, "lib", Path.basename(loader)))
     Fs.copyFileSync(proxyBundle, Path.join(building, "proxy.mjs"))
+    const code = codeOf(proxyBundle)
+    if (code !== undefined) Fs.copyFileSync(code, Path.join(building, "proxy.cjs"))
     if (hasFuseHelper) Fs.copyFileSync(fuseHelper, Path.join(building, "fusemountfd"))
     // mount points of what each container is given on its own
     Fs.writeFileSync(Path.join(building, "launch.json"), "")
     Fs.writeFileSync(Path.join(building, "memory-events"), "")
-    Fs.writeFileSync(Path.join(building, "complete"), "")
     Fs.chmodSync(building, 0o755)
+    if (code !== undefined) warmCodeCache(building, command, bwrap)
+    Fs.writeFileSync(Path.join(building, "complete"), "")
     try {
       Fs.renameSync(building, dir)
     } catch (e) {

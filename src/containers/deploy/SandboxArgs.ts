@@ -3,8 +3,8 @@ import { launchPath, memoryEventsPath } from "../proxy/Launch.js"
 import { kitMount } from "./ProxyKit.js"
 
 /**
- * The bubblewrap command line of one container. Its own user namespace always (root inside is
- * nobody outside), and its own PID, IPC, UTS, network and cgroup namespaces; no variable of the
+ * The bubblewrap command line of one container. Its own user namespace always (bwrap's, or one
+ * the deployer made with more ids mapped for an image's User: deploy/UserNamespace.ts), and its own PID, IPC, UTS, network and cgroup namespaces; no variable of the
  * server's (the proxy reads none, and gives the program the image's only); it dies with the
  * server. The root is the overlay the deployer mounted; the proxy kit, the launch file and the
  * memory events are bound read-only over the kit's mount points; then the volumes, read-only
@@ -23,11 +23,13 @@ export interface SandboxPlan {
   readonly command: ReadonlyArray<string>
   /** the descriptor bwrap writes its JSON (the sandbox's pid) to */
   readonly infoFd: number
+  /** the descriptor of a user namespace made ahead to join (an image's User), else bwrap makes one */
+  readonly userns?: number
 }
 
 export const sandboxArgs = (plan: SandboxPlan): ReadonlyArray<string> => {
   const args: Array<string> = [
-    "--unshare-user", "--uid", "0", "--gid", "0",
+    ...(plan.userns === undefined ? ["--unshare-user", "--uid", "0", "--gid", "0"] : ["--userns", String(plan.userns)]),
     "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
     "--hostname", "container",
     "--die-with-parent", "--new-session", "--clearenv",

@@ -119,7 +119,9 @@ export class ContainerProxy {
     const child = ChildProcess.spawn(command!, args, {
       env: envRecord(this.options.launch.env),
       cwd: this.options.launch.workingDir,
-      stdio: ["ignore", "inherit", "inherit"]
+      stdio: ["ignore", "inherit", "inherit"],
+      // the image's User: the deployer mapped it in the container's user namespace
+      ...(this.options.launch.user !== undefined ? { uid: this.options.launch.user.uid, gid: this.options.launch.user.gid } : {})
     })
     this.program = child
     child.once("error", (e) => this.programEnded(`the program ${command} could not be started: ${e.message}`))

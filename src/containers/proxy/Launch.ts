@@ -13,7 +13,12 @@ export interface Launch {
   readonly workingDir: string
   /** the secrets the program takes, the text of a JSON object `{name: mode}`: the Begun's declaration */
   readonly secrets: string
+  /** the user and group the program runs as, the image's User resolved (absent: root, 0 and 0) */
+  readonly user?: { readonly uid: number; readonly gid: number }
 }
+
+/** the highest user or group id a container maps (0 to 65535): an image's User beyond it cannot be run */
+export const maxMappedId = 65535
 
 /** where the deployer binds the launch file in every container (a read-only file) */
 export const launchPath = "/.proxy/launch.json"
@@ -48,6 +53,12 @@ export const decodeLaunch = (text: string): Launch | string => {
     if (typeof s !== "object" || s === null || Array.isArray(s)) return "the launch's secrets is not a JSON object"
   } catch {
     return "the launch's secrets is not JSON"
+  }
+  const id = (n: unknown) => Number.isInteger(n) && (n as number) >= 0 && (n as number) <= maxMappedId
+  if (o.user !== undefined) {
+    const u = o.user as Record<string, unknown> | null
+    if (typeof u !== "object" || u === null || !id(u.uid) || !id(u.gid)) return `the launch's user is not {uid, gid}, each 0 to ${maxMappedId}`
+    return { command: o.command, env: o.env, workingDir: o.workingDir, secrets: o.secrets, user: { uid: u.uid as number, gid: u.gid as number } }
   }
   return { command: o.command, env: o.env, workingDir: o.workingDir, secrets: o.secrets }
 }

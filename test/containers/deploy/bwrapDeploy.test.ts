@@ -6,7 +6,8 @@ import { tagged } from "../../../src/containers/Frames.js"
 import { Answer } from "../../../src/containers/Wire.js"
 import { hostDirectoryHandler, hostFileHandler } from "../../../src/containers/fuse/HostHandler.js"
 import { until } from "../world.js"
-import { busyboxRootfs, leftovers, makeDeployWorld, obtained, tempDir, type DeployWorld } from "./deployWorld.js"
+import { hostIdBase } from "../../../src/containers/deploy/UserNamespace.js"
+import { busyboxRootfs, containersUnder, leftovers, makeDeployWorld, obtained, tempDir, type DeployWorld } from "./deployWorld.js"
 
 // a loaded machine may be slow; nothing here waits on time, only on what it waits for
 vi.setConfig({ testTimeout: 300_000, hookTimeout: 120_000 })
@@ -189,6 +190,34 @@ describe("the bubblewrap deployer", () => {
     expect(seen).toMatchObject({ host: "unseen", file: "unseen", devices: "lo,", server: "unreached", proxy: "unreached" })
     await holding.stop()
     await holding.finished
+  })
+
+  it("runs the program as the image's User (a uid:gid, a name, a name:group), nobody on the host; a User the image does not have is the run's error", async () => {
+    const script = `wget -q -O /dev/null --post-data "$(id -u):$(id -g) $( (echo x > /etc/x) 2>/dev/null && echo wrote || echo denied)" ${api}/ask/16; sleep 1000`
+    const as = (user: string) => obtained({ rootfs, entrypoint: ["/bin/sh", "-c"], cmd: [script], env: ["PATH=/bin"], workingDir: "/", user })
+    const images = { numeric: as("1000:1000"), named: as("app"), grouped: as("app:staff"), unknown: as("nobody-here") }
+    const w = await world(...Object.values(images))
+    const client = await w.client()
+    const seen: Record<string, string> = {}
+    for (const [name, image] of Object.entries(images).filter(([n]) => n !== "unknown")) {
+      let asked!: (text: string) => void
+      const ask = new Promise<string>((resolve) => (asked = resolve))
+      const run = client.run(runRequest(image.digest), { onAsk: (c) => (asked(c.request.subarray(1).toString("utf8")), c.finish()) })
+      expect((await run.first).kind).toBe("id")
+      seen[name] = await ask
+      // on the host, the program's process is an id no host user has; the proxy beside it is root
+      const running = containersUnder(w.root).filter((c) => !c.spare)
+      expect(running).toHaveLength(1)
+      const record = JSON.parse(Fs.readFileSync(Path.join(w.root, "containers", running[0]!.name, "record.json"), "utf8")) as { cgroups: Array<string> }
+      const uids = Fs.readFileSync(Path.join(record.cgroups[0]!, "cgroup.procs"), "utf8").split("\n").filter((l) => l !== "")
+        .map((pid) => Number(/^Uid:\s+(\d+)/m.exec(Fs.readFileSync(`/proc/${pid}/status`, "utf8"))![1]))
+      expect(new Set(uids)).toEqual(new Set([0, hostIdBase + Number(seen[name]!.split(":")[0])]))
+      await run.stop()
+      await run.finished
+    }
+    expect(seen).toEqual({ numeric: "1000:1000 denied", named: "1234:2345 denied", grouped: "1234:3456 denied" })
+    const { first } = await once(images.unknown, {}, w)
+    expect(first).toEqual({ kind: "error", message: `the deploy did not complete: the image's User "nobody-here" names a user its /etc/passwd does not have` })
   })
 
   it("binds the volumes: a persistent one read-write, a read_only one read-only", async () => {

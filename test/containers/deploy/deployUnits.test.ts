@@ -1,5 +1,10 @@
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import { describe, expect, it } from "vitest"
 import { imageLaunch } from "../../../src/containers/deploy/ImageLaunch.js"
+import { resolveImageUser } from "../../../src/containers/deploy/ImageUser.js"
+import { parseConfig } from "../../../src/containers/OciImage.js"
 import { mountsUnder } from "../../../src/containers/deploy/Mounts.js"
 import { parseLdd } from "../../../src/containers/deploy/ProxyKit.js"
 import { sandboxArgs } from "../../../src/containers/deploy/SandboxArgs.js"
@@ -25,6 +30,51 @@ describe("the deploy's pure parts", () => {
     expect(imageLaunch(obtained({ rootfs: "/", entrypoint: ["/x"], cmd: [], env: [], workingDir: "/", labels: { "org.ocx2.secrets": "[1]" } }))).toMatch(/org\.ocx2\.secrets is not a JSON object/)
     const { rootfs: _, ...noRootfs } = image
     expect(imageLaunch(noRootfs as typeof image)).toMatch(/was given with no unpacked rootfs/)
+  })
+
+  it("an image's User resolved in its own /etc/passwd and /etc/group, as the OCI image spec reads it; a link out of the image is not followed", () => {
+    const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-user-"))
+    try {
+      Fs.mkdirSync(Path.join(root, "etc"))
+      Fs.writeFileSync(Path.join(root, "etc", "passwd"), "root:x:0:0::/root:/bin/sh\napp:x:1234:2345::/tmp:/bin/sh\n")
+      Fs.writeFileSync(Path.join(root, "etc", "group"), "root:x:0:\nstaff:x:3456:app\n")
+      expect(resolveImageUser(root, "")).toBeUndefined()
+      expect(resolveImageUser(root, "1000")).toEqual({ uid: 1000, gid: 0 })
+      expect(resolveImageUser(root, "1234")).toEqual({ uid: 1234, gid: 2345 })
+      expect(resolveImageUser(root, "app")).toEqual({ uid: 1234, gid: 2345 })
+      expect(resolveImageUser(root, "app:staff")).toEqual({ uid: 1234, gid: 3456 })
+      expect(resolveImageUser(root, "app:77")).toEqual({ uid: 1234, gid: 77 })
+      expect(resolveImageUser(root, "1000:staff")).toEqual({ uid: 1000, gid: 3456 })
+      expect(resolveImageUser(root, "ghost")).toBe(`the image's User "ghost" names a user its /etc/passwd does not have`)
+      expect(resolveImageUser(root, "app:ghosts")).toBe(`the image's User "app:ghosts" names a group its /etc/group does not have`)
+      expect(resolveImageUser(root, ":staff")).toBe(`the image's User ":staff" is not user[:group]`)
+      expect(resolveImageUser(root, "70000")).toBe(`the image's User "70000" is uid 70000 gid 0: a container maps ids 0 to 65535 only`)
+      const image = obtained({ rootfs: root, entrypoint: ["/x"], cmd: [], env: [], workingDir: "/", user: "app:staff" })
+      expect(imageLaunch(image)).toEqual({ rootfs: root, launch: { command: ["/x"], env: [], workingDir: "/", secrets: "{}", user: { uid: 1234, gid: 3456 } } })
+      // root is the sandbox's own: nothing for the deployer to do
+      expect(imageLaunch({ ...image, user: "0:0" })).toEqual({ rootfs: root, launch: { command: ["/x"], env: [], workingDir: "/", secrets: "{}" } })
+      // the host's /etc/passwd has a user this image's does not: a link to it is not read
+      Fs.rmSync(Path.join(root, "etc", "passwd"))
+      Fs.symlinkSync("/etc/passwd", Path.join(root, "etc", "passwd"))
+      expect(resolveImageUser(root, "root")).toBe(`the image's User "root" names a user, and the image's /etc/passwd is a symbolic link, which is not followed`)
+      Fs.rmSync(Path.join(root, "etc"), { recursive: true })
+      Fs.symlinkSync("/etc", Path.join(root, "etc"))
+      expect(resolveImageUser(root, "app")).toBe(`the image's User "app" names a user, and the image's /etc is a symbolic link, which is not followed`)
+      expect(resolveImageUser(root, "1000")).toEqual({ uid: 1000, gid: 0 })
+    } finally {
+      Fs.rmSync(root, { recursive: true, force: true })
+    }
+    // the config's User as the image store reads it, for the deployer to resolve
+    const config = (run: Record<string, unknown>) => Buffer.from(JSON.stringify({ rootfs: { type: "layers", diff_ids: [] }, config: { Cmd: ["/x"], ...run } }))
+    expect(parseConfig(config({ User: "app:staff" }))).toMatchObject({ user: "app:staff" })
+    expect(parseConfig(config({}))).toMatchObject({ user: "" })
+    expect(parseConfig(config({ User: 1000 }))).toBe("the config's User is not a string")
+    const launch = { command: ["/x"], env: [], workingDir: "/", secrets: "{}", user: { uid: 1234, gid: 3456 } }
+    expect(decodeLaunch(encodeLaunch(launch))).toEqual(launch)
+    expect(decodeLaunch(JSON.stringify({ ...launch, user: { uid: -1, gid: 0 } }))).toBe("the launch's user is not {uid, gid}, each 0 to 65535")
+    const args = sandboxArgs({ merged: "/m", kit: "/k", launchFile: "/l", memoryEvents: undefined, mounts: [], fuse: false, command: ["/p"], infoFd: 3, userns: 4 })
+    expect(args.slice(0, 2)).toEqual(["--userns", "4"])
+    expect(args).not.toContain("--unshare-user")
   })
 
   it("ldd's listing: the libraries by name, and the loader", () => {

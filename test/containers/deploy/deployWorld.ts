@@ -31,7 +31,8 @@ export const busyboxRootfs = (dir: string): string => {
   Fs.chmodSync(Path.join(rootfs, "bin", "busybox"), 0o755)
   const list = ChildProcess.spawnSync("/bin/busybox", ["--list"], { encoding: "utf8" }).stdout.split("\n").filter((a) => a !== "" && a !== "busybox")
   for (const applet of list) Fs.symlinkSync("busybox", Path.join(rootfs, "bin", applet))
-  Fs.writeFileSync(Path.join(rootfs, "etc", "passwd"), "root:x:0:0:root:/root:/bin/sh\n")
+  Fs.writeFileSync(Path.join(rootfs, "etc", "passwd"), "root:x:0:0:root:/root:/bin/sh\napp:x:1234:2345:an image's user:/tmp:/bin/sh\n")
+  Fs.writeFileSync(Path.join(rootfs, "etc", "group"), "root:x:0:\nstaff:x:3456:app\n")
   Fs.writeFileSync(Path.join(rootfs, "etc", "motd"), "from the image\n")
   return rootfs
 }
@@ -43,7 +44,7 @@ export interface TestImage extends UnpackedImage {
 
 /** an image the server holds: a config of its own (so its own digest), the rootfs given */
 export const obtained = (image: TestImage): ObtainedImage & UnpackedImage => {
-  const config = Buffer.from(JSON.stringify({ architecture: "amd64", os: "linux", config: { Labels: image.labels ?? {}, Env: image.env, Entrypoint: image.entrypoint, Cmd: image.cmd }, rootfs: { type: "layers", diff_ids: [] } }))
+  const config = Buffer.from(JSON.stringify({ architecture: "amd64", os: "linux", config: { Labels: image.labels ?? {}, Env: image.env, Entrypoint: image.entrypoint, Cmd: image.cmd, ...(image.user !== undefined ? { User: image.user } : {}) }, rootfs: { type: "layers", diff_ids: [] } }))
   const manifest = Buffer.from(JSON.stringify({ schemaVersion: 2, config: { mediaType: "application/vnd.oci.image.config.v1+json", digest: sha256(config), size: config.length }, layers: [] }))
   return {
     digest: sha256(manifest),
@@ -55,7 +56,8 @@ export const obtained = (image: TestImage): ObtainedImage & UnpackedImage => {
     entrypoint: image.entrypoint,
     cmd: image.cmd,
     env: image.env,
-    workingDir: image.workingDir
+    workingDir: image.workingDir,
+    ...(image.user !== undefined ? { user: image.user } : {})
   }
 }
 
@@ -91,10 +93,15 @@ export const listeningUrl = (server: ChildProcess.ChildProcess): Promise<string>
 export const tempDir = (what: string) => Fs.mkdtempSync(Path.join(Os.tmpdir(), `ocx2-${what}-`))
 
 /** `programs`: where the bundled proxy and relay are (dist/) */
-export const makeDeployWorld = async (root: string, images: ReadonlyArray<ObtainedImage>, programs = dist): Promise<DeployWorld> => {
-  const bundles = { proxyBundle: Path.join(programs, "ocx2-container-proxy.mjs"), relayBundle: Path.join(programs, "ocx2-container-relay.mjs") }
+export const makeDeployWorld = async (
+  root: string,
+  images: ReadonlyArray<ObtainedImage>,
+  programs = dist,
+  more: Partial<BwrapDeployer.BwrapDeployerOptions> = {}
+): Promise<DeployWorld> => {
+  const bundles = { proxyBundle: Path.join(programs, "ocx2-container-proxy.mjs"), relayProgram: Path.join(programs, "ocx2-container-relay") }
   const parts = await Effect.runPromise(
-    makeServerParts(root).pipe(Effect.provide(Layer.merge(BwrapDeployer.layer({ root, ...bundles }), heldImages(images))))
+    makeServerParts(root).pipe(Effect.provide(Layer.merge(BwrapDeployer.layer({ root, ...bundles, ...more }), heldImages(images))))
   )
   const server = await startContainersServer({ root, parts })
   const url = `ws://127.0.0.1:${server.port}`
@@ -114,6 +121,21 @@ export const makeDeployWorld = async (root: string, images: ReadonlyArray<Obtain
       await server.close()
     }
   }
+}
+
+/** the containers under ROOT, each with whether it is a spare the deployer stood up ahead (record.json) */
+export const containersUnder = (root: string): ReadonlyArray<{ readonly name: string; readonly spare: boolean; readonly relayPid: number | undefined }> => {
+  const top = Path.join(root, "containers")
+  if (!Fs.existsSync(top)) return []
+  return Fs.readdirSync(top).map((name) => {
+    let record: { spare?: boolean; relayPid?: number } = {}
+    try {
+      record = JSON.parse(Fs.readFileSync(Path.join(top, name, "record.json"), "utf8")) as typeof record
+    } catch {
+      // being written
+    }
+    return { name, spare: record.spare === true, relayPid: record.relayPid }
+  })
 }
 
 /** what ROOT left on the host: mounts under it, loop devices of its files, container cgroups, processes naming it */

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it, vi } from "vitest"
 import { connect } from "../../../src/containers/Client.js"
 import { mintToken } from "../../../src/containers/Server.js"
 import { until } from "../world.js"
-import { busyboxRootfs, dist, leftovers, listeningUrl, obtained, tempDir, type TestImage } from "./deployWorld.js"
+import { busyboxRootfs, containersUnder, dist, leftovers, listeningUrl, obtained, tempDir, type TestImage } from "./deployWorld.js"
 
 vi.setConfig({ testTimeout: 300_000 })
 
@@ -53,10 +53,12 @@ describe("a server killed mid-run", () => {
     const started = await run.first
     expect(started.kind, JSON.stringify(started)).toBe("id")
     await isUp
+    // and the spare stood up ahead for the next run of the image: the sweep frees it too
+    await until(() => containersUnder(root).some((c) => c.spare && c.relayPid !== undefined), "the spare to stand up")
     const held = leftovers(root, [first.server.pid])
-    expect(held.filter((l) => l.startsWith("mount")).length).toBe(2)
-    expect(held.some((l) => l.startsWith("loop"))).toBe(true)
-    expect(held.filter((l) => l.startsWith("cgroup")).length).toBe(2)
+    expect(held.filter((l) => l.startsWith("mount")).length).toBe(4)
+    expect(held.filter((l) => l.startsWith("loop")).length).toBe(2)
+    expect(held.filter((l) => l.startsWith("cgroup")).length).toBe(4)
     expect(held.some((l) => l.startsWith("process"))).toBe(true)
 
     first.server.kill("SIGKILL")
