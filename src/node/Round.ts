@@ -9,18 +9,14 @@ import * as CareDirectoryFs from "../../layers/CareDirectoryFs.js"
 import * as FossilReceipts from "../../layers/FossilReceipts.js"
 import * as FossilRepository from "../../layers/FossilRepository.js"
 import { CareDirectory } from "../../services/CareDirectory.js"
-import { Receipts } from "../../services/Receipts.js"
 import { Repository, startCursor, type Cursor } from "../../services/Repository.js"
-import { SandboxLauncher } from "../../services/SandboxLauncher.js"
 import { readMessage } from "../protocol/Envelope.js"
 import { decide, type LifeEvent, type Liveness } from "../protocol/Life.js"
-import { checkRun } from "../protocol/Refusals.js"
 import { decodeRunMessage } from "../protocol/Run.js"
 import { startValues } from "../protocol/Steps.js"
 import type { Arrival } from "../protocol/Subscriptions.js"
 import { publicationText, publish } from "../watcher/Publications.js"
 import { releasePaths } from "../release/ReleasePaths.js"
-import { cloneUsers } from "./CloneUsers.js"
 import { arrivalOf, deliverArrivals } from "./Deliveries.js"
 import { anySession } from "./SessionFiles.js"
 import { watcherOf } from "./HandOff.js"
@@ -28,9 +24,10 @@ import { handOffRun } from "./SpareClient.js"
 import { appendWaitingOnce, clearAllHanded, handedLately, handedNotes, markHanded, processUserFileName, readWaiting, waitingRuns } from "./ProcessUserFiles.js"
 import { passTurn, withTurn } from "./UserTurn.js"
 import { advanceCursor, cursorFileOf, readCursor, writeCursor } from "./HookFiles.js"
-import { hostSettings, repositoryName, type NodeConfig } from "./NodeConfig.js"
+import { repositoryName, type NodeConfig } from "./NodeConfig.js"
 import { writeWhereTheRunIs } from "./Reports.js"
 import { recoverRun } from "./Recovery.js"
+import { checkRecord, processUserOf } from "./RunCheck.js"
 import { readRunRecord, type RunRecord } from "./RunRecord.js"
 
 // One round of the node on the server's host (2.13, DECISIONS 5 and 7): under round.lock, read
@@ -67,24 +64,6 @@ const serverCodeForm = /^[0-9a-f]{40}$/
 const runClone = (record: RunRecord): unknown =>
   (record.message?.block["run"] as { readonly clone?: unknown } | undefined)?.clone
 
-const checkOf = (config: NodeConfig, record: RunRecord) =>
-  Effect.gen(function*() {
-    const launcher = yield* SandboxLauncher
-    const receipts = yield* Receipts
-    const host = hostSettings(config, yield* launcher.capabilities)
-    const processUser = (record.message!.block["run"] as { process?: { user?: unknown } } | undefined)?.process?.user
-    const processUserCapabilities = typeof processUser === "string" ? yield* receipts.capabilitiesOf(processUser) : undefined
-    const clones = yield* cloneUsers(releasePaths(config.root).node)
-    return checkRun({
-      message: record.message!,
-      runHash: record.hash,
-      sender: record.sender,
-      processUserCapabilities,
-      cloneUsers: clones,
-      host
-    })
-  })
-
 /**
  * Decides one run for this node and acts: `event` is why it is read (a run arriving, a stop
  * that arrived, the node starting). Runs of another node user or another clone are left alone;
@@ -120,7 +99,7 @@ export const decideRun = (
     }
     const probed = yield* care.probe(run)
     const liveness: Liveness = probed === "absent" ? "none" : probed
-    const check = yield* checkOf(config, record)
+    const check = yield* checkRecord(config, { ...record, message: record.message })
     const action = decide({
       senderKnown: record.sender !== undefined,
       check,
@@ -159,8 +138,8 @@ export const decideRun = (
         // of the user's is in care, or was just handed to a watcher, or runs wait before it, this run
         // is written down as waiting (with its place in the server's order) and no watcher is started
         // for it; the run before it wakes the first waiting one when it is over
-        const processUser = (record.message.block["run"] as { process?: { user?: unknown } } | undefined)?.process?.user
-        if (typeof processUser === "string") {
+        const processUser = processUserOf(record.message)
+        if (processUser !== undefined) {
           const careDir = care.path
           // looked at and written holding the user's turn, so a run passed on meanwhile by another
           // cannot start beside this one, nor this one before it

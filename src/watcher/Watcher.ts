@@ -13,18 +13,18 @@ import { decide, type LifeEvent } from "../protocol/Life.js"
 import { endedMessage, startedMessage, startedValues } from "../protocol/Messages.js"
 import { endedBudget, endedLost, endedStopped, type EndedContent } from "../protocol/Outcomes.js"
 import { isStepPlaceholder, type Values } from "../protocol/Placeholders.js"
-import { checkRun, endedOfRefusal, refusal, type CheckedRun, type Refusal } from "../protocol/Refusals.js"
+import { endedOfRefusal, refusal, type CheckedRun, type Refusal } from "../protocol/Refusals.js"
 import { ciVerdict, formatVerdict } from "../protocol/Verdicts.js"
 import { composeTag } from "../fossil/Artifact.js"
 import { isFullHash } from "../fossil/Hash.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { endLeftovers } from "../sandbox/cgroups.js"
-import { cloneUsers } from "../node/CloneUsers.js"
 import { nodeArgs, watcherOf } from "../node/HandOff.js"
 import { askSpare, handOffRun, spareStarting } from "../node/SpareClient.js"
 import { appendWaitingOnce, clearHanded } from "../node/ProcessUserFiles.js"
 import { passTurn, withTurn } from "../node/UserTurn.js"
-import { hostSettings, launchOwnPaths, type NodeConfig } from "../node/NodeConfig.js"
+import { checkRecord, processUserOf } from "../node/RunCheck.js"
+import { launchOwnPaths, type NodeConfig } from "../node/NodeConfig.js"
 import { writeMessage } from "../protocol/Envelope.js"
 import { readRunRecord, type RunRecord } from "../node/RunRecord.js"
 import { removeSessionFile, writeSessionFile, type SessionFile } from "../node/SessionFiles.js"
@@ -196,8 +196,6 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
   Effect.gen(function*() {
     const { config, run } = options
     const care = yield* CareDirectory
-    const receipts = yield* Receipts
-    const launcher = yield* SandboxLauncher
     const log = (line: string) => care.appendLog(run, `${new Date().toISOString()} ${line}\n`).pipe(Effect.ignore)
 
     yield* log(options.spareSince === undefined
@@ -254,8 +252,8 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
       })
 
     // known before anything is decided: a run handed over as the next waiting one passes the turn on however it ends
-    const processUser = (record.message?.block["run"] as { process?: { user?: unknown } } | undefined)?.process?.user
-    if (typeof processUser === "string") held.known = processUser
+    const processUser = record.message === undefined ? undefined : processUserOf(record.message)
+    if (processUser !== undefined) held.known = processUser
     if (record.ended !== undefined) return yield* log("the run has ended; nothing to do")
     if (record.message === undefined) return yield* log("the artifact holds no run; nothing to do")
     if (record.started !== undefined) {
@@ -267,19 +265,9 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
     }
 
     yield* log("read the record")
-    const capabilities = yield* launcher.capabilities
-    const host = hostSettings(config, capabilities)
-    const processUserCapabilities = typeof processUser === "string"
-      ? yield* untilServerAnswers(receipts.capabilitiesOf(processUser), "asking the server for the process user", log)
-      : undefined
-    const clones = yield* cloneUsers(releasePaths(config.root).node, { keep: false })
-    const check = checkRun({
-      message: record.message,
-      runHash: run,
-      sender: record.sender,
-      processUserCapabilities,
-      cloneUsers: clones,
-      host
+    const check = yield* checkRecord(config, { ...record, message: record.message }, {
+      askServer: (question) => untilServerAnswers(question, "asking the server for the process user", log),
+      keepCloneUsers: false
     })
     const event: LifeEvent = options.personStart === true ? { _tag: "PersonStart" } : { _tag: "Arrival" }
     const startable = Either.isRight(check) && record.stops.length === 0 && (!check.right.run.process.manual || options.personStart === true)
