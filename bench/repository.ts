@@ -26,8 +26,9 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as FossilRepository from "../layers/FossilRepository.js"
 import { type Cursor, type Item, Repository, startCursor } from "../services/Repository.js"
-import { type Artifact, composeForumPost } from "../src/fossil/Artifact.js"
 import { alternate, importBundle, median, now } from "./support/measure.js"
+import { composeThreads } from "./support/posts.js"
+import { composeForumPost } from "../src/fossil/Artifact.js"
 import { runFossil } from "../src/fossil/Command.js"
 import { cloneAs, createRepository, fossil, makeTempDir, pushArtifacts, startServer } from "../test/support/fossilServer.js"
 
@@ -60,15 +61,7 @@ const main = async () => {
   try {
     // ---- build: 100 threads of 100 posts, one bundle, one fossil process
     let t = now()
-    const base = Date.parse("2026-01-01T00:00:00Z")
-    const artifacts: Array<Artifact> = []
-    for (let th = 0; th < N / 100; th++) {
-      const root = composeForumPost({ user: "alice", date: new Date(base + th * 1000), title: `Thread ${th}`, text: `run ${th}\n\`\`\`json\n{"ocx": 2, "to": "lab", "run": {"n": ${th}}}\n\`\`\`` })
-      artifacts.push(root)
-      for (let r = 1; r < 100; r++) {
-        artifacts.push(composeForumPost({ user: "alice", date: new Date(base + th * 1000 + r), root: root.hash, replyTo: root.hash, text: `reply ${r} of ${th}: ${"x".repeat(80)}` }))
-      }
-    }
+    const artifacts = composeThreads(N)
     const composeMs = now() - t
     t = now()
     await importBundle(repo, "alice", artifacts, dir)
@@ -134,7 +127,7 @@ const main = async () => {
 
       // ---- (c) 10 posts of a new receipt, after a cursor at the end
       const before = (yield* repository.readAfter(startCursor, 2 * N)).cursor
-      const tail = Array.from({ length: 10 }, (_, i) => composeForumPost({ user: "alice", date: new Date(base + 9e8 + i), title: `late ${i}`, text: `late ${i}` }))
+      const tail = Array.from({ length: 10 }, (_, i) => composeForumPost({ user: "alice", date: new Date(Date.parse("2026-01-01T00:00:00Z") + 9e8 + i), title: `late ${i}`, text: `late ${i}` }))
       yield* Effect.promise(() => importBundle(repo, "alice", tail, dir))
       let tailCount = 0
       const [serviceTail, fossilTail] = yield* Effect.promise(() => alternate(7,

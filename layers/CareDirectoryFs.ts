@@ -19,6 +19,7 @@ import {
   type CareDirectoryShape,
   type RunCare
 } from "../services/CareDirectory.js"
+import { flockHeld } from "../src/node/FlockHeld.js"
 import { processUserFileName } from "../src/node/ProcessUserFiles.js"
 
 export interface CareDirectoryFsOptions {
@@ -100,18 +101,42 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
         ).pipe(Effect.map((fd) => ({ run, lockPath: file, fd })))
       )
 
+    /**
+     * Whether the kernel's table of locks (src/node/FlockHeld.ts) shows the locks taken in this
+     * directory, found once with a lock of our own: a look that takes a run's or a process user's
+     * lock, however briefly, refuses whoever tries to take it in that instant.
+     */
+    let tableShowsLocks: boolean | undefined
+    const tableTrusted = Effect.gen(function*() {
+      if (tableShowsLocks !== undefined) return tableShowsLocks
+      const file = Path.join(dir, "flock-table.check")
+      const fd = yield* open(file, c.O_RDWR | c.O_CREAT)
+      const status = yield* flockOn(flock, fd, ["--exclusive", "--nonblock"]).pipe(Effect.tapError(() => closeQuietly(fd)))
+      // held by us, or by another process looking the same way: either way the table must show it
+      const shown = flockHeld(file) === "held"
+      yield* closeQuietly(fd)
+      if (shown || status === 0) tableShowsLocks = shown
+      return shown
+    })
+
+    /** "held", "free" or "absent", without taking the lock where the kernel's table can say */
+    const lockState = (file: string) =>
+      Effect.gen(function*() {
+        if (yield* tableTrusted) {
+          const seen = flockHeld(file)
+          if (seen !== undefined) return seen
+        }
+        const fd = yield* Effect.try({ try: () => Fs.openSync(file, c.O_RDONLY), catch: (e) => e as NodeJS.ErrnoException }).pipe(
+          Effect.catchAll((e) => (e.code === "ENOENT" ? Effect.succeed(-1) : Effect.fail(failure("open", file)(e))))
+        )
+        if (fd === -1) return "absent" as const
+        const status = yield* Effect.ensuring(flockOn(flock, fd, ["--exclusive", "--nonblock"]), closeQuietly(fd))
+        return status === conflict ? "held" as const : "free" as const
+      })
+
     const probe: CareDirectoryShape["probe"] = (run) =>
       Effect.flatMap(fileOf(run, "lock"), (file) =>
-        Effect.gen(function*() {
-          if (!Fs.existsSync(file)) return "absent" as RunCare
-          const fd = yield* Effect.try({ try: () => Fs.openSync(file, c.O_RDONLY), catch: (e) => e as NodeJS.ErrnoException }).pipe(
-            Effect.catchAll((e) => (e.code === "ENOENT" ? Effect.succeed(-1) : Effect.fail(failure("open", file)(e))))
-          )
-          if (fd === -1) return "absent" as RunCare
-          const status = yield* Effect.ensuring(flockOn(flock, fd, ["--exclusive", "--nonblock"]), closeQuietly(fd))
-          return (status === conflict ? "alive" : "gone") as RunCare
-        })
-      )
+        Effect.map(lockState(file), (state): RunCare => (state === "held" ? "alive" : state === "free" ? "gone" : "absent")))
 
     const listRuns = Effect.try({
       try: () =>
@@ -250,13 +275,7 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
     }
 
     const userBusy: CareDirectoryShape["userBusy"] = (user) =>
-      Effect.gen(function*() {
-        const file = userFile(user, "lock")
-        if (!Fs.existsSync(file)) return false
-        const fd = yield* open(file, c.O_RDONLY)
-        const status = yield* Effect.ensuring(flockOn(flock, fd, ["--exclusive", "--nonblock"]), closeQuietly(fd))
-        return status === conflict
-      })
+      Effect.map(lockState(userFile(user, "lock")), (state) => state === "held")
 
     const appendWaiting: CareDirectoryShape["appendWaiting"] = (user, line) => {
       const file = userFile(user, "waiting")

@@ -6,7 +6,7 @@
  */
 import type BetterSqlite3 from "better-sqlite3"
 import { applyDelta } from "./Delta.js"
-import { inflateStored } from "./Inflate.js"
+import { inflateStored } from "./InflateStored.js"
 
 /** blob.content (or an unversioned file's stored content) inflated. */
 export const inflate = (stored: Uint8Array): Buffer => inflateStored(stored)

@@ -9,27 +9,25 @@ import * as CareDirectoryFs from "../../layers/CareDirectoryFs.js"
 import * as FossilReceipts from "../../layers/FossilReceipts.js"
 import * as FossilRepository from "../../layers/FossilRepository.js"
 import { CareDirectory } from "../../services/CareDirectory.js"
-import { Receipts } from "../../services/Receipts.js"
 import { Repository, startCursor, type Cursor } from "../../services/Repository.js"
-import { SandboxLauncher } from "../../services/SandboxLauncher.js"
 import { readMessage } from "../protocol/Envelope.js"
 import { decide, type LifeEvent, type Liveness } from "../protocol/Life.js"
-import { checkRun } from "../protocol/Refusals.js"
 import { decodeRunMessage } from "../protocol/Run.js"
 import { startValues } from "../protocol/Steps.js"
 import type { Arrival } from "../protocol/Subscriptions.js"
 import { publicationText, publish } from "../watcher/Publications.js"
 import { releasePaths } from "../release/ReleasePaths.js"
-import { cloneUsers } from "./CloneUsers.js"
 import { arrivalOf, deliverArrivals } from "./Deliveries.js"
 import { anySession } from "./SessionFiles.js"
 import { watcherOf } from "./HandOff.js"
 import { handOffRun } from "./SpareClient.js"
-import { appendWaitingOnce, clearAllHanded, handedLately, handedNotes, markHanded, processUserFileName, readWaiting, takeNextWaiting } from "./ProcessUserFiles.js"
+import { appendWaitingOnce, clearAllHanded, handedLately, handedNotes, markHanded, processUserFileName, readWaiting, waitingRuns } from "./ProcessUserFiles.js"
+import { passTurn, withTurn } from "./UserTurn.js"
 import { advanceCursor, cursorFileOf, readCursor, writeCursor } from "./HookFiles.js"
-import { hostSettings, repositoryName, type NodeConfig } from "./NodeConfig.js"
+import { repositoryName, type NodeConfig } from "./NodeConfig.js"
 import { writeWhereTheRunIs } from "./Reports.js"
 import { recoverRun } from "./Recovery.js"
+import { checkRecord, processUserOf } from "./RunCheck.js"
 import { readRunRecord, type RunRecord } from "./RunRecord.js"
 
 // One round of the node on the server's host (2.13, DECISIONS 5 and 7): under round.lock, read
@@ -66,24 +64,6 @@ const serverCodeForm = /^[0-9a-f]{40}$/
 const runClone = (record: RunRecord): unknown =>
   (record.message?.block["run"] as { readonly clone?: unknown } | undefined)?.clone
 
-const checkOf = (config: NodeConfig, record: RunRecord) =>
-  Effect.gen(function*() {
-    const launcher = yield* SandboxLauncher
-    const receipts = yield* Receipts
-    const host = hostSettings(config, yield* launcher.capabilities)
-    const processUser = (record.message!.block["run"] as { process?: { user?: unknown } } | undefined)?.process?.user
-    const processUserCapabilities = typeof processUser === "string" ? yield* receipts.capabilitiesOf(processUser) : undefined
-    const clones = yield* cloneUsers(releasePaths(config.root).node)
-    return checkRun({
-      message: record.message!,
-      runHash: record.hash,
-      sender: record.sender,
-      processUserCapabilities,
-      cloneUsers: clones,
-      host
-    })
-  })
-
 /**
  * Decides one run for this node and acts: `event` is why it is read (a run arriving, a stop
  * that arrived, the node starting). Runs of another node user or another clone are left alone;
@@ -119,7 +99,7 @@ export const decideRun = (
     }
     const probed = yield* care.probe(run)
     const liveness: Liveness = probed === "absent" ? "none" : probed
-    const check = yield* checkOf(config, record)
+    const check = yield* checkRecord(config, { ...record, message: record.message })
     const action = decide({
       senderKnown: record.sender !== undefined,
       check,
@@ -158,27 +138,35 @@ export const decideRun = (
         // of the user's is in care, or was just handed to a watcher, or runs wait before it, this run
         // is written down as waiting (with its place in the server's order) and no watcher is started
         // for it; the run before it wakes the first waiting one when it is over
-        const processUser = (record.message.block["run"] as { process?: { user?: unknown } } | undefined)?.process?.user
-        if (typeof processUser === "string") {
+        const processUser = processUserOf(record.message)
+        if (processUser !== undefined) {
           const careDir = care.path
-          const busy = yield* care.userBusy(processUser)
-          const before = busy || handedLately(careDir, processUser) !== undefined || readWaiting(careDir, processUser).length > 0
-          if (before) {
+          // looked at and written holding the user's turn, so a run passed on meanwhile by another
+          // cannot start beside this one, nor this one before it
+          const waits = yield* withTurn(careDir, processUser, Effect.gen(function*() {
+            const busy = yield* care.userBusy(processUser)
+            const before = busy || handedLately(careDir, processUser) !== undefined || readWaiting(careDir, processUser).length > 0
+            if (!before) {
+              yield* act("hand off", `note that ${run} is on its way to ${processUser}'s lock`, Effect.sync(() => markHanded(careDir, processUser, run)))
+              return undefined
+            }
             yield* act("wait", `write ${run} down in ${careDir}/${processUserFileName(processUser, "waiting")}`,
               Effect.try(() => appendWaitingOnce(careDir, processUser, {
                 run, ...(options.personStart === true ? { personStart: true } : {}), at: [record.rcvid, record.rid]
               })))
+            return busy
+          }), act === actNow)
+          if (waits !== undefined) {
             // nobody left to wake it (the run before was over meanwhile, or its watcher was killed):
             // the first waiting run, in the server's order, is handed to a watcher now
             if (!(yield* care.userBusy(processUser)) && handedLately(careDir, processUser) === undefined) {
               yield* act("hand off", `hand the first run waiting for ${processUser} to the node's spare watcher, or start ${options.watcherProgram} for it`,
-                Effect.promise(() => handNextWaiting(config, careDir, processUser, options.watcherProgram)))
+                handNextWaiting(config, processUser, options.watcherProgram))
             }
-            return busy
+            return waits
               ? `waits: its process user ${processUser} has another run in this node's care; it starts once that one is over`
               : `waits: runs of its process user ${processUser} came before it; it starts once they are over`
           }
-          yield* act("hand off", `note that ${run} is on its way to ${processUser}'s lock`, Effect.sync(() => markHanded(careDir, processUser, run)))
         }
         yield* toWatcher("it can start")
         return "handed to a watcher, which starts it"
@@ -199,14 +187,14 @@ export const decideRun = (
     }
   })
 
-/** The first run waiting for the user (in the server's order) handed to a watcher; the run, or undefined when none waits. */
-const handNextWaiting = async (config: NodeConfig, careDir: string, user: string, watcherProgram: string): Promise<string | undefined> => {
-  const { next } = takeNextWaiting(careDir, user)
-  if (next === undefined) return undefined
-  markHanded(careDir, user, next.run)
-  await handOffRun(config, next.run, { watcherProgram, ...(next.personStart === true ? { personStart: true } : {}) })
-  return next.run
-}
+/** The first run waiting for the user (in the server's order) handed to a watcher, when the turn is free; the run, or undefined. */
+const handNextWaiting = (config: NodeConfig, user: string, watcherProgram: string) =>
+  Effect.gen(function*() {
+    const { next } = yield* passTurn(user)
+    if (next === undefined) return undefined
+    yield* Effect.promise(() => handOffRun(config, next.run, { watcherProgram, ...(next.personStart === true ? { personStart: true } : {}) }))
+    return next.run
+  })
 
 /**
  * A process user whose holder ended without waking its waiting runs (its watcher killed): when the
@@ -217,8 +205,7 @@ export const wakeWaitingOf = (config: NodeConfig, user: string, watcherProgram: 
   Effect.gen(function*() {
     const care = yield* CareDirectory
     if (readWaiting(care.path, user).length === 0) return undefined
-    if ((yield* care.userBusy(user)) || handedLately(care.path, user) !== undefined) return undefined
-    return yield* Effect.promise(() => handNextWaiting(config, care.path, user, watcherProgram))
+    return yield* handNextWaiting(config, user, watcherProgram)
   })
 
 /** A message a node acts on: a run for its node user, or a stop or publish naming a run. */
@@ -363,9 +350,18 @@ export const hookRound = (config: NodeConfig, options: { readonly watcherProgram
         advanceCursor(cursorFile, found.cursor)
         at = found.cursor
       }
-      const did = decisions.length === 0 && delivered.length === 0
+      // a process user's turn that nobody passed on (its holder's watcher killed, or one handed
+      // the turn that never took it) is passed on here, so the node's next round (a receipt that
+      // may hold a message, a timer's call) starts what waits behind nobody; with a holder alive,
+      // or a hand-off on its way, nothing
+      const woken: Array<string> = []
+      for (const { user } of waitingRuns(care.path)) {
+        const run = yield* wakeWaitingOf(config, user, options.watcherProgram).pipe(Effect.catchAll(() => Effect.succeed(undefined)))
+        if (run !== undefined) woken.push(`${run}: its process user ${user} was free and nobody had passed the turn on: handed to a watcher`)
+      }
+      const did = decisions.length === 0 && delivered.length === 0 && woken.length === 0
         ? ["no run or stop for this node arrived"]
-        : [...decisions.map((d) => `${d.run}: ${d.action}`), ...delivered]
+        : [...decisions.map((d) => `${d.run}: ${d.action}`), ...delivered, ...woken]
       return { from, to: at, did, decisions } satisfies RoundResult
     }))
   })

@@ -13,17 +13,18 @@ import { decide, type LifeEvent } from "../protocol/Life.js"
 import { endedMessage, startedMessage, startedValues } from "../protocol/Messages.js"
 import { endedBudget, endedLost, endedStopped, type EndedContent } from "../protocol/Outcomes.js"
 import { isStepPlaceholder, type Values } from "../protocol/Placeholders.js"
-import { checkRun, endedOfRefusal, refusal, type CheckedRun, type Refusal } from "../protocol/Refusals.js"
+import { endedOfRefusal, refusal, type CheckedRun, type Refusal } from "../protocol/Refusals.js"
 import { ciVerdict, formatVerdict } from "../protocol/Verdicts.js"
 import { composeTag } from "../fossil/Artifact.js"
 import { isFullHash } from "../fossil/Hash.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { endLeftovers } from "../sandbox/cgroups.js"
-import { cloneUsers } from "../node/CloneUsers.js"
 import { nodeArgs, watcherOf } from "../node/HandOff.js"
 import { askSpare, handOffRun, spareStarting } from "../node/SpareClient.js"
-import { appendWaitingOnce, clearHanded, handedLately, markHanded, takeNextWaiting } from "../node/ProcessUserFiles.js"
-import { hostSettings, launchOwnPaths, type NodeConfig } from "../node/NodeConfig.js"
+import { appendWaitingOnce, clearHanded } from "../node/ProcessUserFiles.js"
+import { passTurn, withTurn } from "../node/UserTurn.js"
+import { checkRecord, processUserOf } from "../node/RunCheck.js"
+import { launchOwnPaths, type NodeConfig } from "../node/NodeConfig.js"
 import { writeMessage } from "../protocol/Envelope.js"
 import { readRunRecord, type RunRecord } from "../node/RunRecord.js"
 import { removeSessionFile, writeSessionFile, type SessionFile } from "../node/SessionFiles.js"
@@ -131,18 +132,11 @@ const wakeWaiting = (options: WatcherOptions, held: HeldUser) =>
     if (user === undefined || held.waits) return
     const care = yield* CareDirectory
     const log = (line: string) => care.appendLog(options.run, `${new Date().toISOString()} ${line}\n`)
-    if (held.user === undefined) {
-      // not the holder: the turn is this watcher's to pass on only when no other hand-off is on its way
-      const lately = handedLately(care.path, user)
-      if (lately !== undefined && lately !== options.run) return
-    }
-    clearHanded(care.path, user, options.run)
-    // a run of the user's took the lock meanwhile: its watcher wakes the next when it is over
-    if (yield* care.userBusy(user)) return
-    const { next, dropped } = takeNextWaiting(care.path, user)
+    // its own hand-off ends here; the turn is passed on only while no run of the user's holds the
+    // lock (its watcher wakes the next when it is over) and no other hand-off is on its way
+    const { next, dropped } = yield* passTurn(user, options.run)
     if (dropped > 0) yield* log(`${dropped} waiting line(s) that are not a run were dropped (the record keeps every run)`)
     if (next === undefined) return
-    markHanded(care.path, user, next.run)
     const { pid, warm } = yield* Effect.promise(() => handToNext(options.config, next))
     yield* log(`its process user is free: handed ${next.run} to ${warm ? "the spare" : "watcher"} ${pid}`)
   }).pipe(
@@ -186,18 +180,22 @@ const takeProcessUser = (options: WatcherOptions, held: HeldUser, user: unknown,
       return false
     }
     if (Option.isSome(yield* care.lockUser(user))) return took()
-    yield* Effect.try(() => appendWaitingOnce(care.path, user, { run: options.run, ...(options.personStart === true ? { personStart: true } : {}), at }))
-    if (Option.isSome(yield* care.lockUser(user))) return took()
-    held.waits = true
-    return true
+    // written down and tried again holding the user's turn: a holder that ends before this looks
+    // finds the run waiting and its hand-off over, one that ends after leaves the lock free to take
+    return yield* withTurn(care.path, user, Effect.gen(function*() {
+      yield* Effect.try(() => appendWaitingOnce(care.path, user, { run: options.run, ...(options.personStart === true ? { personStart: true } : {}), at }))
+      if (Option.isSome(yield* care.lockUser(user))) return took()
+      // this run's hand-off came to nothing: the holder passes the turn on when it is over
+      clearHanded(care.path, user, options.run)
+      held.waits = true
+      return true
+    }))
   })
 
 const runInCare = (options: WatcherOptions, held: HeldUser) =>
   Effect.gen(function*() {
     const { config, run } = options
     const care = yield* CareDirectory
-    const receipts = yield* Receipts
-    const launcher = yield* SandboxLauncher
     const log = (line: string) => care.appendLog(run, `${new Date().toISOString()} ${line}\n`).pipe(Effect.ignore)
 
     yield* log(options.spareSince === undefined
@@ -254,8 +252,8 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
       })
 
     // known before anything is decided: a run handed over as the next waiting one passes the turn on however it ends
-    const processUser = (record.message?.block["run"] as { process?: { user?: unknown } } | undefined)?.process?.user
-    if (typeof processUser === "string") held.known = processUser
+    const processUser = record.message === undefined ? undefined : processUserOf(record.message)
+    if (processUser !== undefined) held.known = processUser
     if (record.ended !== undefined) return yield* log("the run has ended; nothing to do")
     if (record.message === undefined) return yield* log("the artifact holds no run; nothing to do")
     if (record.started !== undefined) {
@@ -267,19 +265,9 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
     }
 
     yield* log("read the record")
-    const capabilities = yield* launcher.capabilities
-    const host = hostSettings(config, capabilities)
-    const processUserCapabilities = typeof processUser === "string"
-      ? yield* untilServerAnswers(receipts.capabilitiesOf(processUser), "asking the server for the process user", log)
-      : undefined
-    const clones = yield* cloneUsers(releasePaths(config.root).node, { keep: false })
-    const check = checkRun({
-      message: record.message,
-      runHash: run,
-      sender: record.sender,
-      processUserCapabilities,
-      cloneUsers: clones,
-      host
+    const check = yield* checkRecord(config, { ...record, message: record.message }, {
+      askServer: (question) => untilServerAnswers(question, "asking the server for the process user", log),
+      keepCloneUsers: false
     })
     const event: LifeEvent = options.personStart === true ? { _tag: "PersonStart" } : { _tag: "Arrival" }
     const startable = Either.isRight(check) && record.stops.length === 0 && (!check.right.run.process.manual || options.personStart === true)

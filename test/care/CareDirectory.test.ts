@@ -126,6 +126,36 @@ describe("CareDirectory on the filesystem", () => {
       expect(yield* care.readLog("r2")).toBe("launched\nended\n")
     }))
 
+  it.live("looking whether a run or a process user is held never refuses a watcher taking that lock in the same instant", () =>
+    Effect.gen(function*() {
+      // a flock that takes its time, as a spawned one does on a loaded machine: it writes down the
+      // file it locked, then stays 3 s; a look that takes the lock to see would hold it so long
+      const slow = Path.join(root, "slow-flock")
+      const marks = Path.join(root, "slow-marks")
+      Fs.writeFileSync(slow, `#!/bin/sh\nflock "$@"; s=$?\nreadlink /proc/$$/fd/3 >> ${marks}\nsleep 3\nexit $s\n`, { mode: 0o755 })
+      const looker = yield* make({ root, flock: slow })
+      const watcher = yield* make({ root })
+      const cases = [
+        { file: "r9.lock", look: looker.probe("r9").pipe(Effect.asVoid), take: watcher.lockRun("r9").pipe(Effect.asVoid, Effect.mapError(String)) },
+        {
+          file: "~builder.lock", look: looker.userBusy("builder").pipe(Effect.asVoid),
+          take: watcher.lockUser("builder").pipe(Effect.mapError(String), Effect.flatMap((held) => Option.isSome(held) ? Effect.void : Effect.fail("busy")))
+        }
+      ]
+      for (const { file, look, take } of cases) {
+        // the lock file exists, as after an earlier run
+        yield* Effect.scoped(take)
+        const looking = yield* Effect.fork(look)
+        // wait until the look is over, or is holding this file
+        const lockedByLook = () => Fs.existsSync(marks) && Fs.readFileSync(marks, "utf8").split("\n").some((l) => l.endsWith(`/${file}`))
+        while (looking.unsafePoll() === null && !lockedByLook()) yield* Effect.sleep("10 millis")
+        // a watcher takes the lock now: free, since nobody runs
+        const taken = yield* Effect.scoped(take).pipe(Effect.exit)
+        expect(Exit.isSuccess(taken), `${file}: ${String(taken)}`).toBe(true)
+        yield* Fiber.join(looking)
+      }
+    }), 30_000)
+
   it.live("names that are not run names are refused before any file is touched", () =>
     Effect.gen(function*() {
       const care = yield* make({ root })

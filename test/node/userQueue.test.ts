@@ -1,7 +1,10 @@
 import BetterSqlite3 from "better-sqlite3"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { composeForumPost } from "../../src/fossil/Artifact.js"
+import { processUserFileName, readWaiting } from "../../src/node/ProcessUserFiles.js"
 import { hook } from "../../src/tools/hook.js"
 import { cloneAs, pushArtifacts } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
@@ -66,4 +69,36 @@ describe("runs of one process user arriving together", () => {
     expect(seen.started).toBeLessThanOrEqual(2 * count)
     expect(seen.peakAlive).toBeLessThanOrEqual(3)
   }, 200_000)
+
+  it("a run left waiting behind a holder that died without passing the turn on starts at the node's next round", async () => {
+    const care = Path.join(world.root, "care")
+    const userLock = Path.join(care, processUserFileName(users.builder.login, "lock"))
+    // the holder: a process with the process user's lock, as a watcher holds it; killed below
+    // without waking anyone, as a SIGKILLed watcher is
+    Fs.mkdirSync(care, { recursive: true })
+    const holder = ChildProcess.spawn("sh", ["-c", `exec 3>>'${userLock}'; flock --exclusive 3; exec sleep 600`], { stdio: "ignore" })
+    try {
+      await waitFor(() => Fs.readFileSync("/proc/locks", "latin1").includes(`:${Fs.statSync(userLock).ino} `) || undefined, 10_000, 20)
+      const clone = await cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, "alice-waits.fossil"))
+      const run = composeForumPost({ date: new Date(), user: users.admin.login, title: "waits", text: world.runText(shellRun(world, "echo waited")) })
+      await pushArtifacts(clone, users.admin.login, [run])
+      const waiting = await waitFor(() => readWaiting(care, users.builder.login).some((w) => w.run === run.hash) || undefined, 30_000)
+      expect(waiting).toBe(true)
+      await new Promise<void>((resolve) => {
+        holder.once("exit", () => resolve())
+        holder.kill("SIGKILL")
+      })
+      // nobody passes the turn on now; the node's next round does (any receipt that may hold an
+      // OCX message makes one: here a person's post that names ocx and is no message)
+      const note = composeForumPost({ date: new Date(), user: users.admin.login, title: "a person's post", text: "is ocx still busy?" })
+      await pushArtifacts(clone, users.admin.login, [note])
+      const replies = await waitFor(async () => {
+        const got = await world.replies(run.hash)
+        return got.some((m) => m.kind === "ended") ? got : undefined
+      }, 60_000, 300)
+      expect(replies?.map((m) => [m.kind, m.content])).toEqual([["started", expect.anything()], ["ended", { outcome: "exited", exit: 0 }]])
+    } finally {
+      holder.kill("SIGKILL")
+    }
+  }, 120_000)
 })

@@ -1,0 +1,55 @@
+import * as Effect from "effect/Effect"
+import { Receipts } from "../../services/Receipts.js"
+import { SandboxLauncher } from "../../services/SandboxLauncher.js"
+import type { Message } from "../protocol/Envelope.js"
+import { checkRun } from "../protocol/Refusals.js"
+import { releasePaths } from "../release/ReleasePaths.js"
+import { cloneUsers } from "./CloneUsers.js"
+import { hostSettings, type NodeConfig } from "./NodeConfig.js"
+import type { RunRecord } from "./RunRecord.js"
+
+// The one check of a run (refusals 1 to 7, seed 2.5) that the round and the watcher both make,
+// from the record and what the host and the server say; checkRun (src/protocol) decides.
+
+/**
+ * The process user a run's block names, as posted: read before the run is checked, since a run
+ * refused for another key still holds a place in that user's queue and passes the turn on.
+ */
+export const processUserOf = (message: Message): string | undefined => {
+  const run = message.block["run"]
+  if (typeof run !== "object" || run === null) return undefined
+  const process = (run as { readonly process?: unknown }).process
+  if (typeof process !== "object" || process === null) return undefined
+  const user = (process as { readonly user?: unknown }).user
+  return typeof user === "string" ? user : undefined
+}
+
+export interface RunCheckOptions {
+  /**
+   * How the server is asked for the process user's capabilities: the watcher waits out an
+   * outage (it holds the run), the round fails and is called again.
+   */
+  readonly askServer?: <A, E, R>(question: Effect.Effect<A, E, R>) => Effect.Effect<A, unknown, R>
+  /** whether the clone users read are written back to the cache (the watcher leaves it to the round) */
+  readonly keepCloneUsers?: boolean
+}
+
+/** The run of `record` (which holds one) checked as this node would start it. */
+export const checkRecord = (config: NodeConfig, record: RunRecord & { readonly message: Message }, options: RunCheckOptions = {}) =>
+  Effect.gen(function*() {
+    const launcher = yield* SandboxLauncher
+    const receipts = yield* Receipts
+    const host = hostSettings(config, yield* launcher.capabilities)
+    const processUser = processUserOf(record.message)
+    const ask = options.askServer ?? (<A, E, R>(question: Effect.Effect<A, E, R>) => question)
+    const processUserCapabilities = processUser === undefined ? undefined : yield* ask(receipts.capabilitiesOf(processUser))
+    const clones = yield* cloneUsers(releasePaths(config.root).node, { keep: options.keepCloneUsers ?? true })
+    return checkRun({
+      message: record.message,
+      runHash: record.hash,
+      sender: record.sender,
+      processUserCapabilities,
+      cloneUsers: clones,
+      host
+    })
+  })
