@@ -1,5 +1,8 @@
-// 2.12 and 2.13: a run's life as one decision. The hook, the clone node, --check and
-// --dry-run all ask it; the watcher asks it when a process ends.
+// 2.12 and 2.13: a run's life as one decision. The round (the hook's, a clone node's, the
+// supervisor's), --check and --dry-run ask it, and the watcher once it holds a run. The rows for a
+// process's end and a delivery (ProcessExit, Delivery) state the seed's table whole; the watcher
+// does not ask them yet: it maps its process's end itself (endedOfEnding) and its session feeds
+// deliveries from the inbox (src/watcher/Session.ts).
 import * as Either from "effect/Either"
 import { endedOfProcess, type EndedContent, type ProcessEnd } from "./Outcomes.js"
 import type { Refusal } from "./Refusals.js"
