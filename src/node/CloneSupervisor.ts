@@ -9,6 +9,7 @@ import { pullClone } from "./ClonePull.js"
 import { cloneNodeLayer, cloneRound } from "./CloneRound.js"
 import type { NodeConfig } from "./NodeConfig.js"
 import { actNow, watcherOf } from "./Round.js"
+import { ensureSpare } from "./SpareClient.js"
 import { processStartTime, readSupervisorInfo, type SupervisorFiles, type SupervisorInfo, writeSupervisorInfo } from "./SupervisorFiles.js"
 import { firstLine, logTo } from "./SupervisorLog.js"
 
@@ -18,7 +19,8 @@ import { firstLine, logTo } from "./SupervisorLog.js"
 // arrived. It asks the server's OCX page for its newest receipt's number and holds the question
 // open until a newer one arrives (the receipt tool's newer-than and wait: a long poll), and pulls
 // the moment it is answered. A page too old to hold the question, or `--short-cycle`, makes it pull
-// every half second instead; a server that fails is tried again less and less often.
+// every half second instead; a server that fails is tried again less and less often. It keeps the
+// node's spare watcher waiting, as the server's supervisor does.
 
 /** How long a clone's supervisor waits between two pulls on the short cycle (from the end of one to the start of the next). */
 export const cloneEveryMs = 500
@@ -66,6 +68,17 @@ export const superviseClone = (
         }, { once: true })
       })
 
+    // the next run's watcher waiting ready (the spare), as on the server's host: started with the node,
+    // and again a while after a hand-off, once the run it took has had its start to itself
+    let spareTimer: NodeJS.Timeout | undefined
+    const spareSoon = (afterMs: number) => {
+      if (spareTimer !== undefined || stopping) return
+      spareTimer = setTimeout(() => {
+        spareTimer = undefined
+        ensureSpare(config, watcherOf(config.root)).catch(() => undefined)
+      }, afterMs)
+    }
+
     // after the node's start (which signed in and checked the clone and the passwords file), each
     // step is a pull and the round over what it brought: no sign-in, and the server is asked who
     // sent what only when something arrived
@@ -77,6 +90,7 @@ export const superviseClone = (
         return yield* cloneRound(config, actNow, { watcherProgram: watcherOf(config.root) })
       }))
       const did = decided.decisions.map((d) => `${d.run}: ${d.action}`)
+      if (decided.decisions.some((d) => d.action.startsWith("handed"))) spareSoon(1000)
       if (did.length > 0) {
         lastRound = { at: new Date().toISOString(), did }
         log({ round: { from: decided.from, to: decided.to }, did })
@@ -99,6 +113,7 @@ export const superviseClone = (
       }
       // not started (refused, or the passwords file unreadable since): tried again after a pause, as a failure is
       if (runtime === undefined) throw new Error(did.join("; ") || (passwords._tag === "Refused" ? passwords.why : "the node did not start"))
+      spareSoon(0)
       lastRound = { at: new Date().toISOString(), did }
       log({ did: [...did, `${did.length} open run${did.length === 1 ? "" : "s"} decided; the node on ${config.repository} started`] })
       writeInfo()
@@ -158,6 +173,7 @@ export const superviseClone = (
       if (stopping) return
       stopping = true
       stopped.abort()
+      if (spareTimer !== undefined) clearTimeout(spareTimer)
       await running
       await runtime?.dispose().catch(() => undefined)
       if (readSupervisorInfo(files.info)?.pid === process.pid) Fs.rmSync(files.info, { force: true })

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as FossilRepository from "../../layers/FossilRepository.js"
 import { Repository } from "../../services/Repository.js"
 import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
+import { spareWaits } from "../../src/node/SpareClient.js"
 import { supervisorFilesOf } from "../../src/node/SupervisorFiles.js"
 import { restartServer, type RunningServer, webLogin, webNewThread } from "../support/fossilServer.js"
 import { sandbox } from "../support/nodeWorld.js"
@@ -16,7 +17,8 @@ import { dist, waitFor } from "./hookWorld.js"
 // checkout's build), in place of the node's timer. It holds a question open at the server's OCX
 // page (the receipt tool's newer-than and wait) and pulls when it is answered; with a page too old
 // to hold it, it pulls every half second; a server that goes down is tried again until it is back.
-// A run posted on the server through the web form is started on the clone's host with no `ocx2 node` call.
+// A run posted on the server through the web form is started on the clone's host with no `ocx2 node`
+// call, the next one by the node's spare watcher.
 
 let world: CloneWorld
 let server: RunningServer | undefined
@@ -106,9 +108,13 @@ describe("the supervisor on a clone's host", () => {
     // idle, it holds its question at the server's page and pulls nothing (a short cycle would pull twice a second)
     expect(await clonePullsStop(30_000, 1500)).toBeDefined()
     await postRunAndSeeItEnd()
+    // the node's spare waits on the clone's host too, and takes the next run
+    expect(await waitFor(() => (spareWaits(world.root) ? true : undefined), 60_000, 200)).toBe(true)
+    const next = await postRunAndSeeItEnd()
+    expect(Fs.readFileSync(Path.join(world.root, "care", `${next}.log`), "utf8")).toMatch(/in care: spare \d+ took the run/)
     expect(logText().slice(from)).not.toContain("failed")
     await stopSupervisor()
-  }, 180_000)
+  }, 240_000)
 
   it("pulls every half second from a server whose page cannot hold the question (an older release)", async () => {
     // the page of an older release: it knows no newer-than, and refuses it as any tool refuses an argument it does not take
