@@ -8,12 +8,19 @@
  *  - pickup, fast mode (backoffice-disable on, fossil backoffice --poll 1): from the receipt of a
  *    pushed run to the receipt of its started, both as the served repository timed them, over
  *    BENCH_RUNS runs (default 20): median and p95. Targets: median < 1 s, p95 < 2 s.
- *  - pickup with the node's supervisor (`ocx2 supervise`, inotify), in the same world right after: the same
+ *  - pickup with the node's supervisor (`ocx2 supervise`, inotify), in a fast-mode world of its own: the same
  *    measure over BENCH_RUNS runs (at least 30). Targets: median < 250 ms, p95 < 500 ms.
  *  - a burst of BENCH_BURST runs (default 50, one process user's) posted at once in one push, in fast mode
  *    and with the supervisor: each answered exactly once, and the time from their receipt to the last ended.
  *  - the supervisor's CPU over BENCH_IDLE_SECONDS (default 60) with nothing arriving, and its peak RSS.
- *    Targets: under 1 % of a core, under 80 MB.
+ *    Targets: under 1 % of a core, under 80 MB. The supervisor's pickups, burst, idle CPU and peak RSS are
+ *    measured twice in the same run, each in a world of its own: as shipped (the Node options of its #! line)
+ *    and, the baseline, by a bare `node`.
+ *  - pickup on a clone's host with its supervisor, BENCH_CLONE_RUNS runs each way (default 10), alternating in
+ *    one world: pulling every half second (--short-cycle) with no spare watcher (as before), pulling when the
+ *    server's OCX page answers the question it holds (receipt --newer-than N --wait S), and that with the
+ *    node's spare waiting. Target: median < 1.5 s.
+ *  - BENCH_PARTS=fast,supervisor,clone,default (all by default) names the parts measured.
  *  - pickup, Fossil's default backoffice, for comparison: BENCH_DEFAULT_RUNS runs (default 3),
  *    each bounded at 90 s, since a receipt within a minute of the last backoffice waits for its lease.
  *  - the hook's CPU time (user + sys, GNU time) on a receipt carrying no run, against `node -e 0`,
@@ -33,6 +40,7 @@ import { startSupervisor, stopSupervisor } from "../test/node/supervisorWorld.js
 import { closeCloneWorld, cloneUsers, makeCloneWorld, runNode, useThisBuild } from "../test/node/cloneWorld.js"
 import { dist } from "../test/node/hookWorld.js"
 import { supervisorFilesOf } from "../src/node/SupervisorFiles.js"
+import { stopSpare } from "../src/node/SpareClient.js"
 import { writeMessage } from "../src/protocol/Envelope.js"
 import { sandbox } from "../test/support/nodeWorld.js"
 
@@ -41,6 +49,8 @@ const burst = Number(process.env.BENCH_BURST ?? 50)
 const idleSeconds = Number(process.env.BENCH_IDLE_SECONDS ?? 60)
 const defaultRuns = Number(process.env.BENCH_DEFAULT_RUNS ?? 3)
 const cpuRuns = Number(process.env.BENCH_CPU_RUNS ?? 20)
+/** BENCH_PARTS=fast,supervisor,clone,default (all by default): which of the parts below are measured */
+const parts = (process.env.BENCH_PARTS ?? "fast,supervisor,clone,default").split(",")
 
 const quantile = (values: ReadonlyArray<number>, q: number) => {
   const sorted = [...values].sort((a, b) => a - b)
@@ -113,99 +123,169 @@ const cpuMsOf = (pid: number) => {
 }
 const peakRssOf = (pid: number) => Number(/VmHWM:\s+(\d+) kB/.exec(Fs.readFileSync(`/proc/${pid}/status`, "utf8"))![1]) / 1024
 
-// ---- fast mode, then the supervisor in the same world
-const fast = await makeHookWorld({ fastHooks: true })
-let supervisor: Awaited<ReturnType<typeof startSupervisor>> | undefined
-try {
-  const installed = await fast.call(hook, { node: users.node.login, root: fast.root })
+const line = (what: string, took: ReadonlyArray<number>, missed: number, targets: string) =>
+  console.log(`pickup, ${what}, ${runs} pushed runs: median ${s(median(took))}, p95 ${s(quantile(took, 0.95))}, max ${s(Math.max(...took))}` +
+    `${missed > 0 ? `, ${missed} not started within 30 s` : ""}  (${targets})`)
+
+/** A fast-mode world with the node started (hook --node). */
+const fastWorld = async () => {
+  const world = await makeHookWorld({ fastHooks: true })
+  const installed = await world.call(hook, { node: users.node.login, root: world.root })
   if (installed.stopped.reason !== "completed") throw new Error(`hook: ${installed.stopped.message}`)
-  const line = (what: string, took: ReadonlyArray<number>, missed: number, targets: string) =>
-    console.log(`pickup, ${what}, ${runs} pushed runs: median ${s(median(took))}, p95 ${s(quantile(took, 0.95))}, max ${s(Math.max(...took))}` +
-      `${missed > 0 ? `, ${missed} not started within 30 s` : ""}  (${targets})`)
-  const fastPickups = await pickups(fast, runs, 30_000, 200)
-  line("fast mode (backoffice-disable on, fossil backoffice --poll 1)", fastPickups.took, fastPickups.missed, "targets: median < 1 s, p95 < 2 s")
-  const fastBurst = await burstOf(fast)
-  supervisor = await startSupervisor(fast)
-  const supervised = await pickups(fast, runs, 30_000, 200)
-  line("with the node's supervisor (inotify; the poller still runs and only wakes it)", supervised.took, supervised.missed, "targets: median < 250 ms, p95 < 500 ms")
-  console.log(`burst of ${burst} runs of one process user, one push: fast mode: ${fastBurst}; with the supervisor: ${await burstOf(fast)}`)
-  const before = cpuMsOf(supervisor.pid)
-  await sleep(idleSeconds * 1000)
-  const idle = cpuMsOf(supervisor.pid) - before
-  console.log(`the supervisor idle for ${idleSeconds} s (the poller running beside it): ${idle} ms of CPU, ` +
-    `${(100 * idle / (idleSeconds * 1000)).toFixed(2)} % of a core; its peak RSS ${peakRssOf(supervisor.pid).toFixed(1)} MB  (targets: < 1 %, < 80 MB)`)
-} finally {
-  await stopSupervisor(supervisor)
-  endWatchers(fast.root)
-  await fast.close()
+  return world
 }
 
-// ---- a clone's node with its supervisor (its half-second pull cycle): from the run's receipt on the server to its started's
-const cloneRuns = Number(process.env.BENCH_CLONE_RUNS ?? 10)
-const lab = await makeCloneWorld("ocx2-bench-clone-")
-let labSupervisor: ChildProcess.ChildProcess | undefined
-try {
-  useThisBuild(lab, dist)
-  const checked = await runNode(lab, ["--check"])
-  if (checked.stopped.reason !== "completed") throw new Error(`ocx2 node --check: ${JSON.stringify(checked.stopped)}`)
-  labSupervisor = ChildProcess.spawn(process.execPath, [Path.join(lab.root, "current", "ocx2"), "supervise", "--node", cloneUsers.lab2.login, "--root", lab.root], {
-    env: { ...process.env, USER: "root" }, stdio: "ignore", detached: true
-  })
-  const log = supervisorFilesOf(lab.root, lab.clone, cloneUsers.lab2.login).log
-  await waitFor(() => (Fs.existsSync(log) && Fs.readFileSync(log, "utf8").includes("the node on") ? true : undefined), 60_000, 100)
-  const alice = await cloneAs(lab.url, cloneUsers.alice.login, cloneUsers.alice.password, Path.join(lab.dir, "alice.fossil"))
-  const took: Array<number> = []
-  for (let i = 0; i < cloneRuns; i++) {
-    const run = {
-      clone: lab.cloneCode, objective: "a run for lab2", workspace: [{ step: "directory", at: "$$root$$/work/$$run$$" }],
-      sandbox: sandbox(), limits: { wall: "2m" },
-      process: { user: cloneUsers.builder.login, command: ["sh", "-c", "true"], env: { PATH: "/usr/bin:/bin" } }
+if (parts.includes("fast")) {
+  // ---- fast mode: the poller runs the hook once a second
+  const fast = await fastWorld()
+  try {
+    const fastPickups = await pickups(fast, runs, 30_000, 200)
+    line("fast mode (backoffice-disable on, fossil backoffice --poll 1)", fastPickups.took, fastPickups.missed, "targets: median < 1 s, p95 < 2 s")
+    console.log(`burst of ${burst} runs of one process user, one push, fast mode: ${await burstOf(fast)}`)
+  } finally {
+    endWatchers(fast.root)
+    await fast.close()
+  }
+}
+
+if (parts.includes("supervisor")) {
+  // ---- the supervisor as shipped (Node's options from its #! line) and, as the baseline, run by a bare
+  // `node` (V8's defaults, as it ran before its #! line gave it options): each in a fast-mode world of its own
+  const variants = [
+    { name: "as shipped (its #! line: --max-semi-space-size=1 --no-opt)", nodeOptions: undefined },
+    { name: "baseline (a bare node: V8's defaults)", nodeOptions: [] as ReadonlyArray<string> }
+  ]
+  for (const variant of variants) {
+    console.log(`the node's supervisor, ${variant.name}:`)
+    const world = await fastWorld()
+    let supervisor: Awaited<ReturnType<typeof startSupervisor>> | undefined
+    try {
+      supervisor = await startSupervisor(world, {}, variant.nodeOptions !== undefined ? { nodeOptions: variant.nodeOptions } : {})
+      const supervised = await pickups(world, runs, 30_000, 200)
+      line("with the node's supervisor (inotify; the poller still runs and only wakes it)", supervised.took, supervised.missed, "targets: median < 250 ms, p95 < 500 ms")
+      console.log(`burst of ${burst} runs of one process user, one push, with the supervisor: ${await burstOf(world)}`)
+      const before = cpuMsOf(supervisor.pid)
+      await sleep(idleSeconds * 1000)
+      const idle = cpuMsOf(supervisor.pid) - before
+      console.log(`the supervisor idle for ${idleSeconds} s (the poller running beside it): ${idle} ms of CPU, ` +
+        `${(100 * idle / (idleSeconds * 1000)).toFixed(2)} % of a core; its peak RSS ${peakRssOf(supervisor.pid).toFixed(1)} MB  (targets: < 1 %, < 80 MB)`)
+    } finally {
+      await stopSupervisor(supervisor)
+      endWatchers(world.root)
+      await world.close()
     }
-    const artifact = composeForumPost({ date: new Date(), user: cloneUsers.alice.login, title: `lab ${i}`, text: writeMessage({ ocx: 2, to: cloneUsers.lab2.login, run }, "A run.") })
-    await pushArtifacts(alice, cloneUsers.alice.login, [artifact])
-    const started = await waitFor(async () => {
-      const db = new BetterSqlite3(lab.served, { readonly: true, fileMustExist: true })
-      try {
-        const rows = db.prepare("SELECT b.uuid AS uuid FROM forumpost f JOIN blob b ON b.rid = f.fpid WHERE f.froot = (SELECT rid FROM blob WHERE uuid = ?) ORDER BY b.rid").all(artifact.hash) as Array<{ uuid: string }>
-        return rows.map((r) => r.uuid).find((h) => h !== artifact.hash && (receivedAt(lab.served, h) !== undefined))
-      } finally {
-        db.close()
-      }
-    }, 30_000, 20)
-    if (started !== undefined) took.push(receivedAt(lab.served, started)! - receivedAt(lab.served, artifact.hash)!)
-    await sleep(Math.random() * 500)
   }
-  console.log(`pickup on a clone's host with its supervisor (a pull every half second), ${cloneRuns} pushed runs: ` +
-    `median ${s(median(took))}, max ${s(Math.max(...took))}${took.length < cloneRuns ? `, ${cloneRuns - took.length} not started within 30 s` : ""}  (target: median < 1.5 s)`)
-} finally {
-  labSupervisor?.kill("SIGTERM")
-  await closeCloneWorld(lab)
 }
 
-// ---- default backoffice, and the hook's CPU time (no poller here: nothing else runs the hook)
-const plain = await makeHookWorld({ fastHooks: false })
-try {
-  const installed = await plain.call(hook, { node: users.node.login, root: plain.root })
-  if (installed.stopped.reason !== "completed") throw new Error(`hook: ${installed.stopped.message}`)
-  const hookProgram = Path.join(plain.root, "ocx2-hook")
-  const log = Path.join(plain.root, "node", "hook.log")
-  const hookCpu: Array<number> = []
-  const nodeCpu: Array<number> = []
-  for (let i = 0; i < cpuRuns; i++) {
-    // a receipt carrying no run: a plain ticket, made on the host (the command line starts no backoffice)
-    await fossil(["ticket", "add", "title", `plain ${i}`, "-R", plain.repository])
-    const summary = (await fossil(["sql", "-R", plain.repository, "SELECT uuid FROM blob ORDER BY rid DESC LIMIT 1"])).trim().replace(/'/g, "")
-    hookCpu.push(await cpuOf(hookProgram, ["--log", log, plain.repository], `${summary} ticket x\n`))
-    nodeCpu.push(await cpuOf(process.execPath, ["-e", "0"]))
+if (parts.includes("clone")) {
+  // ---- a clone's node with its supervisor: from the run's receipt on the server to its started's. The
+  // supervisor pulling every half second (--short-cycle, as before the long poll) and pulling when the
+  // server's page answers its held question, alternating in the same world, BENCH_CLONE_RUNS runs each
+  const cloneRuns = Number(process.env.BENCH_CLONE_RUNS ?? 10)
+  const lab = await makeCloneWorld("ocx2-bench-clone-")
+  let labSupervisor: ChildProcess.ChildProcess | undefined
+  const stopLabSupervisor = async () => {
+    const s = labSupervisor
+    labSupervisor = undefined
+    if (s === undefined || s.exitCode !== null || s.signalCode !== null) return
+    const exited = new Promise((r) => s.once("exit", r))
+    s.kill("SIGTERM")
+    await exited
   }
-  const ratio = median(hookCpu) / median(nodeCpu)
-  console.log(`hook CPU (user+sys) on a receipt carrying no run: median ${median(hookCpu).toFixed(0)} ms against node -e 0 ` +
-    `${median(nodeCpu).toFixed(0)} ms: ${ratio.toFixed(2)}x  (target: at most 2x; ${cpuRuns} alternating runs)`)
+  try {
+    useThisBuild(lab, dist)
+    const checked = await runNode(lab, ["--check"])
+    if (checked.stopped.reason !== "completed") throw new Error(`ocx2 node --check: ${JSON.stringify(checked.stopped)}`)
+    const log = supervisorFilesOf(lab.root, lab.clone, cloneUsers.lab2.login).log
+    const logText = () => (Fs.existsSync(log) ? Fs.readFileSync(log, "utf8") : "")
+    const alice = await cloneAs(lab.url, cloneUsers.alice.login, cloneUsers.alice.password, Path.join(lab.dir, "alice.fossil"))
+    // the baseline as before: a pull every half second and no spare watcher on the clone's host (ROOT/settings/spare-watcher off)
+    const modes = [
+      { name: "a pull every half second (--short-cycle), no spare (as before)", args: ["--short-cycle"], spare: false },
+      { name: "a pull when the server's page answers its held question, no spare", args: [], spare: false },
+      { name: "a pull when the server's page answers its held question, the spare waiting", args: [], spare: true }
+    ]
+    const spareSetting = Path.join(lab.root, "settings", "spare-watcher")
+    const took = new Map<string, Array<number>>(modes.map((m) => [m.name, []]))
+    let missed = 0
+    for (let turn = 0; turn < 2; turn++) {
+      for (const mode of modes) {
+        Fs.mkdirSync(Path.dirname(spareSetting), { recursive: true })
+        if (mode.spare) Fs.rmSync(spareSetting, { force: true })
+        else {
+          Fs.writeFileSync(spareSetting, "off\n")
+          stopSpare(lab.root)
+        }
+        const from = logText().length
+        labSupervisor = ChildProcess.spawn(process.execPath, [Path.join(lab.root, "current", "ocx2"), "supervise", "--node", cloneUsers.lab2.login, "--root", lab.root, ...mode.args], {
+          env: { ...process.env, USER: "root" }, stdio: "ignore", detached: true
+        })
+        await waitFor(() => (logText().slice(from).includes("the node on") ? true : undefined), 60_000, 100)
+        await sleep(mode.spare ? 3000 : 1000) // its first question asked, or its cycle begun; its spare started
+        for (let i = 0; i < Math.ceil(cloneRuns / 2); i++) {
+          const run = {
+            clone: lab.cloneCode, objective: "a run for lab2", workspace: [{ step: "directory", at: "$$root$$/work/$$run$$" }],
+            sandbox: sandbox(), limits: { wall: "2m" },
+            process: { user: cloneUsers.builder.login, command: ["sh", "-c", "true"], env: { PATH: "/usr/bin:/bin" } }
+          }
+          const artifact = composeForumPost({ date: new Date(), user: cloneUsers.alice.login, title: `lab ${turn} ${i}`, text: writeMessage({ ocx: 2, to: cloneUsers.lab2.login, run }, "A run.") })
+          await pushArtifacts(alice, cloneUsers.alice.login, [artifact])
+          const ended = await waitFor(async () => {
+            const db = new BetterSqlite3(lab.served, { readonly: true, fileMustExist: true })
+            try {
+              const rows = db.prepare("SELECT b.uuid AS uuid FROM forumpost f JOIN blob b ON b.rid = f.fpid WHERE f.froot = (SELECT rid FROM blob WHERE uuid = ?) ORDER BY b.rid").all(artifact.hash) as Array<{ uuid: string }>
+              const replies = rows.map((r) => r.uuid).filter((h) => h !== artifact.hash && receivedAt(lab.served, h) !== undefined)
+              // the run's started, once its ended is in too: the next run is not posted while this one's watcher still runs
+              return replies.length >= 2 ? replies[0] : undefined
+            } finally {
+              db.close()
+            }
+          }, 30_000, 20)
+          if (ended !== undefined) took.get(mode.name)!.push(receivedAt(lab.served, ended)! - receivedAt(lab.served, artifact.hash)!)
+          else missed++
+          await sleep(Math.random() * 500)
+        }
+        await stopLabSupervisor()
+      }
+    }
+    for (const mode of modes) {
+      const t = took.get(mode.name)!
+      console.log(`pickup on a clone's host with its supervisor, ${mode.name}, ${t.length} pushed runs: median ${s(median(t))}, max ${s(Math.max(...t))}` +
+        `  (target: median < 1.5 s)`)
+    }
+    if (missed > 0) console.log(`  ${missed} runs on the clone's host not started and ended within 30 s`)
+  } finally {
+    await stopLabSupervisor()
+    await closeCloneWorld(lab)
+  }
+}
 
-  const { took, missed } = await pickups(plain, defaultRuns, 90_000, 0)
-  console.log(`pickup, Fossil's default backoffice, ${defaultRuns} pushed runs (each bounded at 90 s): ` +
-    `${took.map(s).join(", ")}${missed > 0 ? `; ${missed} not started within 90 s` : ""}`)
-} finally {
-  endWatchers(plain.root)
-  await plain.close()
+if (parts.includes("default")) {
+  // ---- default backoffice, and the hook's CPU time (no poller here: nothing else runs the hook)
+  const plain = await makeHookWorld({ fastHooks: false })
+  try {
+    const installed = await plain.call(hook, { node: users.node.login, root: plain.root })
+    if (installed.stopped.reason !== "completed") throw new Error(`hook: ${installed.stopped.message}`)
+    const hookProgram = Path.join(plain.root, "ocx2-hook")
+    const log = Path.join(plain.root, "node", "hook.log")
+    const hookCpu: Array<number> = []
+    const nodeCpu: Array<number> = []
+    for (let i = 0; i < cpuRuns; i++) {
+      // a receipt carrying no run: a plain ticket, made on the host (the command line starts no backoffice)
+      await fossil(["ticket", "add", "title", `plain ${i}`, "-R", plain.repository])
+      const summary = (await fossil(["sql", "-R", plain.repository, "SELECT uuid FROM blob ORDER BY rid DESC LIMIT 1"])).trim().replace(/'/g, "")
+      hookCpu.push(await cpuOf(hookProgram, ["--log", log, plain.repository], `${summary} ticket x\n`))
+      nodeCpu.push(await cpuOf(process.execPath, ["-e", "0"]))
+    }
+    const ratio = median(hookCpu) / median(nodeCpu)
+    console.log(`hook CPU (user+sys) on a receipt carrying no run: median ${median(hookCpu).toFixed(0)} ms against node -e 0 ` +
+      `${median(nodeCpu).toFixed(0)} ms: ${ratio.toFixed(2)}x  (target: at most 2x; ${cpuRuns} alternating runs)`)
+
+    const { took, missed } = await pickups(plain, defaultRuns, 90_000, 0)
+    console.log(`pickup, Fossil's default backoffice, ${defaultRuns} pushed runs (each bounded at 90 s): ` +
+      `${took.map(s).join(", ")}${missed > 0 ? `; ${missed} not started within 90 s` : ""}`)
+  } finally {
+    endWatchers(plain.root)
+    await plain.close()
+  }
 }

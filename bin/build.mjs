@@ -24,6 +24,13 @@ const project = Path.resolve(import.meta.dirname, "..")
 const dist = Path.join(project, "dist")
 const externals = process.argv.slice(2).filter((a) => a.startsWith("--external:")).map((a) => a.slice("--external:".length))
 
+/**
+ * Node's options a program's #! line gives it (through env -S). The node's supervisor is resident:
+ * no optimizing compiler (TurboFan's compilations are what grew it past 80 MB in a burst, and the
+ * rounds it runs wait on files and processes, not on JavaScript) and a 1 MB young generation.
+ */
+const nodeOptions = { "ocx2-supervise": "--max-semi-space-size=1 --no-opt" }
+
 /** Programs run through the code cache; every other bin/*.ts is a plain ES module bundle. */
 const cached = new Set(["ocx2", "ocx2-watcher", "ocx2-cgi", "ocx2-mcp", "ocx2-mcp-server", "ocx2-hook-round", "ocx2-containers-client", "ocx2-container-proxy"])
 
@@ -113,7 +120,7 @@ await Promise.all(entries.map(async (name) => {
       format: "esm",
       outfile: Path.join(dist, `${name}.mjs`),
       banner: {
-        js: "#!/usr/bin/env node\nimport { createRequire as __ocx2CreateRequire } from 'node:module'; const require = __ocx2CreateRequire(import.meta.url); globalThis.__ocx2Import ??= (url) => import(url);"
+        js: `#!/usr/bin/env ${nodeOptions[name] !== undefined ? `-S node ${nodeOptions[name]}` : "node"}\nimport { createRequire as __ocx2CreateRequire } from 'node:module'; const require = __ocx2CreateRequire(import.meta.url); globalThis.__ocx2Import ??= (url) => import(url);`
       }
     }))
     place(Path.join(dist, `${name}.mjs`), code, 0o755)

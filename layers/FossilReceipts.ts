@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type BetterSqlite3 from "better-sqlite3"
 import { openDatabase } from "../src/fossil/Sqlite.js"
+import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { grants } from "../src/fossil/Fullcap.js"
 import { isFullHash } from "../src/fossil/Hash.js"
@@ -47,6 +48,51 @@ export const make = (config: FossilReceiptsConfig) =>
     const callerCaps = (d: BetterSqlite3.Database, caller: string | undefined): string | undefined =>
       caller === undefined ? undefined : (Read.user(d, caller) ?? Read.user(d, "nobody"))?.fullcap ?? ""
 
+    /** the newest receipt's number (0 in a repository that has received nothing) */
+    const newestOf = (d: BetterSqlite3.Database) => (d.prepare("SELECT coalesce(max(rcvid), 0) AS n FROM rcvfrom").get() as { n: number }).n
+
+    // The wait of a long poll: the repository's directory heard through inotify (the file, its
+    // journal, its WAL: the journal's removal follows the commit), and looked at every second
+    // as well, should inotify be unavailable or miss; what was received is read after each.
+    const waitPast = (after: number, waitMs: number) =>
+      Effect.async<number, ReceiptsUnavailable>((resume) => {
+        const base = Path.basename(path)
+        const names = new Set([base, `${base}-journal`, `${base}-wal`])
+        let done = false
+        let watcher: Fs.FSWatcher | undefined
+        const cleanup = () => {
+          watcher?.close()
+          clearInterval(poll)
+          clearTimeout(deadline)
+        }
+        const finish = (result: Effect.Effect<number, ReceiptsUnavailable>) => {
+          if (done) return
+          done = true
+          cleanup()
+          resume(result)
+        }
+        const look = () => {
+          if (done || db === undefined) return
+          try {
+            const now = newestOf(db)
+            if (now !== after) finish(Effect.succeed(now))
+          } catch (e) {
+            finish(Effect.fail(new ReceiptsUnavailable({ path, reason: message(e) })))
+          }
+        }
+        const poll = setInterval(look, 1000)
+        const deadline = setTimeout(() => finish(Effect.succeed(after)), waitMs)
+        try {
+          watcher = Fs.watch(Path.dirname(path), { persistent: false }, (_event, name) => {
+            if (name === null || names.has(name)) look()
+          }).on("error", () => watcher?.close())
+        } catch {
+          // no inotify (its limit reached): the poll above still answers within a second
+        }
+        look() // what arrived between the first read and the watch
+        return Effect.sync(cleanup)
+      })
+
     const service: ReceiptsService = {
       receipts: (hashes, options) =>
         Effect.gen(function*() {
@@ -70,7 +116,16 @@ export const make = (config: FossilReceiptsConfig) =>
             })()
           )
         }),
-      capabilitiesOf: (login) => read((d) => Read.user(d, login)?.fullcap)
+      capabilitiesOf: (login) => read((d) => Read.user(d, login)?.fullcap),
+      newest: (after, waitMs, options) =>
+        Effect.gen(function*() {
+          const now = yield* read((d) => {
+            const caps = callerCaps(d, options?.caller)
+            return caps !== undefined && !grants(caps, "o") ? undefined : newestOf(d)
+          })
+          if (now === undefined || now !== after || waitMs <= 0) return now
+          return yield* waitPast(after, waitMs)
+        })
     }
     return service
   })

@@ -41,6 +41,7 @@ interface Answer {
   readonly output?: {
     readonly receipts?: ReadonlyArray<ReceiptRow>
     readonly capabilities_of?: { readonly user: string; readonly capabilities?: string }
+    readonly newest?: number
   }
 }
 
@@ -81,17 +82,18 @@ export const make = (config: RemoteReceiptsConfig): ReceiptsService => {
     return found
   })
 
-  const ask = (input: { artifacts?: ReadonlyArray<string>; capabilities_of?: string }) =>
+  const ask = (input: { artifacts?: ReadonlyArray<string>; capabilities_of?: string; newer_than?: number; wait?: number }, waitMs = 0) =>
     Effect.gen(function*() {
       const signedIn = yield* login
       const response = yield* Effect.tryPromise({
-        try: () =>
+        // interrupted, the request is aborted: a supervisor stopping is not held by a long poll
+        try: (interrupted) =>
           fetch(page, {
             method: "POST",
             redirect: "manual",
             headers: { "Content-Type": "application/json", Cookie: signedIn, Referer: page },
             body: JSON.stringify(input),
-            signal: AbortSignal.timeout(timeout)
+            signal: AbortSignal.any([interrupted, AbortSignal.timeout(timeout + waitMs)])
           }),
         catch: unreachable
       })
@@ -132,7 +134,17 @@ export const make = (config: RemoteReceiptsConfig): ReceiptsService => {
         }
         return answers
       }),
-    capabilitiesOf: (login) => Effect.map(ask({ capabilities_of: login }), (output) => output.capabilities_of?.capabilities)
+    capabilitiesOf: (login) => Effect.map(ask({ capabilities_of: login }), (output) => output.capabilities_of?.capabilities),
+    // a page of a release that predates newer-than refuses it as an argument it does not know:
+    // undefined, so that the caller pulls on a timer instead
+    newest: (after, waitMs) =>
+      ask({ newer_than: after, wait: Math.ceil(waitMs / 1000) }, waitMs).pipe(
+        Effect.map((output) => output.newest),
+        Effect.catchIf(
+          (e): e is ReceiptsUnavailable => e._tag === "ReceiptsUnavailable" && /\bnewer_than: is unexpected\b/.test(e.reason),
+          () => Effect.succeed(undefined)
+        )
+      )
   }
 }
 

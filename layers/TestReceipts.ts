@@ -44,7 +44,13 @@ export const make = (options: TestReceiptsOptions = {}): ReceiptsService => {
             : { _tag: "Received", hash, sender: r.sender, capabilities: users[r.sender] ?? "", rcvid: r.rcvid, rid: r.rid }
         })
       }),
-    capabilitiesOf: (login) => (options.unreachable === true ? Effect.fail(down()) : Effect.succeed(users[login]))
+    capabilitiesOf: (login) => (options.unreachable === true ? Effect.fail(down()) : Effect.succeed(users[login])),
+    // the table is fixed: nothing newer ever arrives, so a wait is not waited
+    newest: (_after, _waitMs, o) => {
+      if (options.unreachable === true) return Effect.fail(down())
+      const caps = o?.caller === undefined ? undefined : users[o.caller] ?? users["nobody"] ?? ""
+      return Effect.succeed(caps !== undefined && !grants(caps, "o") ? undefined : Math.max(0, ...(options.receipts ?? []).map((r) => r.rcvid)))
+    }
   }
 }
 

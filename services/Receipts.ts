@@ -77,6 +77,16 @@ export interface ReceiptsService {
     login: string,
     options?: ReceiptOptions
   ) => Effect.Effect<string | undefined, ServerUnreachable | ReceiptsUnavailable>
+  /**
+   * The served repository's newest receipt number, once it is past `after`, or when `waitMs` has
+   * passed with nothing newer (a long poll: a clone's supervisor pulls the moment it answers).
+   * Undefined when the caller may not read (no 'o'), or when a server's page is too old to say.
+   */
+  readonly newest: (
+    after: number,
+    waitMs: number,
+    options?: ReceiptOptions
+  ) => Effect.Effect<number | undefined, ServerUnreachable | ReceiptsUnavailable>
 }
 
 export class Receipts extends Context.Tag("ocx2/Receipts")<Receipts, ReceiptsService>() {}

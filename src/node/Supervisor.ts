@@ -1,5 +1,4 @@
 import * as Effect from "effect/Effect"
-import type * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Option from "effect/Option"
 import * as Fs from "node:fs"
@@ -9,10 +8,7 @@ import { Repository } from "../../services/Repository.js"
 import { openDatabase } from "../fossil/Sqlite.js"
 import { releasePaths, rootOfProgram } from "../release/ReleasePaths.js"
 import { readClones } from "./CloneFiles.js"
-import { runCloneNode } from "./CloneNode.js"
-import { readPasswordsFile } from "./ClonePasswords.js"
-import { pullClone } from "./ClonePull.js"
-import { cloneNodeLayer, cloneRound } from "./CloneRound.js"
+import { cloneEveryMs, superviseClone } from "./CloneSupervisor.js"
 import { flockNow } from "./FlockNow.js"
 import { readArrivals } from "./HookFast.js"
 import { advanceCursor, canonicalRepository, type Cursor, cursorFileOf, readCursor, readNodes } from "./HookFiles.js"
@@ -24,6 +20,7 @@ import { readRunRecord } from "./RunRecord.js"
 import { anySession } from "./SessionFiles.js"
 import { ensureSpare } from "./SpareClient.js"
 import { processStartTime, readSupervisorInfo, type SupervisorFiles, supervisorFilesOf, type SupervisorInfo, writeSupervisorInfo } from "./SupervisorFiles.js"
+import { firstLine, logTo } from "./SupervisorLog.js"
 import { holderOf, runOfLockFile, WatcherRoll } from "./WatcherRoll.js"
 
 // ocx2 supervise --node USER [--root ROOT] [--repository REPO]: the node's resident supervisor on
@@ -36,7 +33,7 @@ import { holderOf, runOfLockFile, WatcherRoll } from "./WatcherRoll.js"
 // waiting for its process user handed on. It starts as `hook --node` does: what dead watchers left
 // in their outboxes sent, every open run decided, every live watcher taken back.
 
-export const superviseUsage = "usage: ocx2 supervise --node USER [--root ROOT] [--repository REPO] [--dry-run]"
+export const superviseUsage = "usage: ocx2 supervise --node USER [--root ROOT] [--repository REPO] [--short-cycle] [--dry-run]"
 
 /** How often the roll's watchers are looked at while it holds any: the bound on seeing one end. */
 const lookEveryMs = 200
@@ -53,20 +50,24 @@ interface SuperviseArgs {
   readonly root: string | undefined
   readonly repository: string | undefined
   readonly dryRun: boolean
+  /** on a clone's host: pull every half second rather than hold a question open at the server's page */
+  readonly shortCycle: boolean
 }
 
 const parseArgs = (argv: ReadonlyArray<string>): SuperviseArgs | string => {
   const named = new Map<string, string>()
   let dryRun = false
+  let shortCycle = false
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
     if (["--node", "--root", "--repository"].includes(arg) && i + 1 < argv.length) named.set(arg, argv[++i]!)
     else if (arg === "--dry-run") dryRun = true
+    else if (arg === "--short-cycle") shortCycle = true
     else return `unknown argument ${JSON.stringify(arg)}; ${superviseUsage}`
   }
   const node = named.get("--node")
   if (node === undefined) return `--node USER is missing; ${superviseUsage}`
-  return { node, root: named.get("--root"), repository: named.get("--repository"), dryRun }
+  return { node, root: named.get("--root"), repository: named.get("--repository"), dryRun, shortCycle }
 }
 
 /** The node to supervise, from the arguments and ROOT/node/node.json; words when it cannot be. */
@@ -104,19 +105,6 @@ export const resolveNode = (args: SuperviseArgs, program: string | undefined): N
   return { root, repository, nodeUser: args.node, serverUrl: entry.serverUrl, passwordsFile: undefined }
 }
 
-/** One JSON line of what the supervisor did, to its log and to stdout (the service's journal). */
-const logTo = (files: SupervisorFiles, config: NodeConfig) => (entry: Record<string, unknown>): void => {
-  const line = JSON.stringify({ at: new Date().toISOString(), pid: process.pid, node: config.nodeUser, ...entry })
-  try {
-    Fs.appendFileSync(files.log, `${line}\n`, { mode: 0o600 })
-  } catch {
-    // the log gone: the journal still says it
-  }
-  process.stdout.write(`${line}\n`)
-}
-
-const firstLine = (e: unknown) => String((e as { message?: unknown })?.message ?? e).split("\n")[0]!
-
 /** Runs the supervisor until SIGTERM or SIGINT (or the served release is switched); its exit status. */
 export const runSupervisor = async (argv: ReadonlyArray<string>, program: string | undefined = process.argv[1]): Promise<number> => {
   const args = parseArgs(argv)
@@ -134,7 +122,7 @@ export const runSupervisor = async (argv: ReadonlyArray<string>, program: string
     // every tool's --dry-run: what it would supervise, and nothing started
     const running = readSupervisorInfo(files.info)
     process.stdout.write(`would supervise the node ${config.nodeUser} of ${config.repository} under ${config.root}` +
-      `${config.passwordsFile !== undefined ? ` (a clone of ${config.serverUrl ?? "its server"}: pulled every ${cloneEveryMs} ms)` : " (its receipts heard through inotify)"}` +
+      `${config.passwordsFile !== undefined ? ` (a clone of ${config.serverUrl ?? "its server"}: ${args.shortCycle ? `pulled every ${cloneEveryMs} ms` : "pulled when its OCX page says a receipt arrived"})` : " (its receipts heard through inotify)"}` +
       `${running !== undefined ? `; pid ${running.pid} may already supervise it (${files.lock})` : ""}\n`)
     return 0
   }
@@ -149,106 +137,8 @@ export const runSupervisor = async (argv: ReadonlyArray<string>, program: string
       : `could not take ${files.lock}: ${locked}`}\n`)
     return locked === "busy" ? 2 : 1
   }
-  return config.passwordsFile !== undefined ? superviseClone(config, files, lockFd, program) : supervise(config, files, lockFd)
+  return config.passwordsFile !== undefined ? superviseClone(config, files, lockFd, program, { shortCycle: args.shortCycle }) : supervise(config, files, lockFd)
 }
-
-/** How long a clone's supervisor waits between two pulls (from the end of one to the start of the next). */
-const cloneEveryMs = 500
-
-/**
- * On a clone's host: `ocx2 node`'s call (src/node/CloneNode.ts) made in the process on a short cycle
- * instead of a timer: the node starting first (every open run decided), then a pull and a round every
- * half second, so a run posted on the server starts here within about a second.
- */
-const superviseClone = (config: NodeConfig, files: SupervisorFiles, lockFd: number, program: string | undefined): Promise<number> =>
-  new Promise((resolveExit) => {
-    const since = new Date().toISOString()
-    const started = processStartTime(process.pid) ?? ""
-    let rounds = 0
-    let lastRound: SupervisorInfo["lastRound"]
-    let stopping = false
-    let timer: NodeJS.Timeout | undefined
-    let cycling: Promise<void> | undefined
-    let lastFailure: string | undefined
-    const log = logTo(files, config)
-    const writeInfo = () =>
-      writeSupervisorInfo(files.info, {
-        pid: process.pid, started, since, repository: config.repository, node: config.nodeUser, mode: "clone",
-        watchers: {}, rounds, ...(lastRound !== undefined ? { lastRound } : {})
-      })
-    // after the node's start (which signed in and checked the clone and the passwords file), each
-    // cycle is a pull and the round over what it brought: no sign-in, and the server is asked who
-    // sent what only when something arrived
-    let after: ManagedRuntime.ManagedRuntime<Layer.Layer.Success<ReturnType<typeof cloneNodeLayer>>, unknown> | undefined
-    const pullAndDecide = async () => {
-      const decided = await after!.runPromise(Effect.gen(function*() {
-        yield* pullClone(config.repository)
-        return yield* cloneRound(config, actNow, { watcherProgram: watcherOf(config.root) })
-      }))
-      const did = decided.decisions.map((d) => `${d.run}: ${d.action}`)
-      if (did.length > 0) {
-        lastRound = { at: new Date().toISOString(), did }
-        log({ round: { from: decided.from, to: decided.to }, did })
-        writeInfo()
-      }
-    }
-    const cycle = async (check: boolean) => {
-      rounds++
-      if (!check && after !== undefined) return pullAndDecide()
-      const answer = await Effect.runPromise(runCloneNode(
-        { server_url: config.serverUrl!, passwords_file: config.passwordsFile!, root: config.root, ...(check ? { check: true } : {}) },
-        { caller: { user: config.nodeUser, capabilities: "", sandboxed: false }, dryRun: false, repository: config.repository, entryPoint: "cli" },
-        program
-      ))
-      const did = answer.stopped !== undefined && answer.stopped.reason !== "completed"
-        ? [`${answer.stopped.reason}: ${answer.stopped.message ?? ""}`]
-        : (answer.output?.runs ?? []).map((r) => `${r.run}: ${r.action}`)
-      const passwords = readPasswordsFile(config.passwordsFile!)
-      if (answer.stopped === undefined || answer.stopped.reason === "completed") {
-        if (after === undefined && passwords._tag === "Passwords") after = ManagedRuntime.make(cloneNodeLayer(config, passwords.passwords, { pull: true }))
-      }
-      if (check || did.length > 0) {
-        lastRound = { at: new Date().toISOString(), did }
-        log({ did: check ? [...did, `${did.length} open run${did.length === 1 ? "" : "s"} decided; the node on ${config.repository} started`] : did })
-        writeInfo()
-      }
-    }
-    const next = () => {
-      if (stopping) return
-      timer = setTimeout(() => {
-        timer = undefined
-        // a server that stays down is said once, not twice a second
-        cycling = cycle(after === undefined).then(() => {
-          lastFailure = undefined
-        }, (e) => {
-          if (firstLine(e) !== lastFailure) log({ did: [`the round failed: ${firstLine(e)}; tried again every ${cloneEveryMs} ms`] })
-          lastFailure = firstLine(e)
-        }).finally(() => {
-          cycling = undefined
-          next()
-        })
-      }, cloneEveryMs)
-    }
-    const stop = async (code: number) => {
-      if (stopping) return
-      stopping = true
-      if (timer !== undefined) clearTimeout(timer)
-      await cycling
-      await after?.dispose().catch(() => undefined)
-      if (readSupervisorInfo(files.info)?.pid === process.pid) Fs.rmSync(files.info, { force: true })
-      log({ did: ["stopped"] })
-      Fs.closeSync(lockFd)
-      resolveExit(code)
-    }
-    process.on("SIGTERM", () => void stop(0))
-    process.on("SIGINT", () => void stop(130))
-    writeInfo()
-    log({ did: [`supervising ${config.nodeUser} on the clone ${config.repository} of ${config.serverUrl} from ${config.root}`] })
-    cycling = cycle(true).catch((e) => log({ did: [`the node's start failed: ${firstLine(e)}; tried again`] })).finally(() => {
-      cycling = undefined
-      next()
-    })
-  })
 
 const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): Promise<number> =>
   new Promise((resolveExit) => {

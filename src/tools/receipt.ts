@@ -9,12 +9,27 @@ import { servedFile } from "./support/repositoryFile.js"
 import { localLayers } from "./support/servedLayers.js"
 import { defineTool } from "./Tool.js"
 
+/** The longest a long poll is held: under the 30 s after which proxies commonly cut a quiet request. */
+const maxWaitSeconds = 25
+
 export const ReceiptInput = Schema.Struct({
   artifacts: Schema.optionalWith(
     Schema.Array(Schema.String).annotations({ description: "the artifacts asked about, each by its full hash" }),
     { exact: true }
   ),
-  capabilities_of: Schema.optionalWith(Schema.String.annotations({ description: "a user whose capabilities on the server are asked" }), { exact: true })
+  capabilities_of: Schema.optionalWith(Schema.String.annotations({ description: "a user whose capabilities on the server are asked" }), { exact: true }),
+  newer_than: Schema.optionalWith(
+    Schema.Int.pipe(Schema.nonNegative()).annotations({
+      description: "a receipt number: the answer's newest says the served repository's newest receipt number, and with wait it is given once that is no longer this number"
+    }),
+    { exact: true }
+  ),
+  wait: Schema.optionalWith(
+    Schema.Int.pipe(Schema.between(0, maxWaitSeconds)).annotations({
+      description: `with newer-than: how many seconds at most to wait for a receipt newer than it (0 to ${maxWaitSeconds}; 0 when not given)`
+    }),
+    { exact: true }
+  )
 })
 
 export const ReceiptRow = Schema.Struct({
@@ -35,6 +50,10 @@ export const ReceiptOutput = Schema.Struct({
       capabilities: Schema.optionalWith(Schema.String.annotations({ description: "fullcap; absent when there is no such user" }), { exact: true })
     }),
     { exact: true }
+  ),
+  newest: Schema.optionalWith(
+    Schema.Number.annotations({ description: "the served repository's newest receipt number, when newer-than was given (absent for a caller without Read)" }),
+    { exact: true }
   )
 })
 export type ReceiptOutput = typeof ReceiptOutput.Type
@@ -45,7 +64,8 @@ export const receipt = defineTool({
   description:
     "Says of each artifact, by its full hash, who the served repository received it from, what they may do there (fullcap), " +
     "its receipt's number and its row number (server order), or that it has not received it; capabilities-of USER, what USER " +
-    "may do there. It never says where an artifact came from. A caller without Read (o), or without x for a private artifact, " +
+    "may do there; newer-than N, the newest receipt's number, and with wait S the answer is held until a receipt newer than N " +
+    "arrives or S seconds pass (a long poll: a clone's supervisor pulls the moment it answers). It never says where an artifact came from. A caller without Read (o), or without x for a private artifact, " +
     "is told it was not received, and is not told a user's capabilities. Reads the served repository (--repository on its host, " +
     "or its web page) and changes nothing, so it answers in a dry run too.",
   input: ReceiptInput,
@@ -60,8 +80,11 @@ export const receipt = defineTool({
       Effect.flatMap(servedFile("receipt", context), (served) =>
         Effect.gen(function*() {
           const artifacts = input.artifacts ?? []
-          if (artifacts.length === 0 && input.capabilities_of === undefined) {
-            return yield* refuse("receipt answers about artifacts or a user: give artifacts, capabilities-of, or both")
+          if (input.wait !== undefined && input.newer_than === undefined) {
+            return yield* refuse("wait is how long to wait for a receipt newer than newer-than: give newer-than N with it")
+          }
+          if (artifacts.length === 0 && input.capabilities_of === undefined && input.newer_than === undefined) {
+            return yield* refuse("receipt answers about artifacts, a user or the newest receipt: give artifacts, capabilities-of or newer-than")
           }
           const receipts = yield* Receipts
           const repository = yield* Repository
@@ -84,7 +107,16 @@ export const receipt = defineTool({
             capabilitiesOf = { user: login, ...(capabilities !== undefined ? { capabilities } : {}) }
             log.note("read", `the capabilities of ${login}`)
           }
-          return { receipts: rows, ...(capabilitiesOf !== undefined ? { capabilities_of: capabilitiesOf } : {}) } satisfies ReceiptOutput
+          let newest: number | undefined
+          if (input.newer_than !== undefined && mayRead) {
+            newest = yield* receipts.newest(input.newer_than, (input.wait ?? 0) * 1000, { caller })
+            log.note("read", `the newest receipt's number${input.wait !== undefined && input.wait > 0 ? `, waiting up to ${input.wait} s for one newer than ${input.newer_than}` : ""}`)
+          }
+          return {
+            receipts: rows,
+            ...(capabilitiesOf !== undefined ? { capabilities_of: capabilitiesOf } : {}),
+            ...(newest !== undefined ? { newest } : {})
+          } satisfies ReceiptOutput
         }).pipe(Effect.provide(localLayers(served.path))))
     )
   }

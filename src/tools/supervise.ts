@@ -13,7 +13,10 @@ const text = (description: string) => Schema.optionalWith(Schema.String.annotati
 export const SuperviseInput = Schema.Struct({
   node: Schema.String.annotations({ description: "the node's user: the node hook --node USER started on this host" }),
   root: text("the release root whose node it supervises (by default the root this program was released into)"),
-  repository: text("the served repository or the clone, when the node is that of more than one")
+  repository: text("the served repository or the clone, when the node is that of more than one"),
+  short_cycle: Schema.optionalWith(Schema.Boolean.annotations({
+    description: "on a clone's host: pull every half second instead of holding a question open at the server's OCX page (for a proxy that cuts requests held open)"
+  }), { exact: true })
 })
 
 export const supervise = defineTool({
@@ -22,8 +25,9 @@ export const supervise = defineTool({
   description:
     "ocx2 supervise --node USER [--root ROOT] [--repository REPO] runs until it is stopped (a systemd service " +
     "runs it: docs/systemd/ocx2-supervise@.service). On the server's host it hears each receipt through inotify " +
-    "and runs the node's round at once (the after-receive hook then only wakes it); on a clone's host it pulls " +
-    "every half second. It knows each watcher of the node by its pid, answers a run whose watcher died without " +
+    "and runs the node's round at once (the after-receive hook then only wakes it); on a clone's host it holds a " +
+    "question open at the server's OCX page (receipt --newer-than N --wait S) and pulls the moment a receipt arrives, or " +
+    "every half second with --short-cycle or a server whose page cannot hold it; a server that fails is tried again less often. It knows each watcher of the node by its pid, answers a run whose watcher died without " +
     "ended `lost` within a second, starts the runs waiting for a process user its holder freed, and, started " +
     "again, takes every live watcher back. Without it the node works as before. One runs per node and host; " +
     "`ocx2 status` says whether it runs. It takes none of ocx2's own options (--json, --repository before its " +

@@ -146,6 +146,9 @@ describe("the node's supervisor", () => {
     supervisor = undefined
     expect(supervisorInfo(world)).toBeUndefined()
     const again = await startSupervisor(world)
+    // the installed program's #! line gives Node the options that keep the resident process small
+    // (bench/pickup measures its peak RSS against a bare node's)
+    expect(Fs.readFileSync(`/proc/${again.pid}/cmdline`, "utf8").split("\0")).toEqual(expect.arrayContaining(["--max-semi-space-size=1", "--no-opt"]))
     const refused = ChildProcess.spawnSync(Path.join(world.root, "current", "ocx2"), ["supervise", "--node", users.node.login, "--root", world.root], { encoding: "utf8" })
     expect(refused.status).toBe(2)
     expect(refused.stderr).toContain(`a supervisor already runs for lab on ${world.repository} (pid ${again.pid})`)

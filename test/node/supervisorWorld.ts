@@ -29,11 +29,18 @@ export const supervisorLog = (world: Pick<HookWorld, "root" | "repository">): Re
 }
 
 /** Starts the installed supervisor and waits until it has started the node (every open run decided). */
-export const startSupervisor = async (world: Pick<HookWorld, "root" | "repository" | "dir">, env: Readonly<Record<string, string>> = {}): Promise<RunningSupervisor> => {
+export const startSupervisor = async (
+  world: Pick<HookWorld, "root" | "repository" | "dir">,
+  env: Readonly<Record<string, string>> = {},
+  options: { readonly nodeOptions?: ReadonlyArray<string> } = {}
+): Promise<RunningSupervisor> => {
   const out = Path.join(world.dir, `supervisor-${Date.now()}.out`)
   const fd = Fs.openSync(out, "a")
-  // the program the service runs (docs/systemd/ocx2-supervise@.service); `ocx2 supervise` is the same
-  const child = ChildProcess.spawn(Path.join(world.root, "current", "ocx2-supervise"), ["--node", users.node.login, "--root", world.root], {
+  // the program the service runs (docs/systemd/ocx2-supervise@.service); `ocx2 supervise` is the same.
+  // nodeOptions: run as `node OPTIONS PROGRAM`, not by its #! line and the options that gives (a bench's baseline)
+  const program = Path.join(world.root, "current", "ocx2-supervise")
+  const [command, args] = options.nodeOptions === undefined ? [program, []] : [process.execPath, [...options.nodeOptions, program]]
+  const child = ChildProcess.spawn(command, [...args, "--node", users.node.login, "--root", world.root], {
     detached: true,
     stdio: ["ignore", fd, fd],
     env: { ...process.env, ...env }

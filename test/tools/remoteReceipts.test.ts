@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as FossilReceipts from "../../layers/FossilReceipts.js"
 import * as RemoteReceipts from "../../layers/RemoteReceipts.js"
 import { Receipts } from "../../services/Receipts.js"
+import { fossil } from "../support/fossilServer.js"
 import { makeToolsWorld, type ToolsWorld, users, wanda } from "./world.js"
 
 // The Receipts of a node on a clone's host: the server's receipt tool asked over HTTP through the
@@ -62,6 +63,32 @@ describe("RemoteReceipts", () => {
     expect(Either.isLeft(wrong) && wrong.left._tag).toBe("ReceiptsUnavailable")
     expect(Either.isLeft(wrong) && wrong.left.message).toContain("login failed")
   }, 30_000)
+
+  it("says the newest receipt's number, and holds the question until a newer one arrives (a long poll)", async () => {
+    const service = remote(users.builder)
+    const newest = await Effect.runPromise(service.newest(0, 0))
+    expect(newest).toBeGreaterThan(0)
+    expect(newest).toBe(await local((r) => r.newest(0, 0)))
+    // held: it can only answer past `newest` once the ticket below is received
+    let answeredAt: number | undefined
+    const held = Effect.runPromise(service.newest(newest!, 20_000)).then((n) => {
+      answeredAt = Date.now()
+      return n
+    })
+    const postedAt = Date.now()
+    await fossil(["ticket", "add", "title", "a receipt", "-R", world.repository])
+    const newer = await held
+    expect(newer).toBeGreaterThan(newest!)
+    expect(answeredAt).toBeGreaterThanOrEqual(postedAt)
+    // nothing newer within the wait: answered when it is over, with the same number
+    const started = Date.now()
+    expect(await Effect.runPromise(service.newest(newer!, 1000))).toBe(newer)
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900)
+    // a question already answered is answered at once
+    expect(await Effect.runPromise(service.newest(newest!, 20_000))).toBe(newer)
+    // a user without Read is told nothing, and not held
+    expect(await Effect.runPromise(remote(wanda).newest(0, 20_000))).toBeUndefined()
+  }, 60_000)
 
   it("fails with ServerUnreachable when the server is down", async () => {
     const service = remote(users.builder)

@@ -327,6 +327,17 @@ describe("receipt", () => {
     const [answer] = await throughEveryEntryPoint(world, { login: "wanda", tool: "receipt", input: { artifacts: [world.trunk], capabilities_of: "alice" } })
     expect(answer!.output).toEqual({ receipts: [{ hash: world.trunk, received: false }], capabilities_of: { user: "alice" } })
     refused(await throughEveryEntryPoint(world, { login: "builder", tool: "receipt", input: { artifacts: [world.trunk.slice(0, 12)] } }), "is not a full artifact hash")
-    refused(await throughEveryEntryPoint(world, { login: "builder", tool: "receipt", input: {} }), "give artifacts, capabilities-of, or both")
+    refused(await throughEveryEntryPoint(world, { login: "builder", tool: "receipt", input: {} }), "give artifacts, capabilities-of or newer-than")
+    refused(await throughEveryEntryPoint(world, { login: "builder", tool: "receipt", input: { wait: 5 } }), "give newer-than N with it")
+  })
+
+  it("says the newest receipt's number through every entry point, to a caller with Read (o) only", async () => {
+    const answers = await throughEveryEntryPoint(world, { login: "builder", tool: "receipt", input: { newer_than: 0, wait: 1 } })
+    for (const answer of answers) {
+      expect(answer.stopped.reason).toBe("completed")
+      expect(answer.output.newest).toBeGreaterThan(0)
+    }
+    const [hidden] = await throughEveryEntryPoint(world, { login: "wanda", tool: "receipt", input: { newer_than: 0 } })
+    expect(hidden!.output).toEqual({ receipts: [] })
   })
 })

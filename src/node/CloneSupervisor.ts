@@ -1,0 +1,192 @@
+import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as Fs from "node:fs"
+import { Receipts } from "../../services/Receipts.js"
+import { runCloneNode } from "./CloneNode.js"
+import { readPasswordsFile } from "./ClonePasswords.js"
+import { pullClone } from "./ClonePull.js"
+import { cloneNodeLayer, cloneRound } from "./CloneRound.js"
+import type { NodeConfig } from "./NodeConfig.js"
+import { actNow, watcherOf } from "./Round.js"
+import { ensureSpare } from "./SpareClient.js"
+import { processStartTime, readSupervisorInfo, type SupervisorFiles, type SupervisorInfo, writeSupervisorInfo } from "./SupervisorFiles.js"
+import { firstLine, logTo } from "./SupervisorLog.js"
+
+// The node's supervisor on a clone's host (docs/architecture.md, "The supervisor"): `ocx2 node`'s
+// call (src/node/CloneNode.ts) made in the process, the node starting first (every open run
+// decided), then a pull and the round over what it brought each time the server says something
+// arrived. It asks the server's OCX page for its newest receipt's number and holds the question
+// open until a newer one arrives (the receipt tool's newer-than and wait: a long poll), and pulls
+// the moment it is answered. A page too old to hold the question, or `--short-cycle`, makes it pull
+// every half second instead; a server that fails is tried again less and less often. It keeps the
+// node's spare watcher waiting, as the server's supervisor does.
+
+/** How long a clone's supervisor waits between two pulls on the short cycle (from the end of one to the start of the next). */
+export const cloneEveryMs = 500
+/** How long the server's page is asked to hold the question: under the 25 s the page allows. */
+const longPollMs = 20_000
+/** How long the short cycle is kept before a page that could not hold the question is asked again (its server upgraded). */
+const askPageAgainMs = 10 * 60_000
+/** The longest pause between two tries at a server that fails. */
+const backoffMaxMs = 30_000
+
+export interface CloneSupervisorOptions {
+  /** pull every half second, never asking the page to hold a question (a proxy that cuts held requests) */
+  readonly shortCycle: boolean
+}
+
+export const superviseClone = (
+  config: NodeConfig,
+  files: SupervisorFiles,
+  lockFd: number,
+  program: string | undefined,
+  options: CloneSupervisorOptions
+): Promise<number> =>
+  new Promise((resolveExit) => {
+    const since = new Date().toISOString()
+    const started = processStartTime(process.pid) ?? ""
+    let rounds = 0
+    let lastRound: SupervisorInfo["lastRound"]
+    let stopping = false
+    const stopped = new AbortController()
+    let lastFailure: string | undefined
+    const log = logTo(files, config)
+    const writeInfo = () =>
+      writeSupervisorInfo(files.info, {
+        pid: process.pid, started, since, repository: config.repository, node: config.nodeUser, mode: "clone",
+        watchers: {}, rounds, ...(lastRound !== undefined ? { lastRound } : {})
+      })
+    /** a pause that a stop ends at once */
+    const pause = (ms: number) =>
+      new Promise<void>((resolve) => {
+        if (stopped.signal.aborted) return resolve()
+        const timer = setTimeout(resolve, ms)
+        stopped.signal.addEventListener("abort", () => {
+          clearTimeout(timer)
+          resolve()
+        }, { once: true })
+      })
+
+    // the next run's watcher waiting ready (the spare), as on the server's host: started with the node,
+    // and again a while after a hand-off, once the run it took has had its start to itself
+    let spareTimer: NodeJS.Timeout | undefined
+    const spareSoon = (afterMs: number) => {
+      if (spareTimer !== undefined || stopping) return
+      spareTimer = setTimeout(() => {
+        spareTimer = undefined
+        ensureSpare(config, watcherOf(config.root)).catch(() => undefined)
+      }, afterMs)
+    }
+
+    // after the node's start (which signed in and checked the clone and the passwords file), each
+    // step is a pull and the round over what it brought: no sign-in, and the server is asked who
+    // sent what only when something arrived
+    let runtime: ManagedRuntime.ManagedRuntime<Layer.Layer.Success<ReturnType<typeof cloneNodeLayer>>, unknown> | undefined
+    const pullAndDecide = async () => {
+      rounds++
+      const decided = await runtime!.runPromise(Effect.gen(function*() {
+        yield* pullClone(config.repository)
+        return yield* cloneRound(config, actNow, { watcherProgram: watcherOf(config.root) })
+      }))
+      const did = decided.decisions.map((d) => `${d.run}: ${d.action}`)
+      if (decided.decisions.some((d) => d.action.startsWith("handed"))) spareSoon(1000)
+      if (did.length > 0) {
+        lastRound = { at: new Date().toISOString(), did }
+        log({ round: { from: decided.from, to: decided.to }, did })
+        writeInfo()
+      }
+    }
+    const startNode = async () => {
+      rounds++
+      const answer = await Effect.runPromise(runCloneNode(
+        { server_url: config.serverUrl!, passwords_file: config.passwordsFile!, root: config.root, check: true },
+        { caller: { user: config.nodeUser, capabilities: "", sandboxed: false }, dryRun: false, repository: config.repository, entryPoint: "cli" },
+        program
+      ))
+      const did = answer.stopped !== undefined && answer.stopped.reason !== "completed"
+        ? [`${answer.stopped.reason}: ${answer.stopped.message ?? ""}`]
+        : (answer.output?.runs ?? []).map((r) => `${r.run}: ${r.action}`)
+      const passwords = readPasswordsFile(config.passwordsFile!)
+      if (answer.stopped === undefined || answer.stopped.reason === "completed") {
+        if (passwords._tag === "Passwords") runtime = ManagedRuntime.make(cloneNodeLayer(config, passwords.passwords, { pull: true }))
+      }
+      // not started (refused, or the passwords file unreadable since): tried again after a pause, as a failure is
+      if (runtime === undefined) throw new Error(did.join("; ") || (passwords._tag === "Refused" ? passwords.why : "the node did not start"))
+      spareSoon(0)
+      lastRound = { at: new Date().toISOString(), did }
+      log({ did: [...did, `${did.length} open run${did.length === 1 ? "" : "s"} decided; the node on ${config.repository} started`] })
+      writeInfo()
+    }
+
+    /** The server's newest receipt number, once it is past `after` (or the wait is over); undefined from a page too old to say. */
+    const newest = (after: number, waitMs: number) =>
+      runtime!.runPromise(Effect.flatMap(Receipts, (receipts) => receipts.newest(after, waitMs)), { signal: stopped.signal })
+
+    let shortUntil = options.shortCycle ? Infinity : 0
+    /** the server's newest receipt number as its page last said it; undefined: to be asked before the next pull */
+    let seen: number | undefined
+    const step = async () => {
+      if (runtime === undefined) return startNode()
+      if (Date.now() < shortUntil) {
+        await pause(cloneEveryMs)
+        return stopping ? undefined : pullAndDecide()
+      }
+      // asked before the pull: whatever arrives after what the pull brought is newer, and wakes the next question
+      const told = await newest(seen ?? 0, seen === undefined ? 0 : longPollMs)
+      if (told === undefined) {
+        shortUntil = Date.now() + askPageAgainMs
+        seen = undefined
+        log({ did: [`the server's OCX page does not hold a question until a receipt arrives (an older release): pulled every ${cloneEveryMs} ms, the page asked again in ${askPageAgainMs / 60_000} minutes`] })
+        return
+      }
+      const moved = told !== seen
+      seen = told
+      if (moved) await pullAndDecide()
+    }
+
+    let failures = 0
+    const loop = async () => {
+      while (!stopping) {
+        try {
+          await step()
+          failures = 0
+          lastFailure = undefined
+        } catch (e) {
+          if (stopping) break
+          failures++
+          // after a failure the newest is asked again, then a pull: nothing that arrived meanwhile is passed by
+          seen = undefined
+          const waitMs = Math.min(backoffMaxMs, cloneEveryMs * 2 ** Math.min(failures - 1, 6))
+          // a server that stays down is said once, not at every try
+          if (firstLine(e) !== lastFailure) {
+            log({ did: [`${runtime === undefined ? "the node's start" : "the round"} failed: ${firstLine(e)}; tried again in ${waitMs} ms, then less often while it fails (at least every ${backoffMaxMs / 1000} s)`] })
+          }
+          lastFailure = firstLine(e)
+          await pause(waitMs)
+        }
+      }
+    }
+
+    let running: Promise<void> | undefined
+    const stop = async (code: number) => {
+      if (stopping) return
+      stopping = true
+      stopped.abort()
+      if (spareTimer !== undefined) clearTimeout(spareTimer)
+      await running
+      await runtime?.dispose().catch(() => undefined)
+      if (readSupervisorInfo(files.info)?.pid === process.pid) Fs.rmSync(files.info, { force: true })
+      log({ did: ["stopped"] })
+      Fs.closeSync(lockFd)
+      resolveExit(code)
+    }
+    process.on("SIGTERM", () => void stop(0))
+    process.on("SIGINT", () => void stop(130))
+    writeInfo()
+    log({
+      did: [`supervising ${config.nodeUser} on the clone ${config.repository} of ${config.serverUrl} from ${config.root}` +
+        (options.shortCycle ? `, pulling every ${cloneEveryMs} ms` : ", pulling when the server's OCX page says a receipt arrived")]
+    })
+    running = loop()
+  })
