@@ -118,6 +118,19 @@ const until = async (probe: () => boolean, what: string, ms = 30_000) => {
   }
 }
 
+/** the person's write after its read (content_put's INSERT INTO rcvfrom) and commit: "none", or what refused it */
+const personWrites = (person: BetterSqlite3.Database): string => {
+  try {
+    person.prepare("INSERT INTO rcvfrom(uid, mtime, nonce, ipaddr) VALUES(1, julianday('now'), NULL, '127.0.0.1')").run()
+    person.exec("COMMIT")
+    return "none"
+  } catch (e) {
+    const refused = `${String(e)}; locks: ${lockHolders()}`
+    person.exec("ROLLBACK")
+    return refused
+  }
+}
+
 describe("a person's transaction the node's write meets half-way (locks, no timing)", () => {
   it("the node's write waits for it: the person's write after its read is not refused", async () => {
     const thread = await webNewThread(server, await webLogin(server.url, users.runner.login, users.runner.password), { title: "half-way", text: "hello" })
@@ -133,15 +146,7 @@ describe("a person's transaction the node's write meets half-way (locks, no timi
       })
       // the node's fossil has met the person's transaction: it waits for a lock (busy handler)
       await until(() => nodeFossils().some(asleep), "the node's fossil to wait for a lock")
-      let refused: unknown
-      try {
-        person.prepare("INSERT INTO rcvfrom(uid, mtime, nonce, ipaddr) VALUES(1, julianday('now'), NULL, '127.0.0.1')").run()
-        person.exec("COMMIT")
-      } catch (e) {
-        refused = `${String(e)}; locks: ${lockHolders()}`
-        person.exec("ROLLBACK")
-      }
-      expect(String(refused ?? "none")).toBe("none")
+      expect(personWrites(person)).toBe("none")
       expect(nodeDone).toBe(false) // the node waited for the person, not the other way round
       const written = await write
       expect(written.receipt?.sender).toBe(users.node.login)
@@ -186,15 +191,7 @@ describe("a person's transaction the node's write meets half-way (locks, no timi
         })
         // the backoffice has met the person's transaction: it waits for a lock (busy handler)
         await until(() => fossilsDoing("backoffice").some(asleep), "the backoffice to wait for a lock")
-        let refused: unknown
-        try {
-          person.prepare("INSERT INTO rcvfrom(uid, mtime, nonce, ipaddr) VALUES(1, julianday('now'), NULL, '127.0.0.1')").run()
-          person.exec("COMMIT")
-        } catch (e) {
-          refused = `${String(e)}; locks: ${lockHolders()}`
-          person.exec("ROLLBACK")
-        }
-        expect(String(refused ?? "none")).toBe("none")
+        expect(personWrites(person)).toBe("none")
         expect(done).toBe(false) // the backoffice waited for the person, not the other way round
         expect(await backoffice).toBe(0)
         // and then ran the hook, its cursor past the person's receipt too
