@@ -245,18 +245,19 @@ export const installHook = (input: HookInput, context: ToolContext, programPath:
       if (!backoffice.disabled) {
         yield* log.perform("fast", `fossil settings backoffice-disable on -R ${repository}`, setBackofficeDisable(repository))
       }
+      if (backoffice.pollers.length === backoffice.fossilPollers.length) {
+        yield* log.perform("fast",
+          `start ${paths.hook} --poll ${repository} detached (better: run it as a service, docs/operations.md)`,
+          startPoller(repository, paths.hook))
+      }
       // Fossil's own poller runs the hook inside a write transaction that refuses people's posts
-      // (docs/locks.md): the node's takes its place
+      // (docs/locks.md): ended once the node's runs (never before: a poller that failed to start
+      // would leave the repository with none)
       for (const pid of backoffice.fossilPollers) {
         yield* log.perform("fast",
           `end Fossil's own poller (fossil backoffice --poll, pid ${pid}), which refuses people's posts now and then; ` +
             `a service that starts it must run ${paths.hook} --poll ${repository} instead (docs/operations.md)`,
           endPoller(pid))
-      }
-      if (backoffice.pollers.length === backoffice.fossilPollers.length) {
-        yield* log.perform("fast",
-          `start ${paths.hook} --poll ${repository} detached (better: run it as a service, docs/operations.md)`,
-          startPoller(repository, paths.hook))
       }
       if (!context.dryRun) backoffice = yield* backofficeOf(repository)
     }

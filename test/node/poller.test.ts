@@ -37,8 +37,8 @@ describe("the node's poller in fast mode", () => {
     const fast = await world.call(hook, { root: world.root, node: users.node.login, fast: true })
     expect(fast.stopped.reason).toBe("completed")
     expect(fast.operations.filter((o) => o.op === "fast").map((o) => o.detail)).toEqual([
-      expect.stringMatching(new RegExp(`^end Fossil's own poller \\(fossil backoffice --poll, pid ${old.pid}\\)`)),
-      expect.stringMatching(/^start .*ocx2-hook --poll /)
+      expect.stringMatching(/^start .*ocx2-hook --poll /),
+      expect.stringMatching(new RegExp(`^end Fossil's own poller \\(fossil backoffice --poll, pid ${old.pid}\\)`))
     ])
     expect(fast.output!.backoffice.fossilPollers).toEqual([])
     expect(pollersOfKind(world.repository).map((p) => p.kind)).toEqual(["node"])
