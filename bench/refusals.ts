@@ -152,7 +152,8 @@ try {
   const kind = (pid: number) => {
     const c = chain(pid)
     if (c === "SERVER") return "a request of the server"
-    if (/^POLLER(>env)?(>node)?(>flock)?>fossil$/.test(c)) return "Fossil's backoffice"
+    // Fossil's poller runs each backoffice through sh; the node's through flock
+    if (/^POLLER(>sh|>flock)?>fossil$/.test(c)) return "Fossil's backoffice"
     if (/>fossil$/.test(c) && c.startsWith("POLLER")) return "the node's fossil (a write, or whatis/tarball)"
     if (c === "POLLER") return "the node's poller (its read of the hook's cursor)"
     if (c.startsWith("POLLER")) return "the node (better-sqlite3)"
