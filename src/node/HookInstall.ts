@@ -201,7 +201,8 @@ export const setBackofficeDisable = (repository: string) => fossil(["settings", 
 export const startPoller = (repository: string, hookProgram: string): Effect.Effect<number, HookError> =>
   Effect.tryPromise({
     try: async () => {
-      const child = ChildProcess.spawn(hookProgram, ["--poll", repository], {
+      // with the Node that runs this (a CGI page is given no PATH to find one by the script's #!)
+      const child = ChildProcess.spawn(process.execPath, [hookProgram, "--poll", repository], {
         cwd: "/",
         detached: true,
         stdio: "ignore",
