@@ -1,10 +1,12 @@
 /**
  * A node under load (issue 13 items 2 and 3): `npm run bench -- load [--runs N] [--baseline REV|none]`.
  *
- * On a served repository in fast mode (backoffice-disable on, fossil backoffice --poll 1), with the
- * node's hook installed, measured for the node as this checkout builds it and, beside it in the same
- * run, as the commit REV built it (the commit before issue 13's change by default; a git worktree of
- * REV, built there, whose bundles are the node's programs; removed at the end):
+ * On a served repository in fast mode (backoffice-disable on and a poller), with the node's hook
+ * installed, measured for the node as this checkout builds it and, beside it in the same run, as the
+ * commit REV built it (the commit before issue 13's change by default; a git worktree of REV, built
+ * there, whose bundles are the node's programs; removed at the end). This checkout's node runs fast
+ * mode's poller of its own (`ocx2 hook --fast`, in place of Fossil's); REV's keeps Fossil's
+ * `fossil backoffice --poll 1` when its ocx2-hook has no `--poll`:
  *
  *  1. one after another by hand: N runs of one process user, each posted once the one before has
  *     ended (this checkout only): the time the burst below is held against (goal: under 3x);
@@ -24,6 +26,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { composeForumPost, type Artifact } from "../src/fossil/Artifact.js"
+import { pollersOf } from "../src/node/HookInstall.js"
 import { hook } from "../src/tools/hook.js"
 import { addUsers, cloneAs, pushArtifacts, webLogin, webNewThread, webReplyOnce, type WebSession } from "../test/support/fossilServer.js"
 import { shellRun, users } from "../test/support/nodeWorld.js"
@@ -40,6 +43,7 @@ const runs = Number(option("--runs") ?? 50)
 const baselineRev = option("--baseline") ?? "23fff18"
 const project = Path.dirname(import.meta.dirname)
 
+const loadAverage = () => `load average ${Os.loadavg().map((l) => l.toFixed(1)).join(" ")}`
 const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`
 const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(0)} MB`
 
@@ -109,7 +113,7 @@ interface Burst {
 const line = (b: Burst) =>
   `${b.what}: last ended ${s(b.took)} after the runs' receipt (${b.ended}/${runs} ended); watchers started ${b.watchers.started} ` +
   `(${b.watchers.spares} spares), at most ${b.watchers.peakAlive} at once (${mb(b.watchers.peakRss)}); ` +
-  `people's posts ${b.posts}, failed ${b.failed.length}${b.failed.length > 0 ? ` (${[...new Set(b.failed)].slice(0, 1).join("; ")})` : ""}`
+  `people's posts ${b.posts}, failed ${b.failed.length}${b.failed.length > 0 ? ` (${[...new Set(b.failed)].slice(0, 1).join("; ")})` : ""}; ${loadAverage()}`
 
 /** one node, as `dist` built it: the bursts (and, when asked, the runs one after another) */
 const measure = async (label: string, dist: string, nodeModules: string, options: { readonly byHand: boolean }) => {
@@ -117,8 +121,11 @@ const measure = async (label: string, dist: string, nodeModules: string, options
   makeReleaseRoot(world.root, "0123456789ab", { dist, nodeModules })
   const out: Array<string> = []
   try {
-    const installed = await world.call(hook, { node: users.node.login, root: world.root })
+    // the node's own poller where this release's ocx2-hook has one (it ends Fossil's)
+    const nodePoller = Fs.readFileSync(Path.join(dist, "ocx2-hook.mjs"), "utf8").includes('"--poll"')
+    const installed = await world.call(hook, { node: users.node.login, root: world.root, ...(nodePoller ? { fast: true } : {}) })
     if (installed.stopped.reason !== "completed") throw new Error(`hook: ${installed.stopped.message}`)
+    out.push(`${label}: ${installed.output!.backoffice.words}`)
     const manyUsers = Array.from({ length: runs }, (_, i) => ({ login: `user${String(i).padStart(2, "0")}`, capabilities: "oi", password: `pw-${i}` }))
     await addUsers(world.repository, manyUsers)
     const clones = await Promise.all(["a", "b"].map((n) => cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, `alice-${n}.fossil`))))
@@ -148,7 +155,7 @@ const measure = async (label: string, dist: string, nodeModules: string, options
     const alone = people(world, sessions, thread)
     await sleep(10_000)
     const a = await alone.stop()
-    out.push(`${label}, two people alone for 10 s: posts ${a.posts}, failed ${a.failed.length}${a.failed.length > 0 ? ` (${a.failed[0]})` : ""}`)
+    out.push(`${label}, two people alone for 10 s: posts ${a.posts}, failed ${a.failed.length}${a.failed.length > 0 ? ` (${a.failed[0]})` : ""}; ${loadAverage()}`)
 
     const burst = async (what: string, artifacts: ReadonlyArray<Artifact>): Promise<Burst> => {
       const watchers = countWatchers(world.root)
@@ -173,6 +180,7 @@ const measure = async (label: string, dist: string, nodeModules: string, options
     out.push(line(many))
     return out
   } finally {
+    for (const pid of pollersOf(world.repository)) process.kill(pid, "SIGKILL")
     endWatchers(world.root)
     await world.close()
   }

@@ -1,6 +1,6 @@
 /**
  * What refuses people's posts (issue 13 item 3; docs/locks.md):
- * `npm run bench -- refusals [--runs N] [--alone SECONDS] [--exclusive-backoffice]`.
+ * `npm run bench -- refusals [--runs N] [--alone SECONDS] [--fossil-poller]`.
  *
  * bench/load's setting (a served repository in fast mode with the node's hook, two people replying
  * through the web form every 100 ms each, tried once) for SECONDS with no runs, then during N runs
@@ -11,8 +11,8 @@
  * attributed to the processes that held RESERVED, PENDING or EXCLUSIVE at that instant: the
  * server's requests (people, pushes), Fossil's backoffice, the node's writes, its read commands.
  *
- * --exclusive-backoffice: fast mode's poller is a loop running `fossil --vfs unix-excl backoffice
- * --nodelay --nolease REPO` when the file's time changes, in place of `fossil backoffice --poll 1`.
+ * Fast mode's poller is the node's (`ROOT/ocx2-hook --poll REPO`, each backoffice exclusive); with
+ * --fossil-poller, Fossil's own (`fossil backoffice --poll 1 REPO`), as before the node had one.
  * Needs root and perf (the kernel's tracepoints). Everything else as bench/load: loopback, temporary.
  */
 import * as ChildProcess from "node:child_process"
@@ -33,7 +33,7 @@ const option = (name: string) => {
 }
 const runs = Number(option("--runs") ?? 50)
 const aloneSeconds = Number(option("--alone") ?? 10)
-const exclusiveBackoffice = args.includes("--exclusive-backoffice")
+const fossilPoller = args.includes("--fossil-poller")
 
 if (process.getuid?.() !== 0 || ChildProcess.spawnSync("perf", ["--version"]).status !== 0) {
   console.error("refusals needs root and perf (the kernel's filelock tracepoints)")
@@ -94,10 +94,8 @@ try {
     children.push(child)
     return child
   }
-  if (exclusiveBackoffice) {
-    const loop = `last=; while :; do m=$(stat -c %.9Y "$1"); if [ "$m" != "$last" ]; then last=$m; fossil --vfs unix-excl backoffice --nodelay --nolease "$1"; fi; sleep 1; done`
-    spawn("sh", ["-c", loop, "poller", repository])
-  } else spawn("fossil", ["backoffice", "--poll", "1", repository])
+  if (fossilPoller) spawn("fossil", ["backoffice", "--poll", "1", repository])
+  else spawn(Path.join(world.root, "ocx2-hook"), ["--poll", repository])
   const poller = children[0]!.pid!
   const port = await freePort()
   const server = spawn("fossil", ["server", "--nojail", "--localhost", "--port", String(port), repository]).pid!
@@ -154,8 +152,10 @@ try {
   const kind = (pid: number) => {
     const c = chain(pid)
     if (c === "SERVER") return "a request of the server"
-    if (/^POLLER(>sh)?>fossil$/.test(c)) return "Fossil's backoffice"
+    // Fossil's poller runs each backoffice through sh; the node's through flock
+    if (/^POLLER(>sh|>flock)?>fossil$/.test(c)) return "Fossil's backoffice"
     if (/>fossil$/.test(c) && c.startsWith("POLLER")) return "the node's fossil (a write, or whatis/tarball)"
+    if (c === "POLLER") return "the node's poller (its read of the hook's cursor)"
     if (c.startsWith("POLLER")) return "the node (better-sqlite3)"
     return c.startsWith("BENCH") ? "the bench" : `another process (${c})`
   }
@@ -207,7 +207,7 @@ try {
   }
   const failedTransactions = refused.filter((r) => !((lastReserved.get(r.pid) ?? 0) > r.t))
   const phaseOf = (t: number) => phases.find((p) => t >= p.t0 && t <= p.t1)?.name ?? "between"
-  console.log(`fast mode's poller: ${exclusiveBackoffice ? "a loop running fossil --vfs unix-excl backoffice" : "fossil backoffice --poll 1"}; ${ended}/${runs} runs ended`)
+  console.log(`fast mode's poller: ${fossilPoller ? "Fossil's own, fossil backoffice --poll 1" : "the node's, ocx2-hook --poll (each backoffice exclusive)"}; ${ended}/${runs} runs ended; load average ${Os.loadavg().map((l) => l.toFixed(1)).join(" ")}`)
   for (const p of phases) {
     const mine = posts.filter((x) => x.phase === p.name)
     const failed = mine.filter((x) => x.failed !== undefined)

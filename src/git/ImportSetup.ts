@@ -8,7 +8,7 @@ import * as BwrapSandbox from "../../layers/BwrapSandbox.js"
 import { runFossil } from "../fossil/Command.js"
 import { openDatabase } from "../fossil/Sqlite.js"
 import { canonicalRepository } from "../node/HookFiles.js"
-import { readHooks, runsOcx2Hook, backofficeOf, setBackofficeDisable, startPoller } from "../node/HookInstall.js"
+import { readHooks, runsOcx2Hook, backofficeOf, programOfHook, setBackofficeDisable, startPoller } from "../node/HookInstall.js"
 import { OperationsLog } from "../tools/Operations.js"
 import { finishTool, refuse, Refused } from "../tools/support/finishTool.js"
 import type { Handled, ToolContext } from "../tools/Tool.js"
@@ -218,10 +218,12 @@ export const importRepository = (input: ImportInput, context: ToolContext): Effe
     if (hooks.length > 0) {
       const backoffice = yield* backofficeOf(served).pipe(Effect.mapError((e) => new ImportFailed(e.message)))
       if (backoffice.disabled && backoffice.pollers.length > 0) {
-        yield* log.perform("fast", `backoffice-disable on and fossil backoffice --poll 1 ${repository}, as the served repository's`,
+        // the node's poller, run by the served repository's ocx2-hook (docs/locks.md: Fossil's own refuses people's posts)
+        const program = programOfHook(hooks[0]!.command) ?? "ocx2-hook"
+        yield* log.perform("fast", `backoffice-disable on and ${program} --poll ${repository}, as the served repository's`,
           Effect.gen(function*() {
             yield* setBackofficeDisable(repository).pipe(Effect.mapError((e) => new ImportFailed(e.message)))
-            const pid = yield* startPoller(repository).pipe(Effect.mapError((e) => new ImportFailed(e.message)))
+            const pid = yield* startPoller(repository, program).pipe(Effect.mapError((e) => new ImportFailed(e.message)))
             undo.push({ what: `end the poller ${pid}`, effect: Effect.sync(() => process.kill(pid, "SIGTERM")) })
           }))
       }

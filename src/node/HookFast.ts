@@ -6,6 +6,7 @@ import * as Zlib from "node:zlib"
 import { rootOfProgram } from "../release/ReleasePaths.js"
 import { loadSibling } from "../siblings.js"
 import { exportDetached, exportWhenDue } from "../git/ExportHook.js"
+import { pollBackoffice, restoreHostFossilHome } from "./BackofficePoller.js"
 import { anySession } from "./SessionFiles.js"
 import { wakeSupervisor } from "./SupervisorFiles.js"
 import {
@@ -13,6 +14,7 @@ import {
 } from "./HookFiles.js"
 
 // ocx2-hook [--root ROOT] --log ROOT/node/hook.log REPOSITORY
+// ocx2-hook --poll REPOSITORY (fast mode's poller: src/node/BackofficePoller.ts)
 //
 // Fossil's after-receive hook (DECISIONS 5): a wake-up call, not the record. Fossil runs it
 // detached through /bin/sh, gives it the arrived artifacts on standard input (a hint only),
@@ -205,8 +207,22 @@ export const hookMain = (argv: ReadonlyArray<string>, program: string | undefine
   // a write to the closed pipe raises EPIPE asynchronously; nothing here writes, but a library might
   process.stdout.on("error", () => {})
   process.stderr.on("error", () => {})
+  if (argv[0] === "--poll" && argv.length === 2) {
+    // fast mode's poller (src/node/BackofficePoller.ts), run as a service or started by hook --fast:
+    // a failure exits non-zero, so that a service manager starts it again
+    const failed = (e: unknown) => {
+      process.stderr.write(`ocx2-hook --poll: ${e instanceof Error ? e.stack ?? e.message : String(e)}\n`)
+      process.exit(1)
+    }
+    process.on("uncaughtException", failed)
+    process.on("unhandledRejection", failed)
+    pollBackoffice(Path.resolve(argv[1]!)).then(() => process.exit(0), failed)
+    return
+  }
   process.on("uncaughtException", () => process.exit(0))
   process.on("unhandledRejection", () => process.exit(0))
+  // started by the node's backoffice (fast mode): the configuration of its own is not the hook's
+  restoreHostFossilHome()
   if (argv[0] === "--export" && argv.length === 2) {
     // the hook's detached exporter (src/git/ExportHook.ts): its outcome is kept beside the repository
     exportDetached(Path.resolve(argv[1]!)).then(

@@ -91,16 +91,24 @@ export const repositoryUrl = (repository: string): Effect.Effect<string | undefi
 export interface Backoffice {
   /** backoffice-disable is on: no backoffice after web replies */
   readonly disabled: boolean
-  /** `fossil backoffice --poll` processes naming this repository */
+  /** fast mode's pollers naming this repository, the node's (`ocx2-hook --poll`) and Fossil's own */
   readonly pollers: ReadonlyArray<number>
+  /** those of them that are Fossil's own (`fossil backoffice --poll`), whose backoffice refuses people's posts */
+  readonly fossilPollers: ReadonlyArray<number>
   readonly mode: "fast" | "default" | "stalled"
   readonly words: string
 }
 
-/** Processes whose command line is `fossil backoffice ... --poll ... REPOSITORY`. */
-export const pollersOf = (repository: string): ReadonlyArray<number> => {
+export interface Poller {
+  readonly pid: number
+  /** node: `ROOT/ocx2-hook --poll REPOSITORY` (src/node/BackofficePoller.ts); fossil: `fossil backoffice ... --poll ... REPOSITORY` */
+  readonly kind: "node" | "fossil"
+}
+
+/** The processes polling REPOSITORY for fast mode: the node's poller and Fossil's own. */
+export const pollersOfKind = (repository: string): ReadonlyArray<Poller> => {
   const wanted = canonicalRepository(repository)
-  const pids: Array<number> = []
+  const found: Array<Poller> = []
   let entries: Array<string>
   try {
     entries = Fs.readdirSync("/proc")
@@ -115,32 +123,55 @@ export const pollersOf = (repository: string): ReadonlyArray<number> => {
     } catch {
       continue
     }
-    if (Path.basename(argv[0] ?? "") !== "fossil" || !argv.includes("backoffice") || !argv.some((a) => a.startsWith("--poll"))) continue
+    const fossils = Path.basename(argv[0] ?? "") === "fossil" && argv.includes("backoffice") && argv.some((a) => a.startsWith("--poll"))
+    // ROOT/ocx2-hook is a script: its interpreter comes first (node ROOT/ocx2-hook --poll REPOSITORY)
+    const program = argv.findIndex((a) => /^ocx2-hook(\.mjs)?$/.test(Path.basename(a)))
+    // (its interpreter, or `/usr/bin/env node` for a moment while the script starts)
+    const ours = program >= 0 && program <= 2 && argv[program + 1] === "--poll"
+    if (!fossils && !ours) continue
     let cwd = "/"
     try {
       cwd = Fs.readlinkSync(`/proc/${entry}/cwd`)
     } catch {
       // its repository path is then judged as written
     }
-    if (argv.slice(1).some((a) => !a.startsWith("-") && canonicalRepository(Path.resolve(cwd, a)) === wanted)) pids.push(Number(entry))
+    const named = (ours ? argv.slice(program + 2) : argv.slice(1)).filter((a) => !a.startsWith("-"))
+    if (named.some((a) => canonicalRepository(Path.resolve(cwd, a)) === wanted)) found.push({ pid: Number(entry), kind: ours ? "node" : "fossil" })
   }
-  return pids
+  return found
 }
+
+/** The pids of fast mode's pollers of REPOSITORY, of either kind. */
+export const pollersOf = (repository: string): ReadonlyArray<number> => pollersOfKind(repository).map((p) => p.pid)
 
 export const backofficeOf = (repository: string): Effect.Effect<Backoffice, HookError> =>
   withDb(repository, (db) => {
     const value = (configValue(db, "backoffice-disable") ?? "").trim().toLowerCase()
     return ["1", "on", "yes", "true"].includes(value)
   }).pipe(Effect.map((disabled): Backoffice => {
-    const pollers = pollersOf(repository)
+    const found = pollersOfKind(repository)
+    const pollers = found.map((p) => p.pid)
+    const fossilPollers = found.filter((p) => p.kind === "fossil").map((p) => p.pid)
+    const nodePollers = found.filter((p) => p.kind === "node").map((p) => p.pid)
     if (disabled && pollers.length > 0) {
-      return { disabled, pollers, mode: "fast", words: `fast: backoffice-disable is on and fossil backoffice --poll runs (pid ${pollers.join(", ")}): hooks run within about a second of a receipt` }
+      const node = nodePollers.length > 0 ? `the node's poller runs (ocx2-hook --poll, pid ${nodePollers.join(", ")})` : undefined
+      const fossil = fossilPollers.length > 0
+        ? `Fossil's own poller runs (fossil backoffice --poll, pid ${fossilPollers.join(", ")}), whose backoffice runs the hook inside a write ` +
+          `transaction that refuses people's web posts now and then ("database is locked"): ocx2 hook --fast replaces it by the node's`
+        : undefined
+      return {
+        disabled, pollers, fossilPollers, mode: "fast",
+        words: `fast: backoffice-disable is on and ${[node, fossil].filter((w) => w !== undefined).join("; and ")}: hooks run within about a second of a receipt`
+      }
     }
     if (disabled) {
-      return { disabled, pollers, mode: "stalled", words: "backoffice-disable is on and no fossil backoffice --poll runs for this repository: hooks do not run at all" }
+      return {
+        disabled, pollers, fossilPollers, mode: "stalled",
+        words: "backoffice-disable is on and no poller runs for this repository (ROOT/ocx2-hook --poll REPOSITORY): hooks do not run at all"
+      }
     }
     return {
-      disabled, pollers, mode: "default",
+      disabled, pollers, fossilPollers, mode: "default",
       words: "default: Fossil's backoffice runs hooks after a page answered 200, at most once a minute (a receipt within that minute waits for its end); ocx2 hook --fast makes it about a second"
     }
   }))
@@ -162,15 +193,16 @@ export const deleteHook = (repository: string, index: number) => fossil(["hook",
 export const setBackofficeDisable = (repository: string) => fossil(["settings", "backoffice-disable", "on", "-R", repository])
 
 /**
- * Starts `fossil backoffice --poll 1 REPOSITORY` detached, for the service a host should run
- * instead; its pid. It outlives this call, so it is started as that service would be: from `/`
- * (never holding the caller's directory) with a bare environment (nothing of the caller's leaks
- * into the hooks it runs).
+ * Starts fast mode's poller, `HOOK --poll REPOSITORY` (HOOK: a root's ocx2-hook), detached, for
+ * the service a host should run instead; its pid. It outlives this call, so it is started as that
+ * service would be: from `/` (never holding the caller's directory) with a bare environment
+ * (nothing of the caller's leaks into the hooks it runs).
  */
-export const startPoller = (repository: string): Effect.Effect<number, HookError> =>
-  Effect.try({
-    try: () => {
-      const child = ChildProcess.spawn("fossil", ["backoffice", "--poll", "1", repository], {
+export const startPoller = (repository: string, hookProgram: string): Effect.Effect<number, HookError> =>
+  Effect.tryPromise({
+    try: async () => {
+      // with the Node that runs this (a CGI page is given no PATH to find one by the script's #!)
+      const child = ChildProcess.spawn(process.execPath, [hookProgram, "--poll", repository], {
         cwd: "/",
         detached: true,
         stdio: "ignore",
@@ -181,9 +213,50 @@ export const startPoller = (repository: string): Effect.Effect<number, HookError
           USER: fossilUser()
         }
       })
+      let exited: string | undefined
+      child.once("exit", (code, signal) => {
+        exited = signal ?? String(code)
+      })
+      const started = await new Promise<number>((resolve, reject) => {
+        child.once("error", reject)
+        child.once("spawn", () => resolve(child.pid!))
+      })
       child.unref()
-      if (child.pid === undefined) throw new Error("no process")
-      return child.pid
+      // until it polls (its command line is then its own), so that status and hook see it at once
+      for (const deadline = Date.now() + 10_000; !pollersOfKind(repository).some((p) => p.pid === started && p.kind === "node");) {
+        if (exited !== undefined) throw new Error(`it exited at once (${exited}): does this release's ocx2-hook know --poll?`)
+        if (Date.now() > deadline) throw new Error("it did not start polling within 10 s")
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+      return started
     },
-    catch: (e) => new HookError(`fossil backoffice --poll 1 ${repository} could not start: ${e instanceof Error ? e.message : String(e)}`)
+    catch: (e) => new HookError(`${hookProgram} --poll ${repository} could not start: ${e instanceof Error ? e.message : String(e)}`)
   })
+
+/** Ends a poller (SIGTERM) and waits, up to 5 s, until it is gone, for one of the node's to take its place. */
+export const endPoller = (pid: number): Effect.Effect<void, HookError> =>
+  Effect.tryPromise({
+    try: async () => {
+      process.kill(pid, "SIGTERM")
+      // gone, or a zombie its parent has not reaped yet (no command line left)
+      const gone = () => {
+        try {
+          return Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8") === ""
+        } catch {
+          return true
+        }
+      }
+      for (const deadline = Date.now() + 5000; !gone();) {
+        if (Date.now() > deadline) throw new Error("it did not end within 5 s of SIGTERM")
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+    },
+    catch: (e) => new HookError(`the poller ${pid} could not be ended: ${e instanceof Error ? e.message : String(e)}`)
+  })
+
+/** The program a hook command runs: its first word, unquoted as hookCommandOf quotes it. */
+export const programOfHook = (command: string): string | undefined => {
+  const quoted = /^'((?:[^']|'\\'')*)'(\s|$)/.exec(command)
+  if (quoted !== null) return quoted[1]!.replace(/'\\''/g, "'")
+  return /^(\S+)/.exec(command)?.[1]
+}

@@ -13,7 +13,7 @@ import type { Handled, ToolContext } from "../tools/Tool.js"
 import { canonicalRepository, hookLogOf, lastHookLogEntry, nodeOf, nodesFileOf, writeNode } from "./HookFiles.js"
 import {
   addHook, backofficeOf, deleteHook, type FossilHook, hookCommandOf, HookError, readHooks, readUser, repositoryUrl,
-  runsOcx2Hook, setBackofficeDisable, startPoller
+  runsOcx2Hook, setBackofficeDisable, startPoller, endPoller
 } from "./HookInstall.js"
 import type { NodeConfig } from "./NodeConfig.js"
 import { waitingRuns } from "./ProcessUserFiles.js"
@@ -32,7 +32,7 @@ export const HookInput = Schema.Struct({
   root: optionalText("the release root (by default the root this program was released into)"),
   serverUrl: optionalText("the server's URL, for runs' clone steps (by default the repository's email-url)"),
   fast: Schema.optionalWith(
-    Schema.Boolean.annotations({ description: "turn on fast pickup: backoffice-disable on, and fossil backoffice --poll 1 started detached" }),
+    Schema.Boolean.annotations({ description: "turn on fast pickup: backoffice-disable on, and ROOT/ocx2-hook --poll started detached (in place of Fossil's own poller, which it ends)" }),
     { exact: true }
   ),
   check: Schema.optionalWith(
@@ -53,6 +53,7 @@ const BackofficeOutput = Schema.Struct({
   mode: Schema.Literal("fast", "default", "stalled"),
   disabled: Schema.Boolean,
   pollers: Schema.Array(Schema.Number),
+  fossilPollers: Schema.Array(Schema.Number).annotations({ description: "those of the pollers that are Fossil's own (fossil backoffice --poll), which refuse people's posts now and then" }),
   words: Schema.String
 })
 
@@ -244,10 +245,19 @@ export const installHook = (input: HookInput, context: ToolContext, programPath:
       if (!backoffice.disabled) {
         yield* log.perform("fast", `fossil settings backoffice-disable on -R ${repository}`, setBackofficeDisable(repository))
       }
-      if (backoffice.pollers.length === 0) {
+      if (backoffice.pollers.length === backoffice.fossilPollers.length) {
         yield* log.perform("fast",
-          `start fossil backoffice --poll 1 ${repository} detached (better: run it as a service, docs/operations.md)`,
-          startPoller(repository))
+          `start ${paths.hook} --poll ${repository} detached (better: run it as a service, docs/operations.md)`,
+          startPoller(repository, paths.hook))
+      }
+      // Fossil's own poller runs the hook inside a write transaction that refuses people's posts
+      // (docs/locks.md): ended once the node's runs (never before: a poller that failed to start
+      // would leave the repository with none)
+      for (const pid of backoffice.fossilPollers) {
+        yield* log.perform("fast",
+          `end Fossil's own poller (fossil backoffice --poll, pid ${pid}), which refuses people's posts now and then; ` +
+            `a service that starts it must run ${paths.hook} --poll ${repository} instead (docs/operations.md)`,
+          endPoller(pid))
       }
       if (!context.dryRun) backoffice = yield* backofficeOf(repository)
     }
@@ -258,7 +268,7 @@ export const installHook = (input: HookInput, context: ToolContext, programPath:
       ...(input.node !== undefined ? { node: input.node } : {}),
       ...(why !== undefined ? { check: true, why } : {}),
       ...(runs !== undefined ? { runs } : {}),
-      backoffice: { mode: backoffice.mode, disabled: backoffice.disabled, pollers: backoffice.pollers, words: backoffice.words }
+      backoffice: { mode: backoffice.mode, disabled: backoffice.disabled, pollers: backoffice.pollers, fossilPollers: backoffice.fossilPollers, words: backoffice.words }
     }
     return output
   }))
@@ -487,7 +497,7 @@ export const hookStatus = (input: RootOnlyInput, context: ToolContext, programPa
       ...(root !== undefined ? { root } : {}),
       hook: { state, words, commands: ours.map((h) => h.command) },
       otherHooks: others(hooks).filter((h) => h.type === "after-receive").map((h) => h.command),
-      backoffice: { mode: backoffice.mode, disabled: backoffice.disabled, pollers: backoffice.pollers, words: backoffice.words },
+      backoffice: { mode: backoffice.mode, disabled: backoffice.disabled, pollers: backoffice.pollers, fossilPollers: backoffice.fossilPollers, words: backoffice.words },
       ...(node !== undefined ? { node: node.user } : {}),
       ...(root !== undefined && node !== undefined ? { supervisor: supervisorOf(root, repository, node.user) } : {}),
       ...(last !== undefined ? { lastRun: { at: last.at, repository: last.repository, given: last.given, did: last.did } } : {}),

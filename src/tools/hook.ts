@@ -14,7 +14,7 @@ export const hook = defineTool({
     "one whose watcher is gone answered lost, a missed stop sent on, one never started handed on; run it again after " +
     "the host restarts. --check, with --node USER, asks for exactly that start, the restart recovery: every open run " +
     "for USER decided, whether or not the hook is installed (installing again changes nothing), and the answer says so " +
-    "(check, why); --check without --node is refused. --fast turns on fast pickup (backoffice-disable on, fossil backoffice --poll 1 started). A root " +
+    "(check, why); --check without --node is refused. --fast turns on fast pickup (backoffice-disable on, ROOT/ocx2-hook --poll started, Fossil's own poller of the repository ended: its backoffice refuses people's posts). A root " +
     "that serves no release is refused. Needs Fossil's setup capability (s).",
   input: HookInput,
   positional: [],

@@ -10,7 +10,8 @@ export const status = defineTool({
     "from the node's measure in ROOT/node/capabilities.json where it has one; and, on the served repository (the global " +
     "--repository), where the hook " +
     "stands: installed as this root installs it, ocx2-hook run otherwise, or absent; the programs the other after-receive " +
-    "hooks run; when Fossil's backoffice runs hooks (fast: backoffice-disable on and a fossil backoffice --poll running; " +
+    "hooks run; when Fossil's backoffice runs hooks (fast: backoffice-disable on and a poller running, the node's ROOT/ocx2-hook --poll " +
+    "or Fossil's own fossil backoffice --poll, which refuses people's posts now and then and is named; " +
     "default: at most once a minute); the node it is; the hook's last run from ROOT/node/hook.log with the artifacts " +
     "it was given; whether the node's supervisor (ocx2 supervise) runs, its pid and the watchers it holds; and the " +
     "sessions in ROOT/care, with the runs waiting for their process user. Anyone may call it.",

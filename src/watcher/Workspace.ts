@@ -95,12 +95,23 @@ const chownTree = (path: string, owner: StepContext["owner"]) => {
   walk(path)
 }
 
-/** The full hash of a check-in name (hash, prefix, branch, tag) as Fossil resolves it in `repository`. */
-const checkinOf = (step: PlannedStep, name: string, repository: string) =>
+/**
+ * The full hash of a check-in name (hash, prefix, branch, tag, date) as Fossil resolves it in
+ * `repository`: its own resolver, in a read-only `fossil sql`. Not `fossil whatis`, which, like
+ * every fossil command that opens the repository for writing, ends with `PRAGMA optimize`, and
+ * so takes the write lock to store statistics (docs/locks.md): a read that writes.
+ */
+export const checkinOf = (step: PlannedStep, name: string, repository: string) =>
   Effect.gen(function*() {
-    const out = yield* fossil(step, `no check-in named ${JSON.stringify(name)}`, ["whatis", name, "-R", repository])
-    const hash = /^artifact:\s+([0-9a-f]{40,64})$/m.exec(out)?.[1]
-    if (hash === undefined || !/^type:\s+Check-in/m.test(out)) return yield* fail(step, `${JSON.stringify(name)} names no check-in`)
+    const literal = `'${name.replace(/'/g, "''")}'`
+    const out = yield* fossil(step, `no check-in named ${JSON.stringify(name)}`, [
+      "sql", "--readonly", "-R", repository,
+      `SELECT r.rid, (SELECT uuid FROM blob WHERE rid = r.rid) FROM (SELECT symbolic_name_to_rid(${literal}, 'ci') AS rid) r`
+    ])
+    // Fossil's answer: -1 for a prefix of more than one, NULL for none
+    if (/^-1,/m.test(out)) return yield* fail(step, `${JSON.stringify(name)} names more than one check-in: give more digits`)
+    const hash = /^\d+,'([0-9a-f]{40,64})'$/m.exec(out)?.[1]
+    if (hash === undefined) return yield* fail(step, `${JSON.stringify(name)} names no check-in`)
     return hash
   })
 

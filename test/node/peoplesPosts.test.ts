@@ -5,6 +5,7 @@ import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as FossilRepository from "../../layers/FossilRepository.js"
 import { Repository } from "../../services/Repository.js"
+import { hookCursorOf, runBackoffice } from "../../src/node/BackofficePoller.js"
 import { createRepository, fossil, makeTempDir, startServer, webLogin, webNewThread, webReplyOnce, type RunningServer } from "../support/fossilServer.js"
 import { users } from "../support/nodeWorld.js"
 
@@ -74,16 +75,18 @@ const nodeReply = (to: string, text: string) =>
   Effect.runPromise(Effect.flatMap(Repository, (r) => r.reply({ user: users.node.login, to, text })).pipe(
     Effect.provide(FossilRepository.layer({ path: repository }))))
 
-/** the pids of the fossil processes writing into the repository now */
-const nodeFossils = (): ReadonlyArray<number> =>
+/** the pids of the fossil processes on the repository whose arguments hold `word` */
+const fossilsDoing = (word: string): ReadonlyArray<number> =>
   Fs.readdirSync("/proc").filter((e) => /^\d+$/.test(e)).flatMap((e) => {
     try {
       const argv = Fs.readFileSync(`/proc/${e}/cmdline`, "utf8").split("\0")
-      return Path.basename(argv[0] ?? "") === "fossil" && argv.includes("import") && argv.includes(repository) ? [Number(e)] : []
+      return Path.basename(argv[0] ?? "") === "fossil" && argv.includes(word) && argv.includes(repository) ? [Number(e)] : []
     } catch {
       return []
     }
   })
+/** the node's writes into the repository now */
+const nodeFossils = () => fossilsDoing("import")
 
 /** who holds which lock on the repository now (/proc/locks), to say what refused a person */
 const lockHolders = (): string => {
@@ -115,6 +118,19 @@ const until = async (probe: () => boolean, what: string, ms = 30_000) => {
   }
 }
 
+/** the person's write after its read (content_put's INSERT INTO rcvfrom) and commit: "none", or what refused it */
+const personWrites = (person: BetterSqlite3.Database): string => {
+  try {
+    person.prepare("INSERT INTO rcvfrom(uid, mtime, nonce, ipaddr) VALUES(1, julianday('now'), NULL, '127.0.0.1')").run()
+    person.exec("COMMIT")
+    return "none"
+  } catch (e) {
+    const refused = `${String(e)}; locks: ${lockHolders()}`
+    person.exec("ROLLBACK")
+    return refused
+  }
+}
+
 describe("a person's transaction the node's write meets half-way (locks, no timing)", () => {
   it("the node's write waits for it: the person's write after its read is not refused", async () => {
     const thread = await webNewThread(server, await webLogin(server.url, users.runner.login, users.runner.password), { title: "half-way", text: "hello" })
@@ -130,15 +146,7 @@ describe("a person's transaction the node's write meets half-way (locks, no timi
       })
       // the node's fossil has met the person's transaction: it waits for a lock (busy handler)
       await until(() => nodeFossils().some(asleep), "the node's fossil to wait for a lock")
-      let refused: unknown
-      try {
-        person.prepare("INSERT INTO rcvfrom(uid, mtime, nonce, ipaddr) VALUES(1, julianday('now'), NULL, '127.0.0.1')").run()
-        person.exec("COMMIT")
-      } catch (e) {
-        refused = `${String(e)}; locks: ${lockHolders()}`
-        person.exec("ROLLBACK")
-      }
-      expect(String(refused ?? "none")).toBe("none")
+      expect(personWrites(person)).toBe("none")
       expect(nodeDone).toBe(false) // the node waited for the person, not the other way round
       const written = await write
       expect(written.receipt?.sender).toBe(users.node.login)
@@ -161,6 +169,42 @@ describe("a person's transaction the node's write meets half-way (locks, no timi
     } finally {
       if (other.inTransaction) other.exec("ROLLBACK")
       other.close()
+    }
+  }, 60_000)
+  it("the backoffice of fast mode's poller runs the hook after the person's write, which is not refused", async () => {
+    // Fossil's backoffice runs the after-receive hook and records its cursor inside a write
+    // transaction (BEGIN IMMEDIATE); the node's poller runs it exclusively (src/node/BackofficePoller.ts)
+    const ran = Path.join(dir, "hook-ran")
+    await fossil(["hook", "add", "--type", "after-receive", "--command", `echo ran >> ${ran}`, "-R", repository])
+    try {
+      await webNewThread(server, await webLogin(server.url, users.runner.login, users.runner.password), { title: "backoffice", text: "hello" })
+      const before = hookCursorOf(repository)!
+      expect(before.cursor).toBeLessThan(before.newest)
+      const person = new BetterSqlite3(repository, { fileMustExist: true })
+      person.pragma("busy_timeout = 15000")
+      try {
+        person.exec("BEGIN")
+        person.prepare("SELECT count(*) FROM blob").get()
+        let done = false
+        const backoffice = runBackoffice(repository).finally(() => {
+          done = true
+        })
+        // the backoffice has met the person's transaction: it waits for a lock (busy handler)
+        await until(() => fossilsDoing("backoffice").some(asleep), "the backoffice to wait for a lock")
+        expect(personWrites(person)).toBe("none")
+        expect(done).toBe(false) // the backoffice waited for the person, not the other way round
+        expect(await backoffice).toBe(0)
+        // and then ran the hook, its cursor past the person's receipt too
+        const after = hookCursorOf(repository)!
+        expect(after.cursor).toBe(after.newest)
+        expect(after.newest).toBeGreaterThan(before.newest)
+        await until(() => Fs.existsSync(ran), "the hook's mark")
+      } finally {
+        if (person.inTransaction) person.exec("ROLLBACK")
+        person.close()
+      }
+    } finally {
+      await fossil(["hook", "delete", "all", "-R", repository]).catch(() => "")
     }
   }, 60_000)
 })

@@ -109,7 +109,9 @@ const killStragglers = async (repository: string): Promise<void> => {
     } catch {
       continue
     }
-    if (Path.basename(argv[0] ?? "") === "fossil" && argv.includes(repository)) pids.push(Number(entry))
+    // and the node's poller of it (ocx2 hook --fast starts one in place of Fossil's: src/node/BackofficePoller.ts)
+    const nodePoller = argv.includes("--poll") && argv.some((a) => Path.basename(a) === "ocx2-hook")
+    if ((Path.basename(argv[0] ?? "") === "fossil" || nodePoller) && argv.includes(repository)) pids.push(Number(entry))
   }
   for (const pid of pids) {
     try {
