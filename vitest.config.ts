@@ -1,9 +1,9 @@
 /**
- * The suite's settings. Most test files spend their time waiting (a fossil server's hooks, a
- * sandboxed process, a watcher's retries), not computing, so files run side by side even on a
- * 2-core machine: vitest's default of one worker per core less one gives such a machine a single
- * worker. Every file has its own ports (free ones, asked of the kernel) and its own temporary
- * directories, and ends only the processes it started, by id, so files do not meet.
+ * The suite's settings. Much of a test file's time is waiting (a fossil server's hooks, a
+ * sandboxed process, a watcher's retries), so files run side by side even on a 2-core machine:
+ * vitest's default of one worker per core less one gives such a machine a single worker, idle
+ * while its file waits. Every file has its own ports (free ones, asked of the kernel) and its own
+ * temporary directories, and ends only the processes it started, by id, so files do not meet.
  */
 import { BaseSequencer, type TestSpecification } from "vitest/node"
 import { defineConfig } from "vitest/config"
@@ -45,6 +45,7 @@ export default defineConfig({
   test: {
     pool: "forks",
     maxWorkers: workers,
+    // fewer kept than started: a --no-isolate run (npm run gate) fails on a worker ended under it
     minWorkers: workers,
     sequence: { sequencer: LongestFirst },
     globalSetup: ["test/support/sharedBundles.ts"],
