@@ -28,7 +28,15 @@ export interface ExtServer {
   readonly stop: () => Promise<void>
 }
 
-/** Bundles an entry point as `npm run build` does, into `outdir`; returns the file. */
+/**
+ * Where this vitest run keeps an entry point's bundle (test/support/sharedBundles.ts): bundling is
+ * seconds of CPU, and the sources do not change while the suite runs. Outside a run, none.
+ */
+const sharedBundle = (entry: string): string | undefined => {
+  const dir = process.env.OCX2_TEST_BUNDLES
+  return dir === undefined ? undefined : join(dir, `${entry.replace(/[^A-Za-z0-9.-]+/g, "_")}.mjs`)
+}
+
 /** the checkout's node_modules: found upwards, so a bundled bench (bench/*.out.mjs) finds it too */
 const nodeModulesAbove = (from: string): string => {
   for (let dir = from; ; dir = dirname(dir)) {
@@ -37,9 +45,29 @@ const nodeModulesAbove = (from: string): string => {
   }
 }
 
+/** Bundles an entry point as `npm run build` does, into `outdir`; returns the file. */
 export const bundle = async (entry: string, outdir: string, name: string): Promise<string> => {
   const outfile = join(outdir, `${name}.mjs`)
-  await build({
+  const shared = sharedBundle(entry)
+  if (shared !== undefined && Fs.existsSync(shared)) {
+    Fs.mkdirSync(outdir, { recursive: true }) // as esbuild makes it
+    Fs.copyFileSync(shared, outfile)
+  }
+  else await bundleInto(entry, outfile)
+  // the first file of the run to bundle an entry point leaves it for the others (renamed into place whole)
+  if (shared !== undefined && !Fs.existsSync(shared)) {
+    const temporary = `${shared}.${process.pid}`
+    Fs.copyFileSync(outfile, temporary)
+    Fs.renameSync(temporary, shared)
+  }
+  // the native addon stays external: the bundle finds it through a node_modules beside it
+  const modules = join(outdir, "node_modules")
+  if (!Fs.existsSync(modules)) Fs.symlinkSync(nodeModulesAbove(import.meta.dirname), modules)
+  return outfile
+}
+
+const bundleInto = (entry: string, outfile: string) =>
+  build({
     entryPoints: [entry],
     bundle: true,
     platform: "node",
@@ -55,11 +83,6 @@ export const bundle = async (entry: string, outdir: string, name: string): Promi
       js: "import { createRequire as __ocx2CreateRequire } from 'node:module'; const require = __ocx2CreateRequire(import.meta.url); globalThis.__ocx2Import ??= (url) => import(url);"
     }
   })
-  // the native addon stays external: the bundle finds it through a node_modules beside it
-  const modules = join(outdir, "node_modules")
-  if (!Fs.existsSync(modules)) Fs.symlinkSync(nodeModulesAbove(import.meta.dirname), modules)
-  return outfile
-}
 
 /**
  * A repository with `users`, served with --extroot holding, for each name, an executable that

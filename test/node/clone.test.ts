@@ -129,7 +129,10 @@ describe("ocx2 node, a node on another host", () => {
     expect(answer.output?.check).toBe(false)
     expect(decisionOf(answer, run)).toBe("handed to a watcher, which starts it")
     await waitForKind(run, "ended")
-    await new Promise((r) => setTimeout(r, 1500)) // the kept logs and the verdict follow ended
+    // the kept logs and the verdict follow ended
+    const ci = async () => (await served((r) => r.tags(world.trunk))).history.some((t) => t.tags.some((s) => s.name === "ci" && s.value?.endsWith(`(against ${run})`) === true))
+    expect(await waitFor(async () =>
+      (await served((r) => r.thread(run))).some((p) => p.text.startsWith("The process exited 3")) && (await ci()) ? true : undefined, 15_000)).toBe(true)
     const messages = await replies(run)
     expect(messages.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
     expect(messages[1]!.content).toEqual({ outcome: "exited", exit: 3 })
@@ -242,7 +245,7 @@ describe("ocx2 node, a node on another host", () => {
     const messages = await replies(run)
     expect(messages.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
     expect(messages[1]!.content).toMatchObject({ outcome: "lost" })
-  }, 45_000)
+  }, 90_000)
 
   it("publishes a run's files from the clone's host once lab2 holds y, and again from the kept workspace when alice asks", async () => {
     const uv = (name: string) => fossil(["uv", "cat", name, "-R", world.served]).catch(() => undefined)

@@ -49,6 +49,18 @@ const logIn = async (page: Page) => {
   await Promise.all([page.waitForNavigation(), page.click("input[name=in]")])
 }
 
+/**
+ * A script that prints `count` lines named `word`, the second half only once the test lets it go:
+ * the page is open while the run runs however loaded the machine, and nothing waits out a sleep.
+ */
+const gatedLines = (word: string, count: number) => {
+  const half = count / 2
+  return `for i in $(seq 1 ${half}); do echo "${word} $i"; sleep 0.05; done; ${waitForGo}; ` +
+    `for i in $(seq ${half + 1} ${count}); do echo "${word} $i"; sleep 0.05; done`
+}
+const waitForGo = "while [ ! -e $$workspace$$/go ]; do sleep 0.05; done"
+const letGo = (run: string) => Fs.writeFileSync(Path.join(world.root, "work", run, "go"), "")
+
 const createRun = async (script: string) => {
   const { process: base, objective: _objective, ...rest } = shellRun(world, script)
   const answer = await world.call(create, { title: "a run to follow", node: users.node.login, objective: "count slowly", fields: { ...rest, process: base } })
@@ -58,8 +70,7 @@ const createRun = async (script: string) => {
 
 describe("the run page", () => {
   it("shows a running run's output live, without a reload, from the runs page's link; then its outcome", async () => {
-    // long enough that the page opens while it runs, on a machine others load too
-    const run = await createRun("for i in $(seq 1 40); do echo \"tick $i\"; sleep 0.5; done; echo finished >&2")
+    const run = await createRun(`${gatedLines("tick", 40)}; echo finished >&2`)
     expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
     for (const [name, viewport] of [["desktop", { width: 1100, height: 900 }]] as const) {
       const context = await browser.newContext({ viewport })
@@ -79,6 +90,7 @@ describe("the run page", () => {
         const seenAtLoad = atLoad.split("\n").filter((l) => l.startsWith("tick")).length
         expect(seenAtLoad).toBeLessThan(40)
         // a later line arrives on the page as the process prints it
+        letGo(run)
         await page.locator("#ocx-stream", { hasText: `tick ${seenAtLoad + 1}` }).waitFor({ timeout: 60_000 })
         await page.screenshot({ path: Path.join(screenshots, `${name}-running.png`), fullPage: true })
         await page.locator("#ocx-run-state", { hasText: "exited 0" }).waitFor({ timeout: 60_000 })
@@ -126,7 +138,7 @@ describe("the run page", () => {
   it("with Fossil's own Content-Security-Policy (no connect-src for the stream server) the page still follows the run live, through its own site", async () => {
     await fossil(["unset", "default-csp", "-R", world.repository])
     try {
-      const run = await createRun("for i in $(seq 1 30); do echo \"step $i\"; sleep 0.5; done")
+      const run = await createRun(gatedLines("step", 30))
       expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
       const context = await browser.newContext({ viewport: { width: 1100, height: 900 } })
       const page = await context.newPage()
@@ -139,6 +151,7 @@ describe("the run page", () => {
         const atLoad = (await page.locator("#ocx-stream").textContent()) ?? ""
         const seenAtLoad = atLoad.split("\n").filter((l) => l.startsWith("step")).length
         expect(seenAtLoad).toBeLessThan(30)
+        letGo(run)
         await page.locator("#ocx-stream", { hasText: `step ${seenAtLoad + 1}` }).waitFor({ timeout: 60_000 })
         await page.locator("#ocx-run-state", { hasText: "exited 0" }).waitFor({ timeout: 60_000 })
         const all = (await page.locator("#ocx-stream").textContent()) ?? ""
@@ -157,7 +170,7 @@ describe("the run page", () => {
   }, 180_000)
 
   it("the stream server gives a run only with the page's grant for it, and to a viewer who may read it", async () => {
-    const run = await createRun("echo streamed; sleep 5")
+    const run = await createRun(`echo streamed; ${waitForGo}`)
     expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
     const answer = await (await fetch(`${world.server.url}ext/ocx2-cgi/watch?run=${run}&format=json`, { headers: { cookie: alice.cookie } })).json() as { output: WatchOutput }
     const live = answer.output.live!
@@ -170,6 +183,7 @@ describe("the run page", () => {
     const streamed = await fetch(`http://127.0.0.1${live.url.replace(/offset=\d+/, "offset=0")}&token=${encodeURIComponent(live.token)}`)
     expect(streamed.status).toBe(200)
     expect(streamed.headers.get("content-type")).toContain("text/event-stream")
+    letGo(run)
     const text = await streamed.text()
     expect(text).toContain("event: output\ndata: ")
     expect(text).toContain("streamed\\n")

@@ -1,6 +1,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { create } from "../../src/tools/create.js"
@@ -94,7 +95,8 @@ describe("watch", () => {
   }, 120_000)
 
   it("through MCP: ocx.watch answers within its seconds with what happened, and offset goes on from there", async () => {
-    const run = await createRun("echo first; sleep 2; echo second; sleep 1", { user: users.runner.login })
+    // "second" only once the first answer is in, however loaded the machine
+    const run = await createRun("echo first; while [ ! -e $$workspace$$/go ]; do sleep 0.05; done; echo second", { user: users.runner.login })
     const transport = new StdioClientTransport({
       command: process.execPath,
       args: [Path.join(dist, "ocx2.mjs"), "--repository", world.repository, "--user", users.admin.login, "--mcp"],
@@ -114,6 +116,8 @@ describe("watch", () => {
         return got.events.some((e) => e.type === "output" && e.text === "first\n") ? got : undefined
       }, 60_000, 100)
       expect(first!.followed).toBe("care directory")
+      expect(first!.over).toBe(false)
+      Fs.writeFileSync(Path.join(world.root, "work", run, "go"), "")
       const rest = await callWatch({ offset: first!.offset })
       expect(rest.over).toBe(true)
       const texts = rest.events.filter((e) => e.type === "output").map((e) => e.text).join("")

@@ -1,0 +1,60 @@
+/**
+ * The suite's settings. Much of a test file's time is waiting (a fossil server's hooks, a
+ * sandboxed process, a watcher's retries), so files run side by side even on a 2-core machine:
+ * vitest's default of one worker per core less one gives such a machine a single worker, idle
+ * while its file waits. Every file has its own ports (free ones, asked of the kernel) and its own
+ * temporary directories, and ends only the processes it started, by id, so files do not meet.
+ */
+import { BaseSequencer, type TestSpecification } from "vitest/node"
+import { defineConfig } from "vitest/config"
+
+/**
+ * The files that take longest, started first so that none of them starts last and alone; on a
+ * checkout with vitest's cache of earlier runs its recorded durations order the rest.
+ */
+const longest = [
+  "test/node/supervisorCrash.test.ts",
+  "test/shipped/release.test.ts",
+  "test/node/clone.test.ts",
+  "test/tools/runPage.test.ts",
+  "test/node/cloneOutage.test.ts",
+  "test/tools/tools.test.ts",
+  "test/tools/watch.test.ts",
+  "test/adapters/browser.test.ts",
+  "test/node/spare.test.ts",
+  "test/node/sessions.test.ts",
+  "test/node/sessionLoad.test.ts"
+]
+
+class LongestFirst extends BaseSequencer {
+  override async sort(files: Array<TestSpecification>): Promise<Array<TestSpecification>> {
+    const sorted = await super.sort(files)
+    const rank = (spec: TestSpecification) => {
+      const i = longest.findIndex((name) => spec.moduleId.endsWith(`/${name}`))
+      return i === -1 ? longest.length : i
+    }
+    // a stable sort: the rest keep the order the base sequencer gave them
+    return sorted.map((spec, i) => ({ spec, i })).sort((a, b) => rank(a.spec) - rank(b.spec) || a.i - b.i).map(({ spec }) => spec)
+  }
+}
+
+/**
+ * OCX2_TEST_WORKERS: how many files run at once (2 by default). The files' own programs (watchers,
+ * hooks, CGI calls: a Node process each) take CPU too; at three, on a machine others loaded to 17,
+ * cases that wait on 20 watchers or on a run's timing ran out of time.
+ */
+const workers = Number(process.env.OCX2_TEST_WORKERS ?? "2")
+
+export default defineConfig({
+  test: {
+    pool: "forks",
+    maxWorkers: workers,
+    // fewer kept than started: a --no-isolate run (npm run gate) fails on a worker ended under it
+    minWorkers: workers,
+    sequence: { sequencer: LongestFirst },
+    globalSetup: ["test/support/sharedBundles.ts"],
+    // a file beside others waits longer for the machine; a test that names its own limit keeps it
+    testTimeout: 30_000,
+    hookTimeout: 120_000
+  }
+})
