@@ -120,6 +120,21 @@ export const takeNextWaiting = (careDir: string, user: string): { readonly next:
   return { next, dropped: parsed.filter((w) => w === undefined).length }
 }
 
+/**
+ * Takes `run` out of the user's waiting runs (a watcher that wrote its run down and then took the
+ * lock after all): left there, the run would be handed on again once it is over. Called holding
+ * the user's turn (src/node/UserTurn.ts), as every writer of the file is.
+ */
+export const removeWaiting = (careDir: string, user: string, run: string): void => {
+  const file = userPath(careDir, user, "waiting")
+  const lines = readLines(file)
+  const kept = lines.filter((l) => parseWaitingLine(l)?.run !== run)
+  if (kept.length === lines.length) return
+  const temporary = `${file}.${process.pid}.part`
+  Fs.writeFileSync(temporary, kept.map((l) => `${l}\n`).join(""), { mode: 0o600 })
+  Fs.renameSync(temporary, file)
+}
+
 /** How long a hand-off counts as on its way to the user's lock (a watcher starts in well under this). */
 export const handedForMillis = 10_000
 

@@ -21,7 +21,7 @@ import { releasePaths } from "../release/ReleasePaths.js"
 import { endLeftovers } from "../sandbox/cgroups.js"
 import { nodeArgs, watcherOf } from "../node/HandOff.js"
 import { askSpare, handOffRun, spareStarting } from "../node/SpareClient.js"
-import { appendWaitingOnce, clearHanded } from "../node/ProcessUserFiles.js"
+import { appendWaitingOnce, clearHanded, removeWaiting } from "../node/ProcessUserFiles.js"
 import { passTurn, withTurn } from "../node/UserTurn.js"
 import { checkRecord, processUserOf } from "../node/RunCheck.js"
 import { launchOwnPaths, type NodeConfig } from "../node/NodeConfig.js"
@@ -184,7 +184,10 @@ const takeProcessUser = (options: WatcherOptions, held: HeldUser, user: unknown,
     // finds the run waiting and its hand-off over, one that ends after leaves the lock free to take
     return yield* withTurn(care.path, user, Effect.gen(function*() {
       yield* Effect.try(() => appendWaitingOnce(care.path, user, { run: options.run, ...(options.personStart === true ? { personStart: true } : {}), at }))
-      if (Option.isSome(yield* care.lockUser(user))) return took()
+      if (Option.isSome(yield* care.lockUser(user))) {
+        yield* Effect.try(() => removeWaiting(care.path, user, options.run)).pipe(Effect.ignore)
+        return took()
+      }
       // this run's hand-off came to nothing: the holder passes the turn on when it is over
       clearHanded(care.path, user, options.run)
       held.waits = true

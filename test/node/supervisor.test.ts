@@ -98,7 +98,7 @@ describe("the node's supervisor", () => {
     expect(await answers(waiting)).toEqual([["started", "lab", ""], ["ended", "lab", "exited"]])
     expect(launched(killed)).toBe(1)
     expect(launched(waiting)).toBe(1)
-    expect(await waitFor(() => answeredLostBy(world, supervisor!.pid, killed) || undefined, 10_000, 50),
+    expect(await waitFor(() => answeredLostBy(world, supervisor!.pid, killed) || undefined, 30_000, 50),
       JSON.stringify(supervisorLog(world).filter((l) => l.run === killed || l.did.some((d) => d.includes(killed))))).toBe(true)
     expect(alive(supervisor!.pid)).toBe(true)
   }, 90_000)
