@@ -320,7 +320,14 @@ export const described = <E, R>(run: string, effect: Effect.Effect<string, E, R>
  * It reads again until nothing more arrived: a hook that gave up waiting for round.lock meanwhile
  * (a slow round) leaves its arrivals to this one, and no later receipt may come to take them.
  */
-export const hookRound = (config: NodeConfig, options: { readonly watcherProgram: string }) =>
+export const hookRound = (
+  config: NodeConfig,
+  options: {
+    readonly watcherProgram: string
+    /** false where a supervisor runs the round: it looks at the waiting runs itself, and sees each watcher end */
+    readonly passForgottenTurns?: boolean
+  }
+) =>
   Effect.gen(function*() {
     const care = yield* CareDirectory
     const repository = yield* Repository
@@ -355,7 +362,7 @@ export const hookRound = (config: NodeConfig, options: { readonly watcherProgram
       // may hold a message, a timer's call) starts what waits behind nobody; with a holder alive,
       // or a hand-off on its way, nothing
       const woken: Array<string> = []
-      for (const { user } of waitingRuns(care.path)) {
+      for (const { user } of options.passForgottenTurns === false ? [] : waitingRuns(care.path)) {
         const run = yield* wakeWaitingOf(config, user, options.watcherProgram).pipe(Effect.catchAll(() => Effect.succeed(undefined)))
         if (run !== undefined) woken.push(`${run}: its process user ${user} was free and nobody had passed the turn on: handed to a watcher`)
       }

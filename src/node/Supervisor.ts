@@ -210,7 +210,7 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): 
         return
       }
       rounds++
-      const result = await runtime.runPromise(hookRound(config, { watcherProgram: watcherProgram() }))
+      const result = await runtime.runPromise(hookRound(config, { watcherProgram: watcherProgram(), passForgottenTurns: false }))
       if (result.decisions.some((d) => d.action.startsWith("handed"))) spareSoon()
       if (result.decisions.length > 0 || !(result.did.length === 1 && result.did[0] === "no run or stop for this node arrived")) {
         lastRound = { at: new Date().toISOString(), did: result.did }
