@@ -7,7 +7,7 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type BetterSqlite3 from "better-sqlite3"
-import { openDatabase } from "../src/fossil/Sqlite.js"
+import { busyTimeoutMs, openDatabase } from "../src/fossil/Sqlite.js"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { grants } from "../src/fossil/Fullcap.js"
@@ -20,6 +20,7 @@ import {
 export interface FossilReceiptsConfig {
   /** the served repository file */
   readonly path: string
+  /** how long a read waits for a writer's commit to end (default 15000 ms, Fossil's own) */
   readonly busyTimeoutMs?: number
 }
 
@@ -36,7 +37,7 @@ export const make = (config: FossilReceiptsConfig) =>
         try: () => {
           if (db === undefined) {
             const d = openDatabase(path, { readonly: true, fileMustExist: true })
-            d.pragma(`busy_timeout = ${config.busyTimeoutMs ?? 5000}`)
+            d.pragma(`busy_timeout = ${config.busyTimeoutMs ?? busyTimeoutMs}`)
             db = d
           }
           return f(db)

@@ -17,7 +17,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import type BetterSqlite3 from "better-sqlite3"
-import { openDatabase } from "../src/fossil/Sqlite.js"
+import { busyTimeoutMs, openDatabase } from "../src/fossil/Sqlite.js"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -54,7 +54,7 @@ export interface FossilRepositoryConfig {
    * write still in flight when the watcher dies keeps the lock until the write has landed.
    */
   readonly holdFds?: ReadonlyArray<number>
-  /** how long a read waits for Fossil's commit to end (default 5000 ms) */
+  /** how long a read waits for a writer's commit to end (default 15000 ms, Fossil's own) */
   readonly busyTimeoutMs?: number
 }
 
@@ -79,7 +79,7 @@ export const make = (config: FossilRepositoryConfig) =>
       if (db !== undefined) return db
       const d = openDatabase(path, { readonly: true, fileMustExist: true })
       try {
-        d.pragma(`busy_timeout = ${config.busyTimeoutMs ?? 5000}`)
+        d.pragma(`busy_timeout = ${config.busyTimeoutMs ?? busyTimeoutMs}`)
         // a repository has these; anything else is not one
         d.prepare("SELECT 1 FROM blob, rcvfrom, config LIMIT 1").all()
       } catch (e) {

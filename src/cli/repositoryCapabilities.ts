@@ -55,7 +55,6 @@ export const identityIn = (repository: string, named: string | undefined, accoun
       return { user: named ?? account, capabilities: "", unreadable: unreadable(repository, e) }
     }
     try {
-      db.pragma("busy_timeout = 5000")
       const user = named ?? rememberedUser(db) ?? account
       return { user, capabilities: user === undefined ? "" : Read.user(db, user)?.fullcap ?? "" }
     } catch (e) {

@@ -50,4 +50,13 @@ const load = (): typeof BetterSqlite3 => {
 /** Loads the addon now (a spare watcher, so the run it takes does not wait for it). */
 export const preloadSqlite = (): void => void load()
 
-export const openDatabase = (path: string, options?: BetterSqlite3.Options): BetterSqlite3.Database => new (load())(path, options)
+/** how long a read waits for a writer's commit, Fossil's own figure */
+export const busyTimeoutMs = 15_000
+
+/**
+ * Opens a database. A reader waits up to 15 s for a writer's commit, as Fossil itself does:
+ * a repository keeps a rollback journal, so a busy node or server holds readers off while it
+ * commits, and a read that gave up sooner would fail a person's request or a node's round.
+ */
+export const openDatabase = (path: string, options?: BetterSqlite3.Options): BetterSqlite3.Database =>
+  new (load())(path, { timeout: busyTimeoutMs, ...options })

@@ -74,7 +74,6 @@ export interface MirrorState {
 export const readMirrorState = (repository: string, open: (path: string, readonly: boolean) => BetterSqlite3.Database): MirrorState => {
   const db = open(repository, true)
   try {
-    db.pragma("busy_timeout = 5000")
     const mirror = exportMirrorOf(db)
     if (mirror === undefined) return { mirror, awaiting: undefined, autopush: undefined, mainBranch: undefined }
     const stateFile = Path.join(Path.resolve(Path.dirname(repository), mirror), ".mirror_state", "db")

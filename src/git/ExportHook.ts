@@ -19,7 +19,6 @@ const waitSeconds = 600
 const due = (repository: string): { readonly mirror: string; readonly rid: number } | undefined => {
   const db = openDatabase(repository, { readonly: true, fileMustExist: true })
   try {
-    db.pragma("busy_timeout = 5000")
     const mirror = exportMirrorOf(db)
     if (mirror === undefined) return undefined
     const rid = checkinAfter(db, readExportState(repository).exported?.rid ?? 0)

@@ -58,7 +58,6 @@ interface Snapshot {
 const snapshot = (repository: string, after: number): Snapshot => {
   const db = openDatabase(repository, { readonly: true, fileMustExist: true })
   try {
-    db.pragma("busy_timeout = 5000")
     return { mirror: exportMirrorOf(db), newest: checkinAfter(db, after) }
   } finally {
     db.close()

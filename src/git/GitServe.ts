@@ -102,7 +102,6 @@ const exportOf = (repository: string): string | undefined => {
   const db = openDatabase(repository, { readonly: true, fileMustExist: true })
   let mirror: string | undefined
   try {
-    db.pragma("busy_timeout = 5000")
     mirror = exportMirrorOf(db)
   } finally {
     db.close()

@@ -66,7 +66,6 @@ export const checkUpstream = (upstream: string): { readonly url: string; readonl
 const config = (repository: string, names: ReadonlyArray<string>): Map<string, string> => {
   const db = openDatabase(repository, { readonly: true, fileMustExist: true })
   try {
-    db.pragma("busy_timeout = 5000")
     const rows = db.prepare<[], { name: string; value: unknown }>(
       `SELECT name, value FROM config WHERE name IN (${names.map(() => "?").join(",")}) OR name GLOB 'peer-*'`
     ).all(...(names as Array<string>) as [])

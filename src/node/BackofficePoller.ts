@@ -35,7 +35,6 @@ export const inRollbackMode = (file: string): boolean => {
   try {
     const db = openDatabase(file, { readonly: true, fileMustExist: true })
     try {
-      db.pragma("busy_timeout = 5000")
       return String(db.pragma("journal_mode", { simple: true })).toLowerCase() !== "wal"
     } finally {
       db.close()
@@ -107,7 +106,6 @@ export interface HookCursor {
 export const hookCursorOf = (repository: string): HookCursor | undefined => {
   const db = openDatabase(repository, { readonly: true, fileMustExist: true })
   try {
-    db.pragma("busy_timeout = 5000")
     return db.transaction(() => {
       // Fossil's backoffice runs hooks, and moves the cursor, only where config 'hooks' exists
       if (db.prepare("SELECT 1 FROM config WHERE name = 'hooks'").get() === undefined) return undefined

@@ -82,7 +82,6 @@ export const readCloneRemote = (clone: string): CloneReading => {
   try {
     const db = openDatabase(clone, { readonly: true, fileMustExist: true })
     try {
-      db.pragma("busy_timeout = 5000")
       rows = db.prepare<[], { name: string; value: unknown }>(
         "SELECT name, value FROM config WHERE name IN ('last-sync-url', 'server-code')"
       ).all()

@@ -163,7 +163,6 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
     const db = openDatabase(repository, { readonly: true, fileMustExist: true })
     let arrivals: Arrivals
     try {
-      db.pragma("busy_timeout = 5000")
       arrivals = readArrivals(db, from)
     } finally {
       db.close()

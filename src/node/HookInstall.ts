@@ -39,7 +39,6 @@ const withDb = <A>(repository: string, f: (db: BetterSqlite3.Database) => A): Ef
     try: () => {
       const db = openDatabase(repository, { readonly: true, fileMustExist: true })
       try {
-        db.pragma("busy_timeout = 5000")
         return f(db)
       } finally {
         db.close()

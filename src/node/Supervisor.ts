@@ -190,7 +190,6 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): 
       let arrivals: ReturnType<typeof readArrivals>
       let unsettled: ReturnType<typeof unsettledAfter>
       try {
-        db.pragma("busy_timeout = 5000")
         arrivals = readArrivals(db, from)
         unsettled = arrivals.count === 0 ? { count: 0, youngestMs: Infinity } : unsettledAfter(db, from)
       } finally {

@@ -143,7 +143,6 @@ const runOut = (db: BetterSqlite3.Database, file: RepositoryFile, row: MessageRo
 const readRecord = (file: RepositoryFile, input: ReadInput, caller: Caller, log: OperationsLog): ReadOutput => {
   const db = openDatabase(file.path, { readonly: true, fileMustExist: true })
   try {
-    db.pragma("busy_timeout = 5000")
     const o = { senders: file.role === "served" }
     const mayX = grants(caller.capabilities, "x")
     const what = input.what.trim()

@@ -104,7 +104,6 @@ export const rowOf = (run: RunSummary, now: number): RunRow => {
 export const readRuns = (path: string, role: "served" | "clone"): { readonly runs: ReadonlyArray<RunSummary>; readonly from: "cache" | "file" } => {
   const db = openDatabase(path, { readonly: true, fileMustExist: true })
   try {
-    db.pragma("busy_timeout = 5000")
     const served = role === "served"
     const read = cachedMessages(db, path, { senders: served })
     return { runs: summarizeRuns(read.rows, (row) => (served ? row.sender : row.user || undefined), capabilitiesReader(db)), from: read.from }

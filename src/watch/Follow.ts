@@ -28,7 +28,6 @@ export interface RunLocation {
 export const readRunSummary = (repository: RunLocation, name: string): { readonly summary: RunSummary } | { readonly problem: string } => {
   const db = openDatabase(repository.path, { readonly: true, fileMustExist: true })
   try {
-    db.pragma("busy_timeout = 5000")
     const o = { senders: repository.role === "served" }
     const named = resolveName(db, name)
     let rows: ReadonlyArray<MessageRow> = []

@@ -120,8 +120,15 @@ export const makeHookWorld = async (
     return Effect.runPromise(runTool(tool, input, { caller: { user, capabilities, sandboxed: false }, dryRun: o.dryRun ?? false, repository }))
   }
   const replies: HookWorld["replies"] = async (run) => {
+    // a burst's writers may hold the repository past a read's 15 s wait: that is not an answer
     const posts = await Effect.runPromise(
-      Effect.flatMap(Repository, (r) => r.thread(run)).pipe(Effect.provide(FossilRepository.layer({ path: repository })))
+      Effect.flatMap(Repository, (r) => r.thread(run)).pipe(
+        Effect.provide(FossilRepository.layer({ path: repository })),
+        Effect.retry({
+          while: (e) => e._tag === "RepositoryUnavailable" && e.reason.includes("database is locked"),
+          times: 3
+        })
+      )
     )
     return posts.flatMap((p) => {
       const reading = readMessage(p.text)

@@ -18,7 +18,6 @@ export type CheckinLookup = CheckinFound | { readonly problem: string }
 export const findCheckin = (repository: string, name: string, role: "served" | "clone"): CheckinLookup => {
   const db = openDatabase(repository, { readonly: true, fileMustExist: true })
   try {
-    db.pragma("busy_timeout = 5000")
     const select = `SELECT b.uuid AS hash, coalesce(e.euser, e.user) AS user, u.login AS sender
       FROM blob b JOIN event e ON e.objid = b.rid AND e.type = 'ci'
       LEFT JOIN rcvfrom r ON r.rcvid = b.rcvid LEFT JOIN user u ON u.uid = r.uid`

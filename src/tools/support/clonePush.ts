@@ -40,7 +40,6 @@ export const putAndPush = (clone: CloneFile, artifact: Artifact): Effect.Effect<
           try: () => {
             const db = openDatabase(clone.path, { fileMustExist: true })
             try {
-              db.pragma("busy_timeout = 5000")
               db.prepare("INSERT OR IGNORE INTO unsent SELECT rid FROM blob WHERE uuid = ?").run(artifact.hash)
             } finally {
               db.close()

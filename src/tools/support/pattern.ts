@@ -115,7 +115,6 @@ interface WikiVersion {
 export const wikiVersionByAdmin = (repository: string, page: string): { readonly version: WikiVersion | undefined; readonly passedBy: number } => {
   const db = openDatabase(repository, { readonly: true, fileMustExist: true })
   try {
-    db.pragma("busy_timeout = 5000")
     return db.transaction(() => {
       const rows = db.prepare<[string], { rid: number; hash: string; sender: string | null }>(
         `SELECT b.rid, b.uuid AS hash, u.login AS sender

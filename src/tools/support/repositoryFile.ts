@@ -34,7 +34,6 @@ export type RepositoryFile = ServedFile | CloneFile
 const config = (path: string): Map<string, string> => {
   const db = openDatabase(path, { readonly: true, fileMustExist: true })
   try {
-    db.pragma("busy_timeout = 5000")
     const rows = db.prepare<[], { name: string; value: unknown }>(
       "SELECT name, value FROM config WHERE name IN ('last-sync-url', 'project-code', 'email-url') OR name GLOB 'baseurl:*'"
     ).all()
