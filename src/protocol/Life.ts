@@ -1,8 +1,8 @@
 // 2.12 and 2.13: a run's life as one decision. The round (the hook's, a clone node's, the
-// supervisor's), --check and --dry-run ask it, and the watcher once it holds a run. The rows for a
-// process's end and a delivery (ProcessExit, Delivery) state the seed's table whole; the watcher
-// does not ask them yet: it maps its process's end itself (endedOfEnding) and its session feeds
-// deliveries from the inbox (src/watcher/Session.ts).
+// supervisor's), --check and --dry-run ask it; the watcher asks it once it holds a run, and again
+// each time a process of its run ends (ProcessExit: end the run, or keep logs and go on). The
+// Delivery row states the seed's table whole for the round and the tests: a session's watcher
+// gives deliveries from its inbox in the mode the run names (src/watcher/Session.ts).
 import * as Either from "effect/Either"
 import { endedOfProcess, type EndedContent, type ProcessEnd } from "./Outcomes.js"
 import type { Refusal } from "./Refusals.js"
@@ -107,7 +107,9 @@ export const decide = (input: LifeInput): Action => {
   const run = Either.isRight(input.check) ? input.check.right.run : undefined
   const startsEach = run?.process.session === true && run.process.deliveries === "start"
   if (event._tag === "ProcessExit") {
-    if (startsEach && !event.end.stopped && event.end.budget === undefined) return { _tag: "KeepLogs" }
+    // deliveries start: a process's end (its own cpu or file_size budget included) is one
+    // delivery's; only a stop or the wall ends the run
+    if (startsEach && !event.end.stopped && event.end.budget !== "wall") return { _tag: "KeepLogs" }
     return { _tag: "End", ended: endedOfProcess(event.end) }
   }
   if (record.stopped || event._tag === "Stop") return { _tag: "StopProcess" }
@@ -118,3 +120,18 @@ export const decide = (input: LifeInput): Action => {
   }
   return nothing("the run has started; its watcher has it")
 }
+
+/**
+ * A process of a started run in its watcher's care ended: the row of 2.13 that holds. `stopAsked`:
+ * a stop reached the watcher, so the end counts as stopped however the process ended.
+ */
+export const decideExit = (run: Run, end: ProcessEnd, stopAsked = false): Action =>
+  decide({
+    senderKnown: true,
+    check: Either.right({ run }),
+    record: { started: true, ended: false, stopped: stopAsked },
+    care: "alive",
+    processUserBusy: false,
+    workspaceKept: true,
+    event: { _tag: "ProcessExit", end: stopAsked ? { ...end, stopped: true } : end }
+  })

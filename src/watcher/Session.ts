@@ -6,11 +6,14 @@ import type * as Scope from "effect/Scope"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { SandboxLauncher, type LaunchResult, type LaunchSpec, type RunningProcess } from "../../services/SandboxLauncher.js"
+import { decideExit } from "../protocol/Life.js"
+import { endedBudget, endedStopped } from "../protocol/Outcomes.js"
 import type { Run } from "../protocol/Run.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import type { RunRecord } from "../node/RunRecord.js"
 import type { SessionFile } from "../node/SessionFiles.js"
 import type { InboxEntry } from "./Inbox.js"
+import { processEndOf } from "./ProcessExit.js"
 
 // A session's side of the watcher (2.10, 2.11, 2.13): deliveries read from RUN.inbox given to the
 // running process's stdin (feed), or each starting a process of its own, one at a time (start).
@@ -132,9 +135,11 @@ export type SessionInboxOf = Effect.Effect.Success<ReturnType<typeof makeSession
  * deliveries start (2.10, 2.13): nothing runs until a delivery; each starts a process of its own
  * (the first line, then its delivery's line, then its input closes), one at a time, until a stop
  * or the wall, which counts from the first launch. `afterEach` writes a process's kept logs.
- * Ends with the last process's result, unless the run ended while none ran.
+ * Ends with the run's ended (each process's end decided by decideExit, 2.13) and the last process's
+ * result, unless the run ended while none ran.
  */
 export const startEach = (
+  run: Run,
   spec: LaunchSpec,
   inbox: SessionInboxOf,
   afterEach: (result: LaunchResult) => Effect.Effect<void>,
@@ -149,9 +154,8 @@ export const startEach = (
     let last: LaunchResult | undefined
     for (;;) {
       if (last !== undefined) {
-        const ending = last.ending
-        if (ending.outcome === "stopped" || (yield* Deferred.isDone(inbox.stopAsked))) return { last, afterLast: "stopped" as const }
-        if (ending.outcome === "budget" && ending.limit === "wall") return { last, afterLast: "wall" as const }
+        const action = decideExit(run, processEndOf(last.ending), yield* Deferred.isDone(inbox.stopAsked))
+        if (action._tag === "End") return { last, ended: action.ended }
         yield* afterEach(last)
       }
       // before the first launch no wall time is used (docs/protocol.md, 2.9)
@@ -161,8 +165,9 @@ export const startEach = (
         Deferred.await(inbox.stopAsked).pipe(Effect.as({ _tag: "Stop" as const })),
         ...(left === undefined ? [] : [Effect.sleep(Math.max(0, left)).pipe(Effect.as({ _tag: "Wall" as const }))])
       ])
-      if (next._tag === "Stop") return { last: undefined, afterLast: "stopped" as const }
-      if (next._tag === "Wall") return { last: undefined, afterLast: "wall" as const }
+      // while none runs, a stop or the wall ends the run (2.13)
+      if (next._tag === "Stop") return { last: undefined, ended: endedStopped }
+      if (next._tag === "Wall") return { last: undefined, ended: endedBudget("wall") }
       if (deadline === undefined && wall !== undefined) deadline = Date.now() + wall * 1000
       const remaining = deadline === undefined ? undefined : Math.max(0.001, (deadline - Date.now()) / 1000)
       last = yield* Effect.scoped(Effect.gen(function*() {

@@ -8,10 +8,10 @@ import * as Ref from "effect/Ref"
 import { CareDirectory, type RunLock } from "../../services/CareDirectory.js"
 import { Receipts } from "../../services/Receipts.js"
 import { Repository, WriteNotConfirmed } from "../../services/Repository.js"
-import { SandboxLauncher, type Ending, type LaunchResult, type LaunchSpec, type RunningProcess } from "../../services/SandboxLauncher.js"
-import { decide, type LifeEvent } from "../protocol/Life.js"
+import { SandboxLauncher, type LaunchResult, type LaunchSpec, type RunningProcess } from "../../services/SandboxLauncher.js"
+import { decide, decideExit, type LifeEvent } from "../protocol/Life.js"
 import { endedMessage, startedMessage, startedValues } from "../protocol/Messages.js"
-import { endedBudget, endedLost, endedStopped, type EndedContent } from "../protocol/Outcomes.js"
+import { endedLost, endedOfProcess, endedStopped, type EndedContent } from "../protocol/Outcomes.js"
 import { isStepPlaceholder, type Values } from "../protocol/Placeholders.js"
 import { endedOfRefusal, refusal, type CheckedRun, type Refusal } from "../protocol/Refusals.js"
 import { ciVerdict, formatVerdict } from "../protocol/Verdicts.js"
@@ -39,6 +39,7 @@ import { deliveryBound, makeSessionInbox, sessionOf, startEach } from "./Session
 import { runPagePath } from "../watch/RunPageLink.js"
 import { runStreamFile } from "../watch/StreamFile.js"
 import { launchSpec } from "./LaunchPlan.js"
+import { processEndOf } from "./ProcessExit.js"
 import { planPublications } from "./Publications.js"
 import { serveTerminal } from "./TerminalServer.js"
 import { fileSizeLimitOf, performSteps } from "./Workspace.js"
@@ -77,13 +78,6 @@ const crash = (options: WatcherOptions, point: CrashPoint) =>
   options.crashAt === point
     ? Effect.sync(() => process.kill(process.pid, "SIGKILL")).pipe(Effect.zipRight(Effect.never))
     : Effect.void
-
-const endedOfEnding = (ending: Ending): EndedContent =>
-  ending.outcome === "exited"
-    ? { outcome: "exited", exit: ending.exit }
-    : ending.outcome === "budget"
-      ? endedBudget(ending.limit)
-      : endedStopped
 
 const describeCause = (cause: Cause.Cause<unknown>): string => {
   if (Cause.isInterruptedOnly(cause)) return "the watcher was ended before its process finished"
@@ -376,7 +370,7 @@ const startChecked = (
     const sessionFile = session === undefined ? undefined : sessionOf(run, checked.run, record)
     if (sessionFile !== undefined) writeSessionFile(config.root, sessionFile)
     const afterEach = (result: LaunchResult) =>
-      writeKeptLogs(config, record, checked, result, endedOfEnding(result.ending), log).pipe(
+      writeKeptLogs(config, record, checked, result, endedOfProcess(processEndOf(result.ending)), log).pipe(
         Effect.provideService(Repository, repository),
         Effect.provideService(CareDirectory, care)
       )
@@ -386,7 +380,7 @@ const startChecked = (
     const lastResult = yield* Ref.make<LaunchResult | undefined>(undefined)
     const launched = yield* Effect.acquireUseRelease(
       Effect.void,
-      () => launchAndWait(options, { ...spec, gated: true }, session, writeStarted, startedWritten, decided, lastResult, afterEach, log),
+      () => launchAndWait(options, { ...spec, gated: true }, checked.run, writeStarted, startedWritten, decided, lastResult, afterEach, log),
       (_, exit) =>
         Effect.gen(function*() {
           if (sessionFile !== undefined) removeSessionFile(config.root, run)
@@ -491,7 +485,7 @@ interface Launched {
 const launchAndWait = <E, R>(
   options: WatcherOptions,
   spec: LaunchSpec,
-  session: Run["process"] | undefined,
+  run: Run,
   writeStarted: Effect.Effect<string, E, R>,
   startedWritten: Ref.Ref<boolean>,
   decided: Ref.Ref<EndedContent | undefined>,
@@ -503,6 +497,7 @@ const launchAndWait = <E, R>(
     Effect.gen(function*() {
       const care = yield* CareDirectory
       const launcher = yield* SandboxLauncher
+      const session = run.process.session ? run.process : undefined
       // stops, and a session's deliveries, reach the watcher through ROOT/care/RUN.inbox
       const followed = (running: RunningProcess | undefined) =>
         Effect.gen(function*() {
@@ -521,9 +516,8 @@ const launchAndWait = <E, R>(
         yield* log("started: each delivery starts a process of its own")
         const inbox = yield* followed(undefined)
         yield* crash(options, "running")
-        const end = yield* startEach(spec, inbox, afterEach, (p) => serveTerminal(options.run, p, care.path, log), log)
-        // it ends only by a stop or its wall (2.13)
-        launched = { ended: end.afterLast === "stopped" ? endedStopped : endedBudget("wall"), last: end.last }
+        const end = yield* startEach(run, spec, inbox, afterEach, (p) => serveTerminal(options.run, p, care.path, log), log)
+        launched = { ended: end.ended, last: end.last }
       } else {
         // the write's fossil child runs while the sandbox is set up: a gated launch runs nothing
         // until released, and the release waits for both
@@ -539,8 +533,10 @@ const launchAndWait = <E, R>(
         yield* followed(running)
         const result: LaunchResult = yield* running.result
         yield* Ref.set(lastResult, result)
-        yield* log(`the process ended: ${endingWords(endedOfEnding(result.ending))}`)
-        launched = { ended: endedOfEnding(result.ending), last: result }
+        const action = decideExit(run, processEndOf(result.ending))
+        if (action._tag !== "End") return yield* Effect.dieMessage(`a run's process ended and the decision was ${action._tag}, not End (2.13)`)
+        yield* log(`the process ended: ${endingWords(action.ended)}`)
+        launched = { ended: action.ended, last: result }
       }
       yield* Ref.set(decided, launched.ended)
       yield* crash(options, "before-ended")

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest"
 import * as Either from "effect/Either"
-import { decide, type LifeEvent, type LifeInput } from "../../src/protocol/Life.js"
+import { decide, decideExit, type LifeEvent, type LifeInput } from "../../src/protocol/Life.js"
 import { refusal } from "../../src/protocol/Refusals.js"
-import { decodeRun, type Run } from "../../src/protocol/Run.js"
+import { decodeRun, type LimitName, type Run } from "../../src/protocol/Run.js"
 import { buildRun, edited, sessionRun } from "./fixtures.js"
 
 const runOf = (content: unknown): Run => Either.getOrThrow(decodeRun(content))
@@ -23,7 +23,7 @@ const input = (over: Partial<LifeInput> & { event: LifeEvent }): LifeInput => ({
 const arrival: LifeEvent = { _tag: "Arrival" }
 const stop: LifeEvent = { _tag: "Stop" }
 const started = { started: true, ended: false, stopped: false }
-const exit = (end: Partial<{ code: number | null; signal: number | null; budget: "wall" | "memory"; stopped: boolean }>): LifeEvent => ({
+const exit = (end: Partial<{ code: number | null; signal: number | null; budget: LimitName; stopped: boolean }>): LifeEvent => ({
   _tag: "ProcessExit",
   end: { code: null, signal: null, stopped: false, ...end }
 })
@@ -79,6 +79,15 @@ describe("2.13 a run's life, row by row", () => {
   })
   it("started + a process exits, deliveries start -> kept logs, the run goes on", () => {
     expect(decide(input({ record: started, care: "alive", check: Either.right({ run: startSession }), event: exit({ code: 1 }) }))).toEqual({ _tag: "KeepLogs" })
+    // a process's own cpu or file_size budget is its delivery's: only the wall ends the run
+    expect(decide(input({ record: started, care: "alive", check: Either.right({ run: startSession }), event: exit({ signal: 24, budget: "cpu" }) }))).toEqual({ _tag: "KeepLogs" })
+    expect(decide(input({ record: started, care: "alive", check: Either.right({ run: startSession }), event: exit({ signal: 25, budget: "file_size" }) }))).toEqual({ _tag: "KeepLogs" })
+  })
+  it("decideExit: the watcher's question when a process ends; a stop it was asked makes the end stopped", () => {
+    expect(decideExit(startSession, { code: 0, signal: null, stopped: false })).toEqual({ _tag: "KeepLogs" })
+    expect(decideExit(startSession, { code: 0, signal: null, stopped: false }, true)).toEqual({ _tag: "End", ended: { outcome: "stopped" } })
+    expect(decideExit(feedSession, { code: 3, signal: null, stopped: false })).toEqual({ _tag: "End", ended: { outcome: "exited", exit: 3 } })
+    expect(decideExit(feedSession, { code: 152, signal: null, stopped: false, budget: "cpu" })).toEqual({ _tag: "End", ended: { outcome: "budget", note: "cpu" } })
   })
   it("started + a stop or past wall, deliveries start -> ended stopped or budget", () => {
     const s = { record: started, care: "alive" as const, check: Either.right({ run: startSession }) }
