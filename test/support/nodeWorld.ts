@@ -117,7 +117,8 @@ export const makeNodeWorld = async (options: { readonly fastHooks?: boolean; rea
     close: async () => {
       stopSpare(root)
       await server.stop()
-      Fs.rmSync(dir, { recursive: true, force: true })
+      // a process ending as the world is removed may still write into it: try again while it does
+      Fs.rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 })
     }
   }
 }
