@@ -179,7 +179,14 @@ const takeProcessUser = (options: WatcherOptions, held: HeldUser, user: unknown,
       clearHanded(care.path, user)
       return false
     }
-    if (Option.isSome(yield* care.lockUser(user))) return took()
+    if (Option.isSome(yield* care.lockUser(user))) {
+      // the run written down as waiting before this watcher took it (decided again while its
+      // hand-off was on its way): left there, it would be handed on once over, or by the
+      // supervisor's look as the user's next run while this one was still being answered. Looked
+      // at holding the turn, which a round writing a run down holds while it sees the run's lock
+      yield* withTurn(care.path, user, Effect.try(() => removeWaiting(care.path, user, options.run))).pipe(Effect.ignore)
+      return took()
+    }
     // written down and tried again holding the user's turn: a holder that ends before this looks
     // finds the run waiting and its hand-off over, one that ends after leaves the lock free to take
     return yield* withTurn(care.path, user, Effect.gen(function*() {
