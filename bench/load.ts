@@ -18,6 +18,13 @@
  * /proc), the most alive at once and their memory, and people's posts that failed. Also the same
  * two people posting for 10 s with no runs: what two people's posts cost each other, node or not.
  *
+ * Run as root with perf, each failed post is also said to be the node's or other people's, from
+ * the kernel's record of the repository's locks (bench/support/lockTrace.ts, as bench/refusals):
+ * the post's transaction refused the write lock while another process held it, that process
+ * being a request of the server (the other person, alice's pushes of the runs: people), or one of
+ * the node's (its poller and the backoffice it runs with the hook, its watchers and their fossil
+ * commands). Each failed post is printed with that evidence.
+ *
  * Everything listens on 127.0.0.1 and lives in temporary directories, removed at the end.
  */
 import BetterSqlite3 from "better-sqlite3"
@@ -32,6 +39,7 @@ import { addUsers, cloneAs, pushArtifacts, webLogin, webNewThread, webReplyOnce,
 import { shellRun, users } from "../test/support/nodeWorld.js"
 import { endWatchers, makeHookWorld, makeReleaseRoot, sleep, type HookWorld } from "../test/node/hookWorld.js"
 import { countWatchers, type WatcherCount } from "../test/node/watcherCount.js"
+import { startLockTrace, traceUnavailable, type FailedTransaction, type LockTrace } from "./support/lockTrace.js"
 
 const args = process.argv.slice(2)
 const option = (name: string) => {
@@ -77,17 +85,28 @@ const endedOf = async (world: HookWorld, hashes: ReadonlyArray<string>, boundMs:
   return hashes.map((h) => ended.get(h))
 }
 
+/** a post that failed: who, the answer, when it was sent and answered (epoch ms) */
+interface FailedPost {
+  readonly user: string
+  readonly answer: string
+  readonly t0: number
+  readonly t1: number
+}
+
 /** two people replying through the web form every 100 ms each, each post tried once */
 const people = (world: HookWorld, sessions: ReadonlyArray<WebSession>, thread: string) => {
   let going = true
   let posts = 0
-  const failed: Array<string> = []
+  const failed: Array<FailedPost> = []
   const one = async (session: WebSession) => {
     while (going) {
       const t0 = Date.now()
       const r = await webReplyOnce(world.server, session, { to: thread, text: `${session.user} says hello (${posts})` })
       posts++
-      if (r.hash === undefined) failed.push(`HTTP ${r.status}: ${r.body.replace(/<[^>]*>/g, " ").replace(/\s+/g, " ").replace(/^.*Logout/, "").trim().slice(0, 90)}`)
+      if (r.hash === undefined) {
+        const answer = `HTTP ${r.status}: ${r.body.replace(/<[^>]*>/g, " ").replace(/\s+/g, " ").replace(/^.*Logout/, "").trim().slice(0, 90)}`
+        failed.push({ user: session.user, answer, t0, t1: Date.now() })
+      }
       await sleep(Math.max(0, 100 - (Date.now() - t0)))
     }
   }
@@ -101,31 +120,76 @@ const people = (world: HookWorld, sessions: ReadonlyArray<WebSession>, thread: s
   }
 }
 
+/** who held the write lock a post's transaction was refused, by its ancestry (bench/support/lockTrace.ts) */
+const holderKind = (chain: string): { readonly by: "node" | "people" | "other"; readonly what: string } => {
+  if (chain === "SERVER") return { by: "people", what: "a request of the server: the other person, or alice's push of the runs" }
+  // Fossil's poller runs each backoffice through sh; the node's through flock
+  if (/^POLLER(>sh|>flock)?>fossil$/.test(chain)) return { by: "node", what: "the backoffice its poller runs (the node's hook)" }
+  if (chain === "POLLER") return { by: "node", what: "fast mode's poller itself" }
+  if (/^(POLLER|BENCH)>.*>fossil$/.test(chain)) return { by: "node", what: `the node's fossil command (a write, a files step's read: ${chain})` }
+  // the node's start (the bench's hook call) left its spare, whose runs' watchers descend from it
+  if (chain.startsWith("POLLER>") || chain.startsWith("BENCH>")) return { by: "node", what: `the node's hook or a watcher (${chain})` }
+  return { by: "other", what: chain === "BENCH" ? "the bench's own reads" : `another process (${chain || "not seen"})` }
+}
+
+/** each failed post matched with a refused transaction of a request of the server made while it was posted */
+const attribute = (failed: ReadonlyArray<FailedPost>, transactions: ReadonlyArray<FailedTransaction>) => {
+  const used = new Set<FailedTransaction>()
+  const time = (t: number) => new Date(t).toISOString().slice(11, 23)
+  return failed.map((post) => {
+    const tx = transactions.find((x) => !used.has(x) && x.chain === "SERVER" && x.t >= post.t0 - 5 && x.t <= post.t1 + 5)
+    if (tx === undefined) {
+      return { by: "unseen" as const, line: `${time(post.t0)} ${post.user}'s post: no request of the server was refused the write lock while it was posted (${post.answer})` }
+    }
+    used.add(tx)
+    const holders = tx.holders.map((h) => ({ pid: h.pid, ...holderKind(h.chain) }))
+    const by = holders.some((h) => h.by === "node") ? "node" as const : holders.length > 0 && holders.every((h) => h.by === "people") ? "people" as const : "unseen" as const
+    const held = holders.length === 0 ? "no process seen holding it" : holders.map((h) => `${h.pid}, ${h.what}`).join("; ")
+    return { by, line: `${time(post.t0)} ${post.user}'s post: request ${tx.pid} was refused the write lock at ${time(tx.t)} while held by: ${held}` }
+  })
+}
+
+/** the pid of the fossil server listening on `port` */
+const serverPid = (port: number): number | undefined => {
+  for (const entry of Fs.readdirSync("/proc").filter((e) => /^\d+$/.test(e))) {
+    try {
+      const argv = Fs.readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0")
+      if (Path.basename(argv[0] ?? "") === "fossil" && argv.includes("server") && argv.includes(String(port))) return Number(entry)
+    } catch {
+      // gone
+    }
+  }
+  return undefined
+}
+
 interface Burst {
   readonly what: string
   readonly took: number
   readonly ended: number
   readonly watchers: WatcherCount
   readonly posts: number
-  readonly failed: ReadonlyArray<string>
+  readonly failed: ReadonlyArray<FailedPost>
 }
 
 const line = (b: Burst) =>
   `${b.what}: last ended ${s(b.took)} after the runs' receipt (${b.ended}/${runs} ended); watchers started ${b.watchers.started} ` +
   `(${b.watchers.spares} spares), at most ${b.watchers.peakAlive} at once (${mb(b.watchers.peakRss)}); ` +
-  `people's posts ${b.posts}, failed ${b.failed.length}${b.failed.length > 0 ? ` (${[...new Set(b.failed)].slice(0, 1).join("; ")})` : ""}; ${loadAverage()}`
+  `people's posts ${b.posts}, failed ${b.failed.length}${b.failed.length > 0 ? ` (${b.failed[0]!.answer})` : ""}; ${loadAverage()}`
 
 /** one node, as `dist` built it: the bursts (and, when asked, the runs one after another) */
 const measure = async (label: string, dist: string, nodeModules: string, options: { readonly byHand: boolean }) => {
   const world = await makeHookWorld({ fastHooks: true, release: false })
   makeReleaseRoot(world.root, "0123456789ab", { dist, nodeModules })
   const out: Array<string> = []
+  let trace: LockTrace | undefined
   try {
     // the node's own poller where this release's ocx2-hook has one (it ends Fossil's)
     const nodePoller = Fs.readFileSync(Path.join(dist, "ocx2-hook.mjs"), "utf8").includes('"--poll"')
     const installed = await world.call(hook, { node: users.node.login, root: world.root, ...(nodePoller ? { fast: true } : {}) })
     if (installed.stopped.reason !== "completed") throw new Error(`hook: ${installed.stopped.message}`)
     out.push(`${label}: ${installed.output!.backoffice.words}`)
+    // fast mode's poller: the node's, or Fossil's where this release's hook has none
+    const pollers = pollersOf(world.repository)
     const manyUsers = Array.from({ length: runs }, (_, i) => ({ login: `user${String(i).padStart(2, "0")}`, capabilities: "oi", password: `pw-${i}` }))
     await addUsers(world.repository, manyUsers)
     const clones = await Promise.all(["a", "b"].map((n) => cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, `alice-${n}.fossil`))))
@@ -151,11 +215,17 @@ const measure = async (label: string, dist: string, nodeModules: string, options
       ;(globalThis as { byHand?: number }).byHand = took
     }
 
+    // each failed post the node's or other people's, where the kernel's record of locks can say
+    const unavailable = traceUnavailable()
+    trace = unavailable === undefined ? await startLockTrace() : undefined
+    const phases: Array<{ readonly what: string; readonly failed: ReadonlyArray<FailedPost> }> = []
+
     // two people alone: what their posts cost each other with no runs
     const alone = people(world, sessions, thread)
     await sleep(10_000)
     const a = await alone.stop()
-    out.push(`${label}, two people alone for 10 s: posts ${a.posts}, failed ${a.failed.length}${a.failed.length > 0 ? ` (${a.failed[0]})` : ""}; ${loadAverage()}`)
+    phases.push({ what: "two people alone", failed: a.failed })
+    out.push(`${label}, two people alone for 10 s: posts ${a.posts}, failed ${a.failed.length}${a.failed.length > 0 ? ` (${a.failed[0]!.answer})` : ""}; ${loadAverage()}`)
 
     const burst = async (what: string, artifacts: ReadonlyArray<Artifact>): Promise<Burst> => {
       const watchers = countWatchers(world.root)
@@ -178,8 +248,26 @@ const measure = async (label: string, dist: string, nodeModules: string, options
     if (options.byHand && byHand !== undefined) out.push(`  against one after another by hand: ${(one.took / byHand).toFixed(2)}x (goal: under 3x)`)
     const many = await burst(`${runs} runs of ${runs} process users at once`, manyUsers.map((u, i) => runOf(i, u.login, "many users")))
     out.push(line(many))
+    phases.push({ what: `during ${runs} runs of one process user`, failed: one.failed }, { what: `during ${runs} runs of ${runs} process users`, failed: many.failed })
+    if (trace === undefined) {
+      out.push(`${label}: which failed posts were the node's is not said: the lock trace ${unavailable}`)
+      return out
+    }
+    const roots = new Map<number, string>([[process.pid, "BENCH"]])
+    const server = serverPid(world.server.port)
+    if (server !== undefined) roots.set(server, "SERVER")
+    for (const pid of pollers) roots.set(pid, "POLLER")
+    const transactions = await trace.stop(Fs.statSync(world.repository).ino, roots)
+    out.push(`${label}: people's failed posts by who held the repository's write lock when each was refused (the kernel's record of its locks):`)
+    for (const phase of phases) {
+      const said = attribute(phase.failed, transactions)
+      const count = (by: string) => said.filter((x) => x.by === by).length
+      out.push(`  ${phase.what}: failed ${phase.failed.length}: because of the node ${count("node")}, because of other people ${count("people")}, not attributed ${count("unseen")}`)
+      for (const x of said) out.push(`    ${x.by === "unseen" ? "not attributed" : x.by === "node" ? "the node" : "people"}: ${x.line}`)
+    }
     return out
   } finally {
+    await trace?.stop(0, new Map()).catch(() => undefined)
     for (const pid of pollersOf(world.repository)) process.kill(pid, "SIGKILL")
     endWatchers(world.root)
     await world.close()

@@ -19,12 +19,12 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import * as Readline from "node:readline"
 import { composeForumPost, type Artifact } from "../src/fossil/Artifact.js"
 import { hook } from "../src/tools/hook.js"
 import { cloneAs, fossil, freePort, pushArtifacts, serviceEnvironment, webLogin, webNewThread, webReplyOnce, type WebSession } from "../test/support/fossilServer.js"
 import { shellRun, users } from "../test/support/nodeWorld.js"
 import { endWatchers, makeHookWorld, sleep, type HookWorld } from "../test/node/hookWorld.js"
+import { startLockTrace, traceUnavailable } from "./support/lockTrace.js"
 
 const args = process.argv.slice(2)
 const option = (name: string) => {
@@ -35,8 +35,9 @@ const runs = Number(option("--runs") ?? 50)
 const aloneSeconds = Number(option("--alone") ?? 10)
 const fossilPoller = args.includes("--fossil-poller")
 
-if (process.getuid?.() !== 0 || ChildProcess.spawnSync("perf", ["--version"]).status !== 0) {
-  console.error("refusals needs root and perf (the kernel's filelock tracepoints)")
+const unavailable = traceUnavailable()
+if (unavailable !== undefined) {
+  console.error(`refusals ${unavailable}`)
   process.exit(2)
 }
 
@@ -70,16 +71,7 @@ const allEnded = async (world: HookWorld, hashes: ReadonlyArray<string>, boundMs
   return ended.size
 }
 
-const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-refusals-"))
-const perfData = Path.join(work, "perf.data")
-const perf = ChildProcess.spawn("perf", [
-  "record", "-a", "-k", "mono", "-o", perfData,
-  "-e", "filelock:fcntl_setlk", "-e", "filelock:locks_remove_posix", "-e", "sched:sched_process_fork", "-e", "sched:sched_process_exec"
-], { stdio: "ignore" })
-await sleep(2000)
-/** perf's clock (CLOCK_MONOTONIC) to the epoch's, in ms */
-const clock = Date.now() - Number(process.hrtime.bigint() / 1000000n)
-
+const trace = await startLockTrace()
 const world = await makeHookWorld({ fastHooks: false })
 await world.server.stop()
 const repository = world.repository
@@ -131,26 +123,10 @@ try {
   await stop()
   phases.push({ name: "burst", t0, t1: Date.now() })
   await sleep(1000)
-  perf.kill("SIGINT")
-  await new Promise((resolve) => perf.once("exit", resolve))
 
   // ---------- the kernel's record, read back ----------
-  const text = Path.join(work, "perf.txt")
-  ChildProcess.spawnSync("sh", ["-c", `perf script -i "$1" -F comm,pid,time,event,trace > "$2" 2>/dev/null`, "perf", perfData, text])
-  const inode = `ino=0x${ino.toString(16)} `
-  const parent = new Map<number, number>()
-  const exe = new Map<number, string>([[server, "SERVER"], [poller, "POLLER"], [process.pid, "BENCH"]])
-  const chain = (pid: number) => {
-    const parts: Array<string> = []
-    for (let p: number | undefined = pid, n = 0; p !== undefined && n < 64; p = parent.get(p), n++) {
-      const e = exe.get(p)
-      if (e !== undefined) parts.unshift(e)
-      if (e === "SERVER" || e === "POLLER" || e === "BENCH") break
-    }
-    return parts.join(">")
-  }
-  const kind = (pid: number) => {
-    const c = chain(pid)
+  const failedTransactions = await trace.stop(ino, new Map([[server, "SERVER"], [poller, "POLLER"], [process.pid, "BENCH"]]))
+  const kind = (c: string) => {
     if (c === "SERVER") return "a request of the server"
     // Fossil's poller runs each backoffice through sh; the node's through flock
     if (/^POLLER(>sh|>flock)?>fossil$/.test(c)) return "Fossil's backoffice"
@@ -159,53 +135,6 @@ try {
     if (c.startsWith("POLLER")) return "the node (better-sqlite3)"
     return c.startsWith("BENCH") ? "the bench" : `another process (${c})`
   }
-  const R = 1073741825
-  type Held = { P?: string | undefined; R?: string | undefined; S?: string | undefined }
-  const locks = new Map<number, Held>()
-  const refused: Array<{ t: number; pid: number; holders: Array<number> }> = []
-  const lastReserved = new Map<number, number>()
-  const lines = Readline.createInterface({ input: Fs.createReadStream(text), crlfDelay: Infinity })
-  for await (const line of lines) {
-    const m = /^\s*\S.*?\s+(\d+)\s+(\d+\.\d+):\s+(\S+):\s+(.*)$/.exec(line)
-    if (m === null) continue
-    const t = Number(m[2]) * 1000 + clock, event = m[3]!, rest = m[4]!
-    if (event === "sched:sched_process_fork") {
-      // a new process (its pid may be an old one's again): its parent's until it execs, no locks
-      const f = /pid=(\d+) child_comm=.* child_pid=(\d+)/.exec(rest)
-      const child = Number(f?.[2])
-      if (f !== null && ![server, poller, process.pid].includes(child)) {
-        parent.set(child, Number(f[1]))
-        exe.delete(child)
-        locks.delete(child)
-      }
-    } else if (event === "sched:sched_process_exec") {
-      const f = /filename=(\S+) pid=(\d+)/.exec(rest)
-      if (f !== null && ![server, poller, process.pid].includes(Number(f[2]))) exe.set(Number(f[2]), Path.basename(f[1]!))
-    } else if (rest.includes(inode)) {
-      const f = /fl_pid=(\d+) .*fl_type=(F_\w+) fl_start=(\d+) fl_end=(\d+) ret=(-?\d+)/.exec(rest)
-      if (f === null) continue
-      const pid = Number(f[1])
-      if (event === "filelock:locks_remove_posix") {
-        locks.delete(pid)
-        continue
-      }
-      const type = f[2] === "F_WRLCK" ? "wr" : f[2] === "F_RDLCK" ? "rd" : undefined
-      const start = Number(f[3]), end = Number(f[4])
-      const held = locks.get(pid) ?? {}
-      if (f[5] !== "0") {
-        if (start === R && type === "wr" && held.S === "rd") {
-          refused.push({ t, pid, holders: [...locks].filter(([p, x]) => p !== pid && (x.R === "wr" || x.P === "wr" || x.S === "wr")).map(([p]) => p) })
-        }
-        continue
-      }
-      if (start <= R - 1 && R - 1 <= end) held.P = type
-      if (start <= R && R <= end) held.R = type
-      if (start <= R + 1 && R + 1 <= end) held.S = type
-      locks.set(pid, held)
-      if (start === R && type === "wr") lastReserved.set(pid, t)
-    }
-  }
-  const failedTransactions = refused.filter((r) => !((lastReserved.get(r.pid) ?? 0) > r.t))
   const phaseOf = (t: number) => phases.find((p) => t >= p.t0 && t <= p.t1)?.name ?? "between"
   console.log(`fast mode's poller: ${fossilPoller ? "Fossil's own, fossil backoffice --poll 1" : "the node's, ocx2-hook --poll (each backoffice exclusive)"}; ${ended}/${runs} runs ended; load average ${Os.loadavg().map((l) => l.toFixed(1)).join(" ")}`)
   for (const p of phases) {
@@ -215,13 +144,13 @@ try {
       `${failed.length > 0 ? ` (${failed[0]!.failed})` : ""}`)
     const table = new Map<string, number>()
     for (const r of failedTransactions.filter((x) => phaseOf(x.t) === p.name)) {
-      const key = `${kind(r.pid)} refused by ${r.holders.map(kind).join(" + ") || "(no writer seen)"}`
+      const key = `${kind(r.chain)} refused by ${r.holders.map((h) => kind(h.chain)).join(" + ") || "(no writer seen)"}`
       table.set(key, (table.get(key) ?? 0) + 1)
     }
     for (const [key, n] of [...table].sort((a, b) => b[1] - a[1])) console.log(`  ${String(n).padStart(4)} failed transactions: ${key}`)
   }
 } finally {
-  if (perf.exitCode === null) perf.kill("SIGINT")
+  await trace.stop(0, new Map()).catch(() => undefined)
   endWatchers(world.root)
   for (const c of children) {
     try {
@@ -229,5 +158,4 @@ try {
     } catch { /* gone */ }
   }
   await world.close()
-  Fs.rmSync(work, { recursive: true, force: true })
 }

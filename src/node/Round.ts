@@ -144,6 +144,9 @@ export const decideRun = (
           // looked at and written holding the user's turn, so a run passed on meanwhile by another
           // cannot start beside this one, nor this one before it
           const waits = yield* withTurn(careDir, processUser, Effect.gen(function*() {
+            // a watcher took the run since it was looked at (its hand-off was on its way): it
+            // starts it, and written down too the run would be handed on again once over
+            if ((yield* care.probe(run)) === "alive") return "held" as const
             const busy = yield* care.userBusy(processUser)
             const before = busy || handedLately(careDir, processUser) !== undefined || readWaiting(careDir, processUser).length > 0
             if (!before) {
@@ -156,6 +159,7 @@ export const decideRun = (
               })))
             return busy
           }), act === actNow)
+          if (waits === "held") return "its watcher holds it"
           if (waits !== undefined) {
             // nobody left to wake it (the run before was over meanwhile, or its watcher was killed):
             // the first waiting run, in the server's order, is handed to a watcher now

@@ -3,7 +3,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Effect from "effect/Effect"
 import { CareDirectory } from "../../services/CareDirectory.js"
-import { clearHanded, handedLately, markHanded, takeNextWaiting, type WaitingRun } from "./ProcessUserFiles.js"
+import { clearHanded, handedLately, markHanded, readWaiting, takeNextWaiting, type WaitingRun } from "./ProcessUserFiles.js"
 
 // A process user's turn (one run of the user's in care at a time, 2.13) is passed on by whoever
 // sees it free: the watcher whose run is over, a watcher handed a run it did not take, the round
@@ -40,8 +40,15 @@ export const withTurn = <A, E, R>(careDir: string, user: string, effect: Effect.
 
 /**
  * The first run waiting for the user, taken from ~USER.waiting and noted as handed, when the turn
- * is free to pass: nobody holds the user and no hand-off is on its way. `own`: the caller's run,
- * whose own hand-off (if one is noted) ends here. The caller hands the run to a watcher.
+ * is free to pass: nobody holds the user, no hand-off is on its way, and no watcher still holds
+ * that run. `own`: the caller's run, whose own hand-off (if one is noted) ends here. The caller
+ * hands the run to a watcher.
+ *
+ * A waiting run whose lock is held has a watcher still: one that wrote it down (the user held)
+ * and has not let the run go yet, or one about to take the user itself. Handed to another watcher
+ * now, the run would meet its lock and be dropped ("another watcher holds the run"), its line gone
+ * and its hand-off noted, every run after it waiting behind nobody. Its own watcher passes the
+ * turn on once it has let the run go (src/watcher/Watcher.ts), or takes the user.
  */
 export const passTurn = (user: string, own?: string) =>
   Effect.gen(function*() {
@@ -51,6 +58,8 @@ export const passTurn = (user: string, own?: string) =>
       const none = { next: undefined as WaitingRun | undefined, dropped: 0 }
       if (yield* care.userBusy(user)) return none
       if (handedLately(care.path, user) !== undefined) return none
+      const first = readWaiting(care.path, user)[0]
+      if (first !== undefined && (yield* care.probe(first.run).pipe(Effect.orElseSucceed(() => "absent" as const))) === "alive") return none
       const taken = takeNextWaiting(care.path, user)
       if (taken.next !== undefined) markHanded(care.path, user, taken.next.run)
       return taken

@@ -87,7 +87,7 @@ const describeCause = (cause: Cause.Cause<unknown>): string => {
 
 export const watchRun = (options: WatcherOptions, recordLayer: RecordLayer) =>
   Effect.gen(function*() {
-    const held: HeldUser = { user: undefined, known: undefined, waits: false }
+    const held: HeldUser = { user: undefined, known: undefined }
     yield* Effect.scoped(
       Effect.gen(function*() {
         const care = yield* CareDirectory
@@ -104,8 +104,6 @@ interface HeldUser {
   user: string | undefined
   /** the run's process user, once the record has said it */
   known: string | undefined
-  /** this run was written down as waiting for its process user: its holder wakes it */
-  waits: boolean
 }
 
 /**
@@ -117,13 +115,15 @@ interface HeldUser {
  * The holder of the user's lock wakes the next once it has let the lock go. A watcher that was
  * handed a waiting run and did not take the lock (the run was stopped, refused or over meanwhile)
  * passes the turn on the same way, as does any watcher of the user's that finds the user free and
- * no hand-off on its way, so no run is left waiting behind a run that is not there. A watcher killed
- * before this leaves them to the node's next start, which decides every open run.
+ * no hand-off on its way, so no run is left waiting behind a run that is not there. That includes a
+ * watcher that wrote its own run down as waiting: while it still held the run, a holder ending
+ * meanwhile left the run waiting (src/node/UserTurn.ts), so it looks once it has let the run go.
+ * A watcher killed before this leaves them to the node's next start, which decides every open run.
  */
 const wakeWaiting = (options: WatcherOptions, held: HeldUser) =>
   Effect.gen(function*() {
     const user = held.user ?? held.known
-    if (user === undefined || held.waits) return
+    if (user === undefined) return
     const care = yield* CareDirectory
     const log = (line: string) => care.appendLog(options.run, `${new Date().toISOString()} ${line}\n`)
     // its own hand-off ends here; the turn is passed on only while no run of the user's holds the
@@ -173,7 +173,14 @@ const takeProcessUser = (options: WatcherOptions, held: HeldUser, user: unknown,
       clearHanded(care.path, user)
       return false
     }
-    if (Option.isSome(yield* care.lockUser(user))) return took()
+    if (Option.isSome(yield* care.lockUser(user))) {
+      // the run written down as waiting before this watcher took it (decided again while its
+      // hand-off was on its way): left there, it would be handed on once over, or by the
+      // supervisor's look as the user's next run while this one was still being answered. Looked
+      // at holding the turn, which a round writing a run down holds while it sees the run's lock
+      yield* withTurn(care.path, user, Effect.try(() => removeWaiting(care.path, user, options.run))).pipe(Effect.ignore)
+      return took()
+    }
     // written down and tried again holding the user's turn: a holder that ends before this looks
     // finds the run waiting and its hand-off over, one that ends after leaves the lock free to take
     return yield* withTurn(care.path, user, Effect.gen(function*() {
@@ -182,9 +189,9 @@ const takeProcessUser = (options: WatcherOptions, held: HeldUser, user: unknown,
         yield* Effect.try(() => removeWaiting(care.path, user, options.run)).pipe(Effect.ignore)
         return took()
       }
-      // this run's hand-off came to nothing: the holder passes the turn on when it is over
+      // this run's hand-off came to nothing: the holder passes the turn on when it is over, or this
+      // watcher does, once it has let the run go (wakeWaiting)
       clearHanded(care.path, user, options.run)
-      held.waits = true
       return true
     }))
   })

@@ -4,7 +4,10 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { composeForumPost } from "../../src/fossil/Artifact.js"
-import { processUserFileName, readWaiting } from "../../src/node/ProcessUserFiles.js"
+import { flockHeld } from "../../src/node/FlockHeld.js"
+import { handOff, watcherOf } from "../../src/node/HandOff.js"
+import { cursorFileOf, readCursor } from "../../src/node/HookFiles.js"
+import { appendWaitingOnce, processUserFileName, readWaiting } from "../../src/node/ProcessUserFiles.js"
 import { hook } from "../../src/tools/hook.js"
 import { cloneAs, pushArtifacts } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
@@ -69,6 +72,31 @@ describe("runs of one process user arriving together", () => {
     expect(seen.started).toBeLessThanOrEqual(2 * count)
     expect(seen.peakAlive).toBeLessThanOrEqual(3)
   }, 200_000)
+
+  it("a run written down as waiting while its hand-off was on its way is taken out by the watcher that takes its user", async () => {
+    // a manual run: no round hands it to anyone, so the test hands it itself, as a round would
+    // have, after writing it down as a round deciding it again meanwhile would have
+    const clone = await cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, "alice-dupe.fossil"))
+    const run = composeForumPost({ date: new Date(), user: users.admin.login, title: "dupe", text: world.runText(shellRun(world, "echo once", { manual: true })) })
+    await pushArtifacts(clone, users.admin.login, [run])
+    const care = Path.join(world.root, "care")
+    // the round that read it is over (a round passes on the turn of users with runs waiting)
+    const [rcvid] = placesOf([run.hash]).get(run.hash)!
+    const cursorFile = cursorFileOf(world.root, world.repository, users.node.login)
+    await waitFor(() => ((readCursor(cursorFile)?.rcvid ?? 0) >= rcvid && flockHeld(Path.join(care, "round.lock")) !== "held") || undefined, 30_000, 50)
+    appendWaitingOnce(care, users.builder.login, { run: run.hash, at: [1, 1] })
+    handOff({ root: world.root, repository: world.repository, nodeUser: users.node.login, serverUrl: undefined, passwordsFile: undefined }, run.hash, {
+      watcherProgram: watcherOf(world.root), personStart: true
+    })
+    const log = Path.join(care, `${run.hash}.log`)
+    // the watcher's last line, written after it passed its user's turn on
+    const done = await waitFor(() => (Fs.existsSync(log) && Fs.readFileSync(log, "utf8").includes("peak memory") ? Fs.readFileSync(log, "utf8") : undefined), 60_000, 100)
+    expect(done).toContain("wrote ended exited")
+    // its line went with its start: not handed on once over to a watcher for nothing
+    expect(readWaiting(care, users.builder.login).map((w) => w.run)).not.toContain(run.hash)
+    expect(done).not.toContain(`handed ${run.hash}`)
+    expect((await world.replies(run.hash)).map((m) => m.kind)).toEqual(["started", "ended"])
+  }, 90_000)
 
   it("a run left waiting behind a holder that died without passing the turn on starts at the node's next round", async () => {
     const care = Path.join(world.root, "care")
