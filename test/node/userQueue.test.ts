@@ -41,7 +41,7 @@ const placesOf = (hashes: ReadonlyArray<string>): Map<string, readonly [number, 
 const byPlace = (a: readonly [number, number], b: readonly [number, number]) => a[0] - b[0] || a[1] - b[1]
 
 describe("runs of one process user arriving together", () => {
-  it("all end once, started in the order they arrived, each by one watcher, with at most 3 watchers alive at once", async () => {
+  it("all end once, started in the order they arrived, each by one watcher, with at most 4 watchers alive at once", async () => {
     const count = 15
     const clones = await Promise.all(["a", "b"].map((n) => cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, `alice-${n}.fossil`))))
     const artifacts = Array.from({ length: count }, (_, i) =>
@@ -70,7 +70,10 @@ describe("runs of one process user arriving together", () => {
     // and spares started while another was still starting (each ends at once; a loaded machine
     // makes more of those): linear, at most two a run, where the quadratic hand-off made ~n²/2
     expect(seen.started).toBeLessThanOrEqual(2 * count)
-    expect(seen.peakAlive).toBeLessThanOrEqual(3)
+    // alive at once: the holder, the one it hands to, the spare and a spare still starting (a
+    // loaded machine was seen with that fourth), a bound that does not grow with the count, where
+    // the quadratic hand-off kept most of the waiting runs' watchers alive together
+    expect(seen.peakAlive).toBeLessThanOrEqual(4)
   }, 200_000)
 
   it("a run written down as waiting while its hand-off was on its way is taken out by the watcher that takes its user", async () => {
