@@ -13,17 +13,18 @@ import { defineConfig } from "vitest/config"
  * checkout with vitest's cache of earlier runs its recorded durations order the rest.
  */
 const longest = [
-  "test/node/supervisorCrash.test.ts",
   "test/shipped/release.test.ts",
   "test/node/clone.test.ts",
   "test/tools/runPage.test.ts",
+  "test/node/supervisorCrash.test.ts",
   "test/node/cloneOutage.test.ts",
-  "test/tools/tools.test.ts",
-  "test/tools/watch.test.ts",
-  "test/adapters/browser.test.ts",
   "test/node/spare.test.ts",
+  "test/tools/tools.test.ts",
   "test/node/sessions.test.ts",
-  "test/node/sessionLoad.test.ts"
+  "test/watcher/crash.test.ts",
+  "test/node/sessionLoad.test.ts",
+  "test/tools/watch.test.ts",
+  "test/adapters/browser.test.ts"
 ]
 
 class LongestFirst extends BaseSequencer {
