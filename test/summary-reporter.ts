@@ -1,8 +1,37 @@
+import * as ChildProcess from "node:child_process"
+import * as Path from "node:path"
 import type { Reporter, SerializedError, TestModule } from "vitest/node"
 
 // Prints the closing line `N passed, N failed` that CI reads; vitest's own summary has another form.
+//
+// With OCX2_TYPECHECK=1 (npm test) it also runs the typecheck beside the tests, `tsc --noEmit`
+// (incremental), instead of before them: tsc is one process on one core, most of a minute on a
+// clean checkout, and the tests' first minutes leave a core to spare while they wait on servers
+// and sandboxes. A failed typecheck prints tsc's output and counts as one failure in the line.
+const typecheck = (): Promise<{ readonly code: number | null; readonly output: string }> =>
+  new Promise((resolve) => {
+    const tsc = Path.join(import.meta.dirname, "..", "node_modules", "typescript", "bin", "tsc")
+    const child = ChildProcess.spawn(process.execPath, [tsc, "--noEmit", "--incremental", "--tsBuildInfoFile", "node_modules/.cache/ocx2.tsbuildinfo"], {
+      cwd: Path.join(import.meta.dirname, ".."),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let output = ""
+    child.stdout.on("data", (c: Buffer) => (output += c.toString()))
+    child.stderr.on("data", (c: Buffer) => (output += c.toString()))
+    child.once("error", (e) => resolve({ code: null, output: `tsc did not start: ${e.message}` }))
+    child.once("close", (code) => resolve({ code, output }))
+  })
+
 export default class SummaryReporter implements Reporter {
   private line = "0 passed, 1 failed" // if onTestRunEnd never ran, the run did not finish
+  private passed = 0
+  private failed = 1
+  private skipped = 0
+  private typechecked: ReturnType<typeof typecheck> | undefined
+
+  onInit() {
+    if (process.env.OCX2_TYPECHECK === "1") this.typechecked = typecheck()
+  }
 
   onTestRunEnd(modules: ReadonlyArray<TestModule>, unhandledErrors: ReadonlyArray<SerializedError>) {
     let passed = 0
@@ -19,11 +48,27 @@ export default class SummaryReporter implements Reporter {
       }
       if (tests === 0 && module.state() === "failed") failed++ // an import or collect error
     }
-    this.line = `${passed} passed, ${failed} failed${skipped > 0 ? `, ${skipped} skipped` : ""}`
+    this.passed = passed
+    this.failed = failed
+    this.skipped = skipped
+    this.line = this.summary()
+  }
+
+  private summary() {
+    return `${this.passed} passed, ${this.failed} failed${this.skipped > 0 ? `, ${this.skipped} skipped` : ""}`
   }
 
   // vitest reports onTestRunEnd and onFinished together; the default reporter prints in onFinished
-  onFinished() {
+  async onFinished() {
+    if (this.typechecked !== undefined) {
+      const { code, output } = await this.typechecked
+      if (code !== 0) {
+        process.stdout.write(`\ntypecheck (tsc --noEmit) failed, exit ${String(code)}:\n${output}\n`)
+        this.failed++
+        this.line = this.summary()
+        process.exitCode = 1
+      }
+    }
     process.stdout.write(`${this.line}\n`)
   }
 }

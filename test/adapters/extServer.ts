@@ -66,6 +66,51 @@ export const bundle = async (entry: string, outdir: string, name: string): Promi
   return outfile
 }
 
+/** the newest modification time of the product's sources (bin/, src/, services/, layers/), once per process */
+let newestSource: number | undefined
+const newestSourceTime = (project: string): number => {
+  if (newestSource !== undefined) return newestSource
+  let newest = 0
+  const walk = (dir: string) => {
+    for (const entry of Fs.readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name)
+      if (entry.isDirectory()) walk(path)
+      else newest = Math.max(newest, Fs.statSync(path).mtimeMs)
+    }
+  }
+  for (const dir of ["bin", "src", "services", "layers"]) walk(join(project, dir))
+  newestSource = newest
+  return newest
+}
+
+/**
+ * The program NAME as it ships, in `outdir`: dist/NAME.mjs, the loader `npm run build` writes, with
+ * its bundle NAME.cjs and, when a run before left one, V8's code cache of it, so each start of the
+ * program (a CLI call, a CGI request, a watcher) costs what it costs installed, not the compile of
+ * a bundle of its own. Built from the sources as they stand (dist older than any source, or no
+ * build): bundled as `bundle` does. Returns the program's file.
+ */
+export const builtProgram = async (name: string, outdir: string): Promise<string> => {
+  const project = join(import.meta.dirname, "..", "..")
+  const dist = join(project, "dist")
+  const loader = join(dist, `${name}.mjs`)
+  const code = join(dist, `${name}.cjs`)
+  const fresh = Fs.existsSync(loader) && Fs.existsSync(code) &&
+    Math.min(Fs.statSync(loader).mtimeMs, Fs.statSync(code).mtimeMs) >= newestSourceTime(project)
+  if (!fresh) return bundle(join(project, "bin", `${name}.ts`), outdir, name)
+  Fs.mkdirSync(outdir, { recursive: true })
+  for (const file of [`${name}.mjs`, `${name}.cjs`, `${name}.cjs.cache`]) {
+    try {
+      Fs.copyFileSync(join(dist, file), join(outdir, file))
+    } catch (e) {
+      if (!file.endsWith(".cache")) throw e // the cache is there once a program of this build has run
+    }
+  }
+  const modules = join(outdir, "node_modules")
+  if (!Fs.existsSync(modules)) Fs.symlinkSync(nodeModulesAbove(import.meta.dirname), modules)
+  return join(outdir, `${name}.mjs`)
+}
+
 const bundleInto = (entry: string, outfile: string) =>
   build({
     entryPoints: [entry],

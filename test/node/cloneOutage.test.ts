@@ -130,8 +130,6 @@ const watcherOfRun = (run: string) =>
     }
   })
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-
 const decisionOf = (answer: Answer, run: string) => answer.output?.runs.find((r) => r.run === run)?.action
 
 describe("a node on another host while its server is down", () => {
@@ -155,10 +153,9 @@ describe("a node on another host while its server is down", () => {
     await serverDown()
     letGo(run)
     expect(await logSays(run, "the process ended: exited 4")).toBe(true)
-    // down longer than a watcher used to try (about 6 s): it keeps trying, holding the run, its reports on disk
-    await sleep(9000)
-    // (on a slow machine, until its fourth try has failed)
-    await logSays(run, /sending ended .*the server does not answer.*tried again in 8 s/, 20_000)
+    // down longer than a watcher used to try (about 6 s): it keeps trying, holding the run, its reports
+    // on disk; its fourth try failing (1, 2 and 4 s apart) says it has tried for 7 s
+    expect(await logSays(run, /sending ended .*the server does not answer.*tried again in 8 s/, 30_000)).toBe(true)
     const whileDown = {
       outbox: readOutbox(Path.join(world.root, "care"), run).unsent.map((r) => r.kind),
       watchers: watcherOfRun(run).length,
@@ -200,7 +197,8 @@ describe("a node on another host while its server is down", () => {
     handOff({ root: world.root, repository: world.clone, nodeUser: users.lab2.login, serverUrl: world.url, passwordsFile: world.passwords }, run, {
       watcherProgram: Path.join(world.root, "current", "ocx2-watcher")
     })
-    await sleep(6000)
+    // until its third try to read the run has failed (1 and 2 s apart): it waits, it did not crash
+    expect(await waitFor(() => (downTries(run, "reading the run's record") >= 3 ? true : undefined), 30_000)).toBe(true)
     const whileDown = {
       watchers: watcherOfRun(run).length, // it waits: it did not crash
       launched: Fs.existsSync(Path.join(world.root, "work", run, "launches")),
@@ -229,8 +227,8 @@ describe("a node on another host while its server is down", () => {
     await serverDown()
     letGo(run)
     expect(await logSays(run, "the process ended: exited 7")).toBe(true)
-    await sleep(2500) // its reports wait for the server
-    await logSays(run, /sending ended .*the server does not answer/, 10_000)
+    // its reports wait for the server
+    expect(await logSays(run, /sending ended .*the server does not answer/, 30_000)).toBe(true)
     const watchers = watcherOfRun(run)
     expect(watchers.length).toBe(1)
     process.kill(watchers[0]!, "SIGKILL")

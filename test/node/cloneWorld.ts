@@ -8,7 +8,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { runFossil } from "../../src/fossil/Command.js"
-import { bundle } from "../adapters/extServer.js"
+import { builtProgram } from "../adapters/extServer.js"
 import { cloneAs, createRepository, fossil, makeTempDir, startServer, type RunningServer, type TestUser } from "../support/fossilServer.js"
 import { pidsNaming } from "./hookWorld.js"
 
@@ -48,11 +48,10 @@ export const makeCloneWorld = async (prefix: string): Promise<CloneWorld> => {
   Fs.chmodSync(dir, 0o755) // the sandbox's uid 1000 reaches the workspaces under it
   const build = Path.join(dir, "build")
   Fs.mkdirSync(build)
-  const bin = (name: string) => Path.join(project, "bin", `${name}.ts`)
   const [cli, watcher, cgi] = await Promise.all([
-    bundle(bin("ocx2"), build, "ocx2"),
-    bundle(bin("ocx2-watcher"), build, "ocx2-watcher"),
-    bundle(bin("ocx2-cgi"), build, "ocx2-cgi")
+    builtProgram("ocx2", build),
+    builtProgram("ocx2-watcher", build),
+    builtProgram("ocx2-cgi", build)
   ])
 
   // the server's host: the served repository, a check-in on trunk, the CGI in the extension root
@@ -78,8 +77,14 @@ export const makeCloneWorld = async (prefix: string): Promise<CloneWorld> => {
   Fs.mkdirSync(release, { recursive: true })
   Fs.chmodSync(host, 0o755)
   Fs.chmodSync(root, 0o755)
-  Fs.copyFileSync(cli, Path.join(release, "ocx2"))
-  Fs.copyFileSync(watcher, Path.join(release, "ocx2-watcher"))
+  // each program with what runs beside it (its bundle and code cache, bin/build.mjs), as a release holds them
+  for (const [program, file] of [["ocx2", cli], ["ocx2-watcher", watcher]] as const) {
+    Fs.copyFileSync(file, Path.join(release, program))
+    for (const beside of [".cjs", ".cjs.cache"]) {
+      const from = file.replace(/\.mjs$/, beside)
+      if (Fs.existsSync(from)) Fs.copyFileSync(from, Path.join(release, `${program}${beside}`))
+    }
+  }
   Fs.writeFileSync(Path.join(release, "package.json"), JSON.stringify({ type: "module" }))
   Fs.symlinkSync(Path.join(project, "node_modules"), Path.join(release, "node_modules"))
   Fs.symlinkSync("staged/0123456789ab", Path.join(root, "current"))

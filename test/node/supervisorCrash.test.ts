@@ -11,9 +11,21 @@ import { answeredLostBy, startSupervisor, supervisorLog, stopSupervisor, type Ru
 // The supervisor SIGKILLed at chosen moments and started again, with a real fossil server and real
 // bubblewrap sandboxes: every run ends with exactly one started and one ended from the node user,
 // none is launched twice, none is left unanswered. And a watcher SIGKILLed while the supervisor
-// runs is answered lost with no restart. Each case ten times, in one world.
+// runs is answered lost with no restart, in one world. Where the moment of the kill varies, the
+// repetitions sweep it (a hand-off: 0 to 120 ms after the receipt; a burst of 20 runs: 100 ms to
+// 1 s into it); where it is a fixed point (the lock just taken, a process running), a few suffice.
+// Each run costs a hook, a watcher and a sandbox, so the repetitions are kept to what they prove.
 
-const times = 10
+/** kills along a hand-off, `handOffStep` ms apart from the receipt on */
+const handOffs = 5
+const handOffStep = 30
+/** kills just after the watcher took the run's lock */
+const whileStarting = 4
+/** bursts of 20 runs, the kill `burstStep` ms later into each burst */
+const bursts = 4
+const burstStep = 300
+/** watchers killed while their process runs */
+const killedWatchers = 3
 /** process users of their own for the bursts, so that a burst runs side by side */
 const burstUsers: ReadonlyArray<TestUser> = ["b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8"].map((login) => ({ login, capabilities: "oi", password: `${login}-pw` }))
 
@@ -66,12 +78,12 @@ const expectEachOnce = async (runs: ReadonlyArray<string>, settle = true) => {
 describe("the supervisor SIGKILLed and started again", () => {
   it("while it hands a run off: each run once", async () => {
     const runs: Array<string> = []
-    for (let i = 0; i < times; i++) {
+    for (let i = 0; i < handOffs; i++) {
       const user = burstUsers[i % burstUsers.length]!.login
       const run = await webNewThread(world.server, alice, { title: `handing ${i}`, text: world.runText(counting(user)) })
       runs.push(run)
       // from the receipt, a moment along its hand-off: the round, the spare asked, a watcher started
-      await sleep(i * 15)
+      await sleep(i * handOffStep)
       await killAndRestart()
     }
     await expectEachOnce(runs)
@@ -79,7 +91,7 @@ describe("the supervisor SIGKILLed and started again", () => {
 
   it("while its watcher writes started: each run once", async () => {
     const runs: Array<string> = []
-    for (let i = 0; i < times; i++) {
+    for (let i = 0; i < whileStarting; i++) {
       const user = burstUsers[i % burstUsers.length]!.login
       const run = await webNewThread(world.server, alice, { title: `starting ${i}`, text: world.runText(counting(user)) })
       runs.push(run)
@@ -92,13 +104,13 @@ describe("the supervisor SIGKILLed and started again", () => {
 
   it("during a burst of 20 runs: each run once", async () => {
     const all: Array<string> = []
-    for (let i = 0; i < times; i++) {
+    for (let i = 0; i < bursts; i++) {
       const artifacts = Array.from({ length: 20 }, (_, k) => composeForumPost({
         date: new Date(), user: users.admin.login, title: `burst ${i}.${k}`,
         text: world.runText(counting(burstUsers[k % burstUsers.length]!.login))
       }))
       await pushArtifacts(clone, users.admin.login, artifacts)
-      await sleep(100 + i * 100)
+      await sleep(100 + i * burstStep)
       await killAndRestart()
       all.push(...artifacts.map((a) => a.hash))
       // checked now, and all of them once more at the end, when a second answer would long have come
@@ -111,7 +123,7 @@ describe("the supervisor SIGKILLed and started again", () => {
 describe("a watcher SIGKILLed while the supervisor runs", () => {
   it("is answered lost, with no restart, each time", async () => {
     const pid = supervisor!.pid
-    for (let i = 0; i < times; i++) {
+    for (let i = 0; i < killedWatchers; i++) {
       const run = await webNewThread(world.server, alice, { title: `killed ${i}`, text: world.runText(counting(users.builder.login, "sleep 60")) })
       expect(await waitFor(() => (launched(run) === 1 ? true : undefined), 30_000, 20)).toBe(true)
       const watcher = Number(Fs.readFileSync(Path.join(world.root, "care", `${run}.lock`), "utf8").trim())

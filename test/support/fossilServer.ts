@@ -24,11 +24,20 @@ export interface TestUser {
   readonly password: string
 }
 
-/** Runs fossil as `user` (root by default) and fails on a non-zero exit. */
+/**
+ * Runs fossil as `user` (root by default) and fails on a non-zero exit. A command refused because
+ * another fossil held a database (every command reads the user's global configuration, which all
+ * the suite's fossil processes share) is run again, up to five times.
+ */
 export const fossil = async (args: ReadonlyArray<string>, user = "root"): Promise<string> => {
-  const r = await runFossil(args, { user })
-  if (r.code !== 0) throw new Error(`fossil ${args.join(" ")} exited ${String(r.code)}: ${r.stderr}${r.stdout}`)
-  return r.stdout
+  for (let attempt = 1; ; attempt++) {
+    const r = await runFossil(args, { user })
+    if (r.code === 0) return r.stdout
+    if (attempt === 5 || !/database is locked/i.test(`${r.stderr}${r.stdout}`)) {
+      throw new Error(`fossil ${args.join(" ")} exited ${String(r.code)}: ${r.stderr}${r.stdout}`)
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200 * attempt))
+  }
 }
 
 export const makeTempDir = (prefix = "ocx2-test-"): string => Fs.mkdtempSync(Path.join(Os.tmpdir(), prefix))

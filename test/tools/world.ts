@@ -11,7 +11,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { runFossil } from "../../src/fossil/Command.js"
 import * as Read from "../../src/fossil/Read.js"
-import { bundle } from "../adapters/extServer.js"
+import { builtProgram } from "../adapters/extServer.js"
 import { createRepository, fossil, makeTempDir, startServer, type TestUser } from "../support/fossilServer.js"
 import { users } from "../support/nodeWorld.js"
 
@@ -90,11 +90,10 @@ export const makeToolsWorld = async (): Promise<ToolsWorld> => {
   Fs.mkdirSync(build)
   // the bundles leave better-sqlite3 external: they find it as a release finds its packages
   Fs.symlinkSync(Path.join(import.meta.dirname, "../../node_modules"), Path.join(build, "node_modules"))
-  const bin = (name: string) => Path.join(import.meta.dirname, "../../bin", `${name}.ts`)
   const [cli, cgi, mcp] = await Promise.all([
-    bundle(bin("ocx2"), build, "ocx2"),
-    bundle(bin("ocx2-cgi"), build, "ocx2-cgi"),
-    bundle(bin("ocx2-mcp"), build, "ocx2-mcp")
+    builtProgram("ocx2", build),
+    builtProgram("ocx2-cgi", build),
+    builtProgram("ocx2-mcp", build)
   ])
   // nobody without Read (o): the node user, holding nothing of its own, then reads nothing
   const repository = await createRepository(Path.join(dir, "served.fossil"), allUsers, { nobody: "gjrz" })
