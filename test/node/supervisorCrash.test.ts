@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { composeForumPost } from "../../src/fossil/Artifact.js"
 import { hook } from "../../src/tools/hook.js"
 import { addUsers, cloneAs, pushArtifacts, webLogin, webNewThread, type TestUser, type WebSession } from "../support/fossilServer.js"
+import { spareWaits, stopSpare } from "../../src/node/SpareClient.js"
 import { shellRun, users } from "../support/nodeWorld.js"
 import { closeHookWorld, makeHookWorld, sleep, waitFor, type HookWorld } from "./hookWorld.js"
 import { answeredLostBy, startSupervisor, supervisorLog, stopSupervisor, type RunningSupervisor } from "./supervisorWorld.js"
@@ -125,5 +126,44 @@ describe("a watcher SIGKILLed while the supervisor runs", () => {
         JSON.stringify(supervisorLog(world).filter((l) => l.run === run || l.did.some((d) => d.includes(run))))).toBe(true)
     }
     expect(supervisor!.pid).toBe(pid)
+  }, 300_000)
+})
+
+describe("a watcher SIGKILLed after its hand-off, before it took the run's lock", () => {
+  it("has its run handed again by the supervisor, which starts and ends once, each time", async () => {
+    // watchers the supervisor starts (no spare: a spare's environment is its own) SIGKILL themselves
+    // just before they take the run's lock, the first one only: the one that removes the file
+    const settings = Path.join(world.root, "settings")
+    Fs.mkdirSync(settings, { recursive: true })
+    Fs.writeFileSync(Path.join(settings, "spare-watcher"), "off")
+    stopSpare(world.root)
+    expect(await waitFor(() => (spareWaits(world.root) ? undefined : true), 30_000, 50)).toBe(true)
+    const once = Path.join(world.dir, "crash-once")
+    await stopSupervisor(supervisor)
+    supervisor = await startSupervisor(world, { OCX2_CRASH_AT: "handed", OCX2_CRASH_ONCE: once })
+    const pid = supervisor.pid
+    try {
+      const runs: Array<string> = []
+      for (let i = 0; i < times; i++) {
+        Fs.writeFileSync(once, "")
+        const user = burstUsers[i % burstUsers.length]!.login
+        const run = await webNewThread(world.server, alice, { title: `handed ${i}`, text: world.runText(counting(user)) })
+        runs.push(run)
+        // a watcher took the file and crashed: the supervisor saw it gone, and the run handed again
+        expect(await waitFor(() => (Fs.existsSync(once) ? undefined : true), 30_000, 20)).toBe(true)
+        expect(await waitFor(() => supervisorLog(world).some((l) => l.pid === pid && l.run === run &&
+          l.did[0]?.startsWith("its watcher was handed the run and ended before it took the run's lock: ") === true &&
+          l.did.some((d) => d.startsWith("the run is with the watcher "))) || undefined, 30_000, 50),
+          JSON.stringify(supervisorLog(world).filter((l) => l.run === run || l.did.some((d) => d.includes(run))))).toBe(true)
+        await expectEachOnce([run], false)
+      }
+      await expectEachOnce(runs)
+      expect(supervisor.pid).toBe(pid)
+    } finally {
+      Fs.rmSync(once, { force: true })
+      Fs.rmSync(Path.join(settings, "spare-watcher"), { force: true })
+      await stopSupervisor(supervisor)
+      supervisor = await startSupervisor(world)
+    }
   }, 300_000)
 })
