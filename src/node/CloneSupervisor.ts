@@ -123,17 +123,24 @@ export const superviseClone = (
       const taken = keeper.start()
       return taken
     }
+    /** when the server's page last answered that something arrived (epoch ms): where a pickup's time goes is logged from it */
+    let answeredAt: number | undefined
     const pullAndDecide = () => exclusive(async () => {
       rounds++
+      const began = Date.now()
+      let pulledAt = began
       const decided = await runtime!.runPromise(Effect.gen(function*() {
         yield* pullClone(config.repository)
+        pulledAt = Date.now()
         return yield* cloneRound(config, actNow, { watcherProgram: watcherOf(config.root) })
       }))
+      const took = { ...(answeredAt !== undefined ? { answered: new Date(answeredAt).toISOString(), waitedMs: began - answeredAt } : {}), pullMs: pulledAt - began, roundMs: Date.now() - pulledAt }
+      answeredAt = undefined
       const did = decided.decisions.map((d) => `${d.run}: ${d.action}`)
       if (decided.decisions.some((d) => d.action.startsWith("handed"))) spareSoon(1000)
       if (did.length > 0) {
         lastRound = { at: new Date().toISOString(), did }
-        log({ round: { from: decided.from, to: decided.to }, did })
+        log({ round: { from: decided.from, to: decided.to }, did, took })
         writeInfo()
       }
     })
@@ -183,6 +190,7 @@ export const superviseClone = (
       }
       const moved = told !== seen
       seen = told
+      if (moved) answeredAt = Date.now()
       if (moved) await pullAndDecide()
     }
 

@@ -57,6 +57,15 @@ export interface RollKeeperHost {
   readonly watcherProgram: () => string
 }
 
+/** Whether the run's watcher logged that the run's ended counts (written by it, or found). */
+const wroteEnded = (care: string, run: string): boolean => {
+  try {
+    return / (wrote ended |ended already counts|the run has ended; nothing to do)/.test(Fs.readFileSync(Path.join(care, `${run}.log`), "utf8"))
+  } catch {
+    return false
+  }
+}
+
 export class RollKeeper {
   readonly roll: WatcherRoll
   /** watchers gone whose runs wait to be decided again */
@@ -134,6 +143,14 @@ export class RollKeeper {
 
   private async decideOne(run: string, pid: number): Promise<void> {
     const handedOnly = holderOf(this.host.care, run) !== pid
+    // a watcher that wrote ended (its log says so once the server has it) left nothing to decide: its
+    // run is not read again (on a clone's host a pull and the server asked twice, ahead of the next pull)
+    if (!handedOnly && wroteEnded(this.host.care, run)) {
+      this.dying.delete(run)
+      this.host.log({ watcher: pid, run, did: ["ended: its watcher wrote ended; nothing to do"] })
+      this.host.changed()
+      return
+    }
     const outcome = await this.host.run(decideEnded(this.host.config, run, handedOnly, this.host.watcherProgram()))
     // the lock taken meanwhile (recovery found it busy after all): looked at again, like a lock still held
     if (outcome === undefined || outcome.action === "not lost: alive") {
