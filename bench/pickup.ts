@@ -17,9 +17,12 @@
  *    measured twice in the same run, each in a world of its own: as shipped (the Node options of its #! line)
  *    and, the baseline, by a bare `node`.
  *  - pickup on a clone's host with its supervisor, BENCH_CLONE_RUNS runs each way (default 10), alternating in
- *    one world: pulling every half second (--short-cycle) with no spare watcher (as before), pulling when the
- *    server's OCX page answers the question it holds (receipt --newer-than N --wait S), and that with the
- *    node's spare waiting. Target: median < 1.5 s.
+ *    one world, the supervisor pulling when the server's OCX page answers the question it holds (receipt
+ *    --newer-than N --wait S) and the node's spare waiting: asking the server every receipt each time
+ *    (OCX2_RECEIPT_MEMO_MS=0, the baseline) and remembering a receipt the server gave for 5 s. With
+ *    BENCH_CLONE_MODES=all, also pulling every half second (--short-cycle) with no spare, and the held
+ *    question with no spare. Each way's median stages are printed from the supervisor's and the
+ *    watcher's logs. Target: median < 1.5 s.
  *  - BENCH_PARTS=fast,supervisor,clone,default (all by default) names the parts measured.
  *  - pickup, Fossil's default backoffice, for comparison: BENCH_DEFAULT_RUNS runs (default 3),
  *    each bounded at 90 s, since a receipt within a minute of the last backoffice waits for its lease.

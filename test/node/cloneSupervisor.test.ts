@@ -6,12 +6,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as FossilRepository from "../../layers/FossilRepository.js"
 import { Repository } from "../../services/Repository.js"
 import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
-import { spareWaits, stopSpare } from "../../src/node/SpareClient.js"
+import { spareWaits } from "../../src/node/SpareClient.js"
 import { runningSupervisor, supervisorFilesOf } from "../../src/node/SupervisorFiles.js"
 import { restartServer, type RunningServer, webLogin, webNewThread } from "../support/fossilServer.js"
 import { sandbox } from "../support/nodeWorld.js"
 import { closeCloneWorld, cloneUsers, type CloneWorld, makeCloneWorld, runNode, useThisBuild } from "./cloneWorld.js"
 import { dist, waitFor } from "./hookWorld.js"
+import { withoutSpare } from "./supervisorWorld.js"
 
 // The supervisor on a clone's host: `ocx2 supervise --node lab2`, the release's program (this
 // checkout's build), in place of the node's timer. It holds a question open at the server's OCX
@@ -199,11 +200,7 @@ describe("the roll of watchers on a clone's host", () => {
   it("a watcher SIGKILLed after its hand-off, before it took the run's lock, has its run handed again: started and ended once", async () => {
     // watchers the supervisor starts (no spare: a spare's environment is its own) SIGKILL themselves just
     // before they take the run's lock, the first of each run only, while the file is there to take
-    const settings = Path.join(world.root, "settings")
-    Fs.mkdirSync(settings, { recursive: true })
-    Fs.writeFileSync(Path.join(settings, "spare-watcher"), "off")
-    stopSpare(world.root)
-    expect(await waitFor(() => (spareWaits(world.root) ? undefined : true), 30_000, 50)).toBe(true)
+    const spareBack = await withoutSpare(world.root)
     const once = Path.join(world.dir, "crash-once")
     try {
       const from = await startSupervisor([], { OCX2_CRASH_AT: "handed", OCX2_CRASH_ONCE: once })
@@ -218,7 +215,7 @@ describe("the roll of watchers on a clone's host", () => {
       await stopSupervisor()
     } finally {
       Fs.rmSync(once, { force: true })
-      Fs.rmSync(Path.join(settings, "spare-watcher"), { force: true })
+      spareBack()
     }
   }, 300_000)
 })

@@ -4,10 +4,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { composeForumPost } from "../../src/fossil/Artifact.js"
 import { hook } from "../../src/tools/hook.js"
 import { addUsers, cloneAs, pushArtifacts, webLogin, webNewThread, type TestUser, type WebSession } from "../support/fossilServer.js"
-import { spareWaits, stopSpare } from "../../src/node/SpareClient.js"
 import { shellRun, users } from "../support/nodeWorld.js"
 import { closeHookWorld, makeHookWorld, sleep, waitFor, type HookWorld } from "./hookWorld.js"
-import { answeredLostBy, startSupervisor, supervisorLog, stopSupervisor, type RunningSupervisor } from "./supervisorWorld.js"
+import { answeredLostBy, startSupervisor, supervisorLog, stopSupervisor, type RunningSupervisor, withoutSpare } from "./supervisorWorld.js"
 
 // The supervisor SIGKILLed at chosen moments and started again, with a real fossil server and real
 // bubblewrap sandboxes: every run ends with exactly one started and one ended from the node user,
@@ -133,11 +132,7 @@ describe("a watcher SIGKILLed after its hand-off, before it took the run's lock"
   it("has its run handed again by the supervisor, which starts and ends once, each time", async () => {
     // watchers the supervisor starts (no spare: a spare's environment is its own) SIGKILL themselves
     // just before they take the run's lock, the first one only: the one that removes the file
-    const settings = Path.join(world.root, "settings")
-    Fs.mkdirSync(settings, { recursive: true })
-    Fs.writeFileSync(Path.join(settings, "spare-watcher"), "off")
-    stopSpare(world.root)
-    expect(await waitFor(() => (spareWaits(world.root) ? undefined : true), 30_000, 50)).toBe(true)
+    const spareBack = await withoutSpare(world.root)
     const once = Path.join(world.dir, "crash-once")
     await stopSupervisor(supervisor)
     supervisor = await startSupervisor(world, { OCX2_CRASH_AT: "handed", OCX2_CRASH_ONCE: once })
@@ -161,7 +156,7 @@ describe("a watcher SIGKILLed after its hand-off, before it took the run's lock"
       expect(supervisor.pid).toBe(pid)
     } finally {
       Fs.rmSync(once, { force: true })
-      Fs.rmSync(Path.join(settings, "spare-watcher"), { force: true })
+      spareBack()
       await stopSupervisor(supervisor)
       supervisor = await startSupervisor(world)
     }
