@@ -17,9 +17,12 @@
  *    measured twice in the same run, each in a world of its own: as shipped (the Node options of its #! line)
  *    and, the baseline, by a bare `node`.
  *  - pickup on a clone's host with its supervisor, BENCH_CLONE_RUNS runs each way (default 10), alternating in
- *    one world: pulling every half second (--short-cycle) with no spare watcher (as before), pulling when the
- *    server's OCX page answers the question it holds (receipt --newer-than N --wait S), and that with the
- *    node's spare waiting. Target: median < 1.5 s.
+ *    one world, the supervisor pulling when the server's OCX page answers the question it holds (receipt
+ *    --newer-than N --wait S) and the node's spare waiting: asking the server every receipt each time
+ *    (OCX2_RECEIPT_MEMO_MS=0, the baseline) and remembering a receipt the server gave for 5 s. With
+ *    BENCH_CLONE_MODES=all, also pulling every half second (--short-cycle) with no spare, and the held
+ *    question with no spare. Each way's median stages are printed from the supervisor's and the
+ *    watcher's logs. Target: median < 1.5 s.
  *  - BENCH_PARTS=fast,supervisor,clone,default (all by default) names the parts measured.
  *  - pickup, Fossil's default backoffice, for comparison: BENCH_DEFAULT_RUNS runs (default 3),
  *    each bounded at 90 s, since a receipt within a minute of the last backoffice waits for its lease.
@@ -28,6 +31,7 @@
  */
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import BetterSqlite3 from "better-sqlite3"
 import { composeForumPost } from "../src/fossil/Artifact.js"
@@ -200,17 +204,56 @@ if (parts.includes("clone")) {
     const logText = () => (Fs.existsSync(log) ? Fs.readFileSync(log, "utf8") : "")
     const alice = await cloneAs(lab.url, cloneUsers.alice.login, cloneUsers.alice.password, Path.join(lab.dir, "alice.fossil"))
     // the baseline as before: a pull every half second and no spare watcher on the clone's host (ROOT/settings/spare-watcher off)
-    const modes = [
-      { name: "a pull every half second (--short-cycle), no spare (as before)", args: ["--short-cycle"], spare: false },
-      { name: "a pull when the server's page answers its held question, no spare", args: [], spare: false },
-      { name: "a pull when the server's page answers its held question, the spare waiting", args: [], spare: true }
+    // BENCH_CLONE_MODES=all adds the two ways before the held question and the spare
+    const allModes = process.env.BENCH_CLONE_MODES === "all"
+    const modes: ReadonlyArray<{ name: string; args: ReadonlyArray<string>; spare: boolean; env?: Record<string, string> }> = [
+      ...(allModes ? [
+        { name: "a pull every half second (--short-cycle), no spare (as before)", args: ["--short-cycle"], spare: false },
+        { name: "a pull when the server's page answers its held question, no spare", args: [], spare: false }
+      ] : []),
+      { name: "the held question, the spare waiting, every receipt asked of the server each time (before)", args: [], spare: true, env: { OCX2_RECEIPT_MEMO_MS: "0" } },
+      { name: "the held question, the spare waiting, a receipt the server gave remembered 5 s in the process", args: [], spare: true }
     ]
     const spareSetting = Path.join(lab.root, "settings", "spare-watcher")
     const took = new Map<string, Array<number>>(modes.map((m) => [m.name, []]))
+    // where each pickup's time went: the stages between the run's receipt and its started's, from the
+    // supervisor's log (the long poll's answer, its pull, its round) and the watcher's (RUN.log)
+    const stages = new Map<string, Array<Record<string, number>>>(modes.map((m) => [m.name, []]))
+    const traceOf = (hash: string, startedAt: number): Record<string, number> | undefined => {
+      const at0 = receivedAt(lab.served, hash)!
+      const line = logText().split("\n").filter((l) => l.includes(`${hash}: handed`)).map((l) => JSON.parse(l) as { at: string; took?: { answered?: string; waitedMs?: number; pullMs: number; roundMs: number } })[0]
+      let care = ""
+      try {
+        care = Fs.readFileSync(Path.join(lab.root, "care", `${hash}.log`), "utf8")
+      } catch { /* none */ }
+      const when = (re: RegExp) => {
+        const m = care.split("\n").find((l) => re.test(l))
+        return m === undefined ? undefined : Date.parse(m.slice(0, m.indexOf(" ")))
+      }
+      const holds = when(/ in care: /)
+      const read = when(/ read the record$/)
+      const checked = when(/ checked: starting$/)
+      const wrote = when(/ wrote started: /)
+      if (line?.took === undefined || holds === undefined || read === undefined || checked === undefined || wrote === undefined) return undefined
+      const handed = Date.parse(line.at)
+      const answered = line.took.answered !== undefined ? Date.parse(line.took.answered) : handed - line.took.roundMs - line.took.pullMs
+      return {
+        "receipt to the page's answer (or the cycle's pull)": answered - at0,
+        "queued behind other work": line.took.waitedMs ?? 0,
+        "the supervisor's pull": line.took.pullMs,
+        "its round (senders asked, hand-off)": line.took.roundMs,
+        "hand-off to the watcher holding the run": holds - handed,
+        "the watcher's pull and record": read - holds,
+        "its checks (the process user asked)": checked - read,
+        "workspace, started written and pushed, its receipt read": wrote - checked,
+        "to started's receipt on the server": startedAt - wrote
+      }
+    }
     let missed = 0
     for (let turn = 0; turn < 2; turn++) {
       for (const mode of modes) {
         Fs.mkdirSync(Path.dirname(spareSetting), { recursive: true })
+        stopSpare(lab.root) // a spare started in the last way keeps that way's environment
         if (mode.spare) Fs.rmSync(spareSetting, { force: true })
         else {
           Fs.writeFileSync(spareSetting, "off\n")
@@ -218,7 +261,7 @@ if (parts.includes("clone")) {
         }
         const from = logText().length
         labSupervisor = ChildProcess.spawn(process.execPath, [Path.join(lab.root, "current", "ocx2"), "supervise", "--node", cloneUsers.lab2.login, "--root", lab.root, ...mode.args], {
-          env: { ...process.env, USER: "root" }, stdio: "ignore", detached: true
+          env: { ...process.env, USER: "root", ...mode.env }, stdio: "ignore", detached: true
         })
         await waitFor(() => (logText().slice(from).includes("the node on") ? true : undefined), 60_000, 100)
         await sleep(mode.spare ? 3000 : 1000) // its first question asked, or its cycle begun; its spare started
@@ -241,8 +284,11 @@ if (parts.includes("clone")) {
               db.close()
             }
           }, 30_000, 20)
-          if (ended !== undefined) took.get(mode.name)!.push(receivedAt(lab.served, ended)! - receivedAt(lab.served, artifact.hash)!)
-          else missed++
+          if (ended !== undefined) {
+            took.get(mode.name)!.push(receivedAt(lab.served, ended)! - receivedAt(lab.served, artifact.hash)!)
+            const trace = traceOf(artifact.hash, receivedAt(lab.served, ended)!)
+            if (trace !== undefined) stages.get(mode.name)!.push(trace)
+          } else missed++
           await sleep(Math.random() * 500)
         }
         await stopLabSupervisor()
@@ -251,7 +297,12 @@ if (parts.includes("clone")) {
     for (const mode of modes) {
       const t = took.get(mode.name)!
       console.log(`pickup on a clone's host with its supervisor, ${mode.name}, ${t.length} pushed runs: median ${s(median(t))}, max ${s(Math.max(...t))}` +
-        `  (target: median < 1.5 s)`)
+        `  (target: median < 1.5 s; load average ${Os.loadavg().map((l) => l.toFixed(1)).join(", ")})`)
+      const traced = stages.get(mode.name)!
+      if (traced.length > 0) {
+        console.log(`  where it went, median of ${traced.length} (ms): ` +
+          Object.keys(traced[0]!).map((k) => `${k} ${median(traced.map((x) => x[k]!)).toFixed(0)}`).join("; "))
+      }
     }
     if (missed > 0) console.log(`  ${missed} runs on the clone's host not started and ended within 30 s`)
   } finally {

@@ -26,6 +26,17 @@ export interface RemoteReceiptsConfig {
 
 /** Hashes asked per request: each is 67 bytes of JSON, far under the CGI's 1 MiB body. */
 const batch = 1000
+/**
+ * How long a receipt the server gave is remembered in the process: a round on a clone's host asks
+ * the same run's receipt three times (its sender, its record, the clone users), each a CGI process
+ * on the server's host. Kept short, since the sender's capabilities come with it and may change; the
+ * watcher, a process of its own, asks again under the run's lock. OCX2_RECEIPT_MEMO_MS=0 asks every
+ * time (bench/pickup's baseline).
+ */
+const rememberMs = (() => {
+  const n = Number(process.env.OCX2_RECEIPT_MEMO_MS ?? 5000)
+  return Number.isFinite(n) && n >= 0 ? n : 5000
+})()
 
 interface ReceiptRow {
   readonly hash: string
@@ -112,27 +123,37 @@ export const make = (config: RemoteReceiptsConfig): ReceiptsService => {
       return answer.output
     })
 
+  const remembered = new Map<string, { readonly answer: ReceiptAnswer; readonly at: number }>()
+  const recall = (hash: string, now: number): ReceiptAnswer | undefined => {
+    const kept = remembered.get(hash)
+    return kept !== undefined && now - kept.at < rememberMs ? kept.answer : undefined
+  }
+
   return {
     receipts: (hashes) =>
       Effect.gen(function*() {
         const bad = hashes.find((h) => !isFullHash(h))
         if (bad !== undefined) return yield* new InvalidHash({ hash: bad })
-        const answers: Array<ReceiptAnswer> = []
-        for (let at = 0; at < hashes.length; at += batch) {
-          const asked = hashes.slice(at, at + batch)
+        const now = Date.now()
+        for (const [hash, kept] of remembered) if (now - kept.at >= rememberMs) remembered.delete(hash)
+        // only receipts the server gave are remembered: one not received yet may arrive any moment
+        const toAsk = [...new Set(hashes.filter((h) => recall(h, now) === undefined))]
+        const fresh = new Map<string, ReceiptAnswer>()
+        for (let at = 0; at < toAsk.length; at += batch) {
+          const asked = toAsk.slice(at, at + batch)
           const output = yield* ask({ artifacts: asked })
           const rows = output.receipts ?? []
           for (const [i, hash] of asked.entries()) {
             const row = rows[i]
             if (row === undefined || row.hash !== hash) return yield* unavailable(`the answer does not follow the hashes asked (at ${hash})`)
-            answers.push(
-              row.received && row.sender !== undefined && row.rcvid !== undefined && row.rid !== undefined
-                ? { _tag: "Received", hash, sender: row.sender, capabilities: row.capabilities ?? "", rcvid: row.rcvid, rid: row.rid }
-                : { _tag: "NotReceived", hash }
-            )
+            const answer: ReceiptAnswer = row.received && row.sender !== undefined && row.rcvid !== undefined && row.rid !== undefined
+              ? { _tag: "Received", hash, sender: row.sender, capabilities: row.capabilities ?? "", rcvid: row.rcvid, rid: row.rid }
+              : { _tag: "NotReceived", hash }
+            fresh.set(hash, answer)
+            if (answer._tag === "Received" && rememberMs > 0) remembered.set(hash, { answer, at: Date.now() })
           }
         }
-        return answers
+        return hashes.map((h) => fresh.get(h) ?? recall(h, now)!)
       }),
     capabilitiesOf: (login) => Effect.map(ask({ capabilities_of: login }), (output) => output.capabilities_of?.capabilities),
     // a page of a release that predates newer-than refuses it as an argument it does not know:

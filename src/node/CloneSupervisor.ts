@@ -12,6 +12,8 @@ import { actNow, watcherOf } from "./Round.js"
 import { ensureSpare } from "./SpareClient.js"
 import { processStartTime, readSupervisorInfo, type SupervisorFiles, type SupervisorInfo, writeSupervisorInfo } from "./SupervisorFiles.js"
 import { firstLine, logTo } from "./SupervisorLog.js"
+import { RollKeeper } from "./RollKeeper.js"
+import { releasePaths } from "../release/ReleasePaths.js"
 
 // The node's supervisor on a clone's host (docs/architecture.md, "The supervisor"): `ocx2 node`'s
 // call (src/node/CloneNode.ts) made in the process, the node starting first (every open run
@@ -20,7 +22,8 @@ import { firstLine, logTo } from "./SupervisorLog.js"
 // open until a newer one arrives (the receipt tool's newer-than and wait: a long poll), and pulls
 // the moment it is answered. A page too old to hold the question, or `--short-cycle`, makes it pull
 // every half second instead; a server that fails is tried again less and less often. It keeps the
-// node's spare watcher waiting, as the server's supervisor does.
+// node's spare watcher waiting and the roll of its watchers, as the server's supervisor does: a
+// watcher's end is seen at once and its run decided again (lost, or handed on), between two pulls.
 
 /** How long a clone's supervisor waits between two pulls on the short cycle (from the end of one to the start of the next). */
 export const cloneEveryMs = 500
@@ -55,7 +58,7 @@ export const superviseClone = (
     const writeInfo = () =>
       writeSupervisorInfo(files.info, {
         pid: process.pid, started, since, repository: config.repository, node: config.nodeUser, mode: "clone",
-        watchers: {}, rounds, ...(lastRound !== undefined ? { lastRound } : {})
+        watchers: keeper.roll.snapshot(), rounds, ...(lastRound !== undefined ? { lastRound } : {})
       })
     /** a pause that a stop ends at once */
     const pause = (ms: number) =>
@@ -83,20 +86,64 @@ export const superviseClone = (
     // step is a pull and the round over what it brought: no sign-in, and the server is asked who
     // sent what only when something arrived
     let runtime: ManagedRuntime.ManagedRuntime<Layer.Layer.Success<ReturnType<typeof cloneNodeLayer>>, unknown> | undefined
-    const pullAndDecide = async () => {
+
+    // one piece of work at a time: a pull and its round, or what the roll found (a watcher's end, runs
+    // waiting for their process user); the long poll itself waits outside
+    let chain: Promise<unknown> = Promise.resolve()
+    const exclusive = <A>(task: () => Promise<A>): Promise<A> => {
+      const next = chain.then(task, task)
+      chain = next.catch(() => undefined)
+      return next
+    }
+    // the roll of the node's watchers on this host, as on the server's (src/node/RollKeeper.ts)
+    const care = releasePaths(config.root).care
+    let draining = false
+    const keeper: RollKeeper = new RollKeeper({
+      config, care, log, watcherProgram: () => watcherOf(config.root),
+      run: (effect) => runtime!.runPromise(effect),
+      changed: () => writeInfo(),
+      wake: () => {
+        if (draining || stopping || runtime === undefined) return
+        draining = true
+        void exclusive(async () => {
+          draining = false
+          while (!stopping && keeper.pending) {
+            if (keeper.ended.size > 0) await keeper.decideEnded()
+            else await keeper.lookAtWaiting().catch((e) => log({ did: [`looking at the waiting runs failed: ${firstLine(e)}`] }))
+          }
+        })
+      }
+    })
+    let careWatch: Fs.FSWatcher | undefined
+    const keepRoll = () => {
+      Fs.mkdirSync(care, { recursive: true, mode: 0o700 })
+      careWatch = Fs.watch(care, { persistent: true }, (_event, name) => {
+        if (name !== null) keeper.heard(name)
+      }).on("error", (e) => log({ did: [`inotify on ${care} failed: ${firstLine(e)}; a watcher's end is seen at the node's next start`] }))
+      const taken = keeper.start()
+      return taken
+    }
+    /** when the server's page last answered that something arrived (epoch ms): where a pickup's time goes is logged from it */
+    let answeredAt: number | undefined
+    const pullAndDecide = () => exclusive(async () => {
       rounds++
+      const began = Date.now()
+      let pulledAt = began
       const decided = await runtime!.runPromise(Effect.gen(function*() {
         yield* pullClone(config.repository)
+        pulledAt = Date.now()
         return yield* cloneRound(config, actNow, { watcherProgram: watcherOf(config.root) })
       }))
+      const took = { ...(answeredAt !== undefined ? { answered: new Date(answeredAt).toISOString(), waitedMs: began - answeredAt } : {}), pullMs: pulledAt - began, roundMs: Date.now() - pulledAt }
+      answeredAt = undefined
       const did = decided.decisions.map((d) => `${d.run}: ${d.action}`)
       if (decided.decisions.some((d) => d.action.startsWith("handed"))) spareSoon(1000)
       if (did.length > 0) {
         lastRound = { at: new Date().toISOString(), did }
-        log({ round: { from: decided.from, to: decided.to }, did })
+        log({ round: { from: decided.from, to: decided.to }, did, took })
         writeInfo()
       }
-    }
+    })
     const startNode = async () => {
       rounds++
       const answer = await Effect.runPromise(runCloneNode(
@@ -114,8 +161,9 @@ export const superviseClone = (
       // not started (refused, or the passwords file unreadable since): tried again after a pause, as a failure is
       if (runtime === undefined) throw new Error(did.join("; ") || (passwords._tag === "Refused" ? passwords.why : "the node did not start"))
       spareSoon(0)
+      const taken = keepRoll()
       lastRound = { at: new Date().toISOString(), did }
-      log({ did: [...did, `${did.length} open run${did.length === 1 ? "" : "s"} decided; the node on ${config.repository} started`] })
+      log({ did: [...did, `${did.length} open run${did.length === 1 ? "" : "s"} decided; ${taken} live watcher${taken === 1 ? "" : "s"} taken back; the node on ${config.repository} started`] })
       writeInfo()
     }
 
@@ -142,6 +190,7 @@ export const superviseClone = (
       }
       const moved = told !== seen
       seen = told
+      if (moved) answeredAt = Date.now()
       if (moved) await pullAndDecide()
     }
 
@@ -174,7 +223,10 @@ export const superviseClone = (
       stopping = true
       stopped.abort()
       if (spareTimer !== undefined) clearTimeout(spareTimer)
+      careWatch?.close()
+      keeper.stop()
       await running
+      await chain
       await runtime?.dispose().catch(() => undefined)
       if (readSupervisorInfo(files.info)?.pid === process.pid) Fs.rmSync(files.info, { force: true })
       log({ did: ["stopped"] })

@@ -147,6 +147,9 @@ export const decideRun = (
             // a watcher took the run since it was looked at (its hand-off was on its way): it
             // starts it, and written down too the run would be handed on again once over
             if ((yield* care.probe(run)) === "alive") return "held" as const
+            // handed a moment ago and its watcher not holding it yet: not written down behind its own hand-off
+            // (the hand-off's watcher, were it gone, is the supervisor's to see, which hands the run again)
+            if (handedLately(careDir, processUser) === run) return "on its way" as const
             const busy = yield* care.userBusy(processUser)
             const before = busy || handedLately(careDir, processUser) !== undefined || readWaiting(careDir, processUser).length > 0
             if (!before) {
@@ -160,6 +163,7 @@ export const decideRun = (
             return busy
           }), act === actNow)
           if (waits === "held") return "its watcher holds it"
+          if (waits === "on its way") return "its watcher is on its way: it was handed the run a moment ago"
           if (waits !== undefined) {
             // nobody left to wake it (the run before was over meanwhile, or its watcher was killed):
             // the first waiting run, in the server's order, is handed to a watcher now

@@ -3,6 +3,8 @@ import * as Fs from "node:fs"
 import * as Net from "node:net"
 import { handOff, nodeArgs, type HandOffOptions } from "./HandOff.js"
 import type { NodeConfig } from "./NodeConfig.js"
+import { releasePaths } from "../release/ReleasePaths.js"
+import { writeHandOff } from "./WatcherRoll.js"
 import { socketPathFits, spareFiles, sparePid, spareSetting, type SpareAnswer, type SpareRequest } from "./SpareFiles.js"
 
 // The askers' side of the spare watcher: hand a run to the spare when one waits, else start a
@@ -52,6 +54,13 @@ export interface HandedOff {
  * environment of its own (the crash tests') always starts one: a spare's environment is its own.
  */
 export const handOffRun = async (config: NodeConfig, run: string, options: HandOffOptions): Promise<HandedOff> => {
+  const handed = await handOffOnce(config, run, options)
+  // the supervisor's roll watches the watcher from here, not only once it holds the run's lock
+  writeHandOff(releasePaths(config.root).care, run, handed.pid)
+  return handed
+}
+
+const handOffOnce = async (config: NodeConfig, run: string, options: HandOffOptions): Promise<HandedOff> => {
   if (options.env === undefined || Object.keys(options.env).length === 0) {
     const answer = await askSpare(config.root, {
       run,

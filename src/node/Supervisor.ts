@@ -1,6 +1,5 @@
 import * as Effect from "effect/Effect"
 import * as ManagedRuntime from "effect/ManagedRuntime"
-import * as Option from "effect/Option"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { CareDirectory } from "../../services/CareDirectory.js"
@@ -14,14 +13,13 @@ import { readArrivals } from "./HookFast.js"
 import { advanceCursor, canonicalRepository, type Cursor, cursorFileOf, readCursor, readNodes } from "./HookFiles.js"
 import type { NodeConfig } from "./NodeConfig.js"
 import { finishLeftOutboxes } from "./Recovery.js"
-import { actNow, decideMessage, decideRun, described, hookRound, nodeMessagesAfter, servedNodeLayer, startNode, wakeWaitingOf, watcherOf } from "./Round.js"
+import { actNow, decideMessage, described, hookRound, nodeMessagesAfter, servedNodeLayer, startNode, watcherOf } from "./Round.js"
 import { unsettledAfter } from "./ReceiptSettled.js"
-import { readRunRecord } from "./RunRecord.js"
 import { anySession } from "./SessionFiles.js"
 import { ensureSpare } from "./SpareClient.js"
 import { processStartTime, readSupervisorInfo, type SupervisorFiles, supervisorFilesOf, type SupervisorInfo, writeSupervisorInfo } from "./SupervisorFiles.js"
 import { firstLine, logTo } from "./SupervisorLog.js"
-import { holderOf, runOfLockFile, WatcherRoll } from "./WatcherRoll.js"
+import { RollKeeper } from "./RollKeeper.js"
 
 // ocx2 supervise --node USER [--root ROOT] [--repository REPO]: the node's resident supervisor on
 // the server's host (docs/architecture.md, "The supervisor"). It hears every receipt through
@@ -35,15 +33,11 @@ import { holderOf, runOfLockFile, WatcherRoll } from "./WatcherRoll.js"
 
 export const superviseUsage = "usage: ocx2 supervise --node USER [--root ROOT] [--repository REPO] [--short-cycle] [--dry-run]"
 
-/** How often the roll's watchers are looked at while it holds any: the bound on seeing one end. */
-const lookEveryMs = 200
 /** How long a post received is waited for to be crosslinked, and how often it is looked at meanwhile. */
 const settleMs = 10_000
 const settleEveryMs = 15
 /** How long after a round what it read is read once more. */
 const lookAgainMs = 1500
-/** How often the runs waiting for a process user are looked at while any wait. */
-const waitingEveryMs = 2000
 
 interface SuperviseArgs {
   readonly node: string
@@ -145,7 +139,6 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): 
     const care = releasePaths(config.root).care
     Fs.mkdirSync(care, { recursive: true, mode: 0o700 })
     const runtime = ManagedRuntime.make(servedNodeLayer(config))
-    const roll = new WatcherRoll(care)
     const since = new Date().toISOString()
     const started = processStartTime(process.pid) ?? ""
     let rounds = 0
@@ -155,13 +148,19 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): 
       try {
         writeSupervisorInfo(files.info, {
           pid: process.pid, started, since, repository: config.repository, node: config.nodeUser, mode: "served",
-          watchers: roll.snapshot(), rounds, ...(lastRound !== undefined ? { lastRound } : {})
+          watchers: keeper.roll.snapshot(), rounds, ...(lastRound !== undefined ? { lastRound } : {})
         })
       } catch (e) {
         log({ did: [`could not write ${files.info}: ${firstLine(e)}`] })
       }
     }
     const watcherProgram = () => watcherOf(config.root)
+    const keeper: RollKeeper = new RollKeeper({
+      config, care, log, watcherProgram,
+      run: (effect) => runtime.runPromise(effect),
+      changed: () => writeInfo(),
+      wake: () => void pump()
+    })
     // the next run's watcher waiting ready (the spare): a while after a hand-off, once the run it
     // took has had its start to itself on the host's cores, unless one already waits
     let spareTimer: NodeJS.Timeout | undefined
@@ -174,9 +173,7 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): 
     }
 
     // ---- the work, one piece at a time: watchers' ends first (their runs wait for an answer), then a round
-    const work = { round: false, ended: new Map<string, number>(), waiting: false, again: false }
-    /** runs whose holder is gone but whose lock is still held (a write of theirs landing): looked at again */
-    const dying = new Map<string, number>()
+    const work = { round: false, again: false }
     let pumping: Promise<void> | undefined
     let settling: NodeJS.Timeout | undefined
     let stopping = false
@@ -253,56 +250,12 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): 
       if (did.length > 0) log({ lookedAgain: from, did })
     }
 
-    /** A watcher ended: its run decided again as the node's start decides it, then its process user's next run. */
-    const watcherEnded = async (run: string, pid: number) => {
-      const outcome = await runtime.runPromise(Effect.gen(function*() {
-        const careDir = yield* CareDirectory
-        if ((yield* careDir.probe(run)) === "alive") return undefined // its lock is still held: looked at again
-        const { serverCode } = yield* (yield* Repository).codes()
-        const decision = yield* careDir.withRoundLock(described(run, decideRun(config, serverCode, run, { _tag: "Check" }, actNow, {
-          watcherProgram: watcherProgram()
-        })))
-        const record = yield* readRunRecord(run).pipe(Effect.option)
-        const user = Option.isSome(record)
-          ? (record.value.message?.block["run"] as { process?: { user?: unknown } } | undefined)?.process?.user
-          : undefined
-        const woke = typeof user === "string" ? yield* wakeWaitingOf(config, user, watcherProgram()) : undefined
-        return { action: decision.action, woke, user }
-      }))
-      // the lock taken meanwhile (recovery found it busy after all): looked at again, like a lock still held
-      if (outcome === undefined || outcome.action === "not lost: alive") {
-        // a new watcher took the run meanwhile (it is on the roll now), or a write of the old one is landing
-        if (roll.note(run)?._tag !== "added" && holderOf(care, run) === pid) dying.set(run, pid)
-        else dying.delete(run)
-        lookWhileHeld()
-        return
-      }
-      dying.delete(run)
-      roll.note(run) // a watcher handed the run again holds it now
-      log({
-        watcher: pid, run, did: [outcome.action,
-          ...(outcome.woke !== undefined ? [`its process user ${String(outcome.user)} was free: handed ${outcome.woke}, the first run waiting for it`] : [])]
-      })
-      writeInfo()
-    }
-
-    const waitingUsers = new Set<string>()
-    const lookAtWaiting = async () => {
-      for (const user of [...waitingUsers]) {
-        const woke = await runtime.runPromise(wakeWaitingOf(config, user, watcherProgram()))
-        if (woke !== undefined) log({ did: [`${user} was free and nobody was handing its runs on: handed ${woke}, the first run waiting for it`] })
-        else if (!Fs.existsSync(Path.join(care, `~${encodeURIComponent(user)}.waiting`))) waitingUsers.delete(user)
-      }
-    }
-
     const pump = (): Promise<void> => {
       if (pumping !== undefined) return pumping
       pumping = (async () => {
-        while (!stopping && (work.round || work.ended.size > 0 || work.waiting || work.again)) {
-          if (work.ended.size > 0) {
-            const ended = [...work.ended]
-            work.ended.clear()
-            for (const [run, pid] of ended) await watcherEnded(run, pid).catch((e) => log({ watcher: pid, run, did: [`failed: ${firstLine(e)}`] }))
+        while (!stopping && (work.round || keeper.pending || work.again)) {
+          if (keeper.ended.size > 0) {
+            await keeper.decideEnded()
             continue
           }
           if (work.round) {
@@ -315,8 +268,7 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): 
             await lookAgain().catch((e) => log({ did: [`reading again what arrived failed: ${firstLine(e)}`] }))
             continue
           }
-          work.waiting = false
-          await lookAtWaiting().catch((e) => log({ did: [`looking at the waiting runs failed: ${firstLine(e)}`] }))
+          await keeper.lookAtWaiting().catch((e) => log({ did: [`looking at the waiting runs failed: ${firstLine(e)}`] }))
         }
       })().finally(() => {
         pumping = undefined
@@ -326,35 +278,6 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): 
     const wantRound = () => {
       work.round = true
       void pump()
-    }
-
-    // ---- looking at the roll: only while it holds a watcher (idle, nothing wakes)
-    let looking: NodeJS.Timeout | undefined
-    const look = () => {
-      for (const { run, pid } of roll.gone()) work.ended.set(run, pid)
-      for (const [run, pid] of dying) work.ended.set(run, pid)
-      if (work.ended.size > 0) {
-        writeInfo()
-        void pump()
-      }
-      if (roll.size === 0 && dying.size === 0 && looking !== undefined) {
-        clearInterval(looking)
-        looking = undefined
-      }
-    }
-    const lookWhileHeld = () => {
-      if (looking === undefined && (roll.size > 0 || dying.size > 0)) looking = setInterval(look, lookEveryMs)
-    }
-    let waitingTimer: NodeJS.Timeout | undefined
-    const lookAtWaitingSoon = () => {
-      if (waitingTimer !== undefined || stopping) return
-      waitingTimer = setTimeout(() => {
-        waitingTimer = undefined
-        work.waiting = true
-        void pump().then(() => {
-          if (waitingUsers.size > 0) lookAtWaitingSoon()
-        })
-      }, waitingEveryMs)
     }
 
     // ---- what it hears
@@ -368,25 +291,7 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): 
       if (name !== null && repositoryFiles.has(name)) wantRound()
     }).on("error", onError(Path.dirname(config.repository))))
     watchers.push(Fs.watch(care, { persistent: true }, (_event, name) => {
-      if (name === null) return
-      const run = runOfLockFile(name)
-      if (run !== undefined) {
-        const noted = roll.note(run)
-        if (noted?._tag === "added") {
-          writeInfo()
-          lookWhileHeld()
-        } else if (noted?._tag === "dead") {
-          work.ended.set(run, noted.pid)
-          void pump()
-        }
-      } else if (name.startsWith("~") && name.endsWith(".waiting")) {
-        try {
-          waitingUsers.add(decodeURIComponent(name.slice(1, -".waiting".length)))
-          lookAtWaitingSoon()
-        } catch {
-          // not a name the node writes
-        }
-      }
+      if (name !== null) keeper.heard(name)
     }).on("error", onError(care)))
 
     // a switch of the served release: end, so the service manager starts the new release's supervisor
@@ -419,8 +324,7 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): 
       if (stopping) return
       stopping = true
       for (const w of watchers) w.close()
-      if (looking !== undefined) clearInterval(looking)
-      if (waitingTimer !== undefined) clearTimeout(waitingTimer)
+      keeper.stop()
       if (settling !== undefined) clearTimeout(settling)
       if (spareTimer !== undefined) clearTimeout(spareTimer)
       if (againTimer !== undefined) clearTimeout(againTimer)
@@ -449,7 +353,7 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): 
         }))
         // what arrived while the node was starting is read once more too
         if (before !== undefined) lookAgainFrom(before)
-        const taken = roll.takeBack()
+        const taken = keeper.start()
         writeInfo()
         log({
           did: [
@@ -457,12 +361,7 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): 
             `${decisions.length} open run${decisions.length === 1 ? "" : "s"} decided; ${taken} live watcher${taken === 1 ? "" : "s"} taken back`
           ]
         })
-        for (const name of Fs.readdirSync(care)) {
-          if (name.startsWith("~") && name.endsWith(".waiting")) waitingUsers.add(decodeURIComponent(name.slice(1, -".waiting".length)))
-        }
-        if (waitingUsers.size > 0) lookAtWaitingSoon()
         writeInfo()
-        lookWhileHeld()
         wantRound()
         spareSoon(0)
       } catch (e) {

@@ -23,13 +23,43 @@ export const runOfLockFile = (name: string): string | undefined => {
   return run !== "round" && runName.test(run) ? run : undefined
 }
 
-/** The pid RUN.lock's last holder wrote, if any. */
-export const holderOf = (care: string, run: string): number | undefined => {
+/** The run a file of the care directory speaks of for the roll: its lock (RUN.lock) or its hand-off (RUN.handoff). */
+export const runOfCareFile = (name: string): { readonly run: string; readonly kind: "lock" | "handoff" } | undefined => {
+  if (name.endsWith(".handoff")) {
+    const run = name.slice(0, -".handoff".length)
+    return runName.test(run) && run !== "round" ? { run, kind: "handoff" } : undefined
+  }
+  const run = runOfLockFile(name)
+  return run !== undefined ? { run, kind: "lock" } : undefined
+}
+
+const pidIn = (file: string): number | undefined => {
   try {
-    const n = Number.parseInt(Fs.readFileSync(Path.join(care, `${run}.lock`), "utf8").trim(), 10)
+    const n = Number.parseInt(Fs.readFileSync(file, "utf8").trim(), 10)
     return Number.isSafeInteger(n) && n > 0 ? n : undefined
   } catch {
     return undefined
+  }
+}
+
+/** The pid RUN.lock's last holder wrote, if any. */
+export const holderOf = (care: string, run: string): number | undefined => pidIn(Path.join(care, `${run}.lock`))
+
+/**
+ * The hand-off's record: whoever hands a run to a watcher (the spare, or one started for it) writes
+ * the watcher's pid into RUN.handoff, so that a watcher gone before it took the run's lock (and so
+ * never wrote its pid into RUN.lock) is on the roll all the same, and its run is decided again.
+ */
+export const handOffFileOf = (care: string, run: string): string => Path.join(care, `${run}.handoff`)
+
+/** Notes the hand-off of `run` to the watcher `pid`; a care directory gone loses nothing (the record keeps the run). */
+export const writeHandOff = (care: string, run: string, pid: number): void => {
+  if (!runName.test(run) || pid <= 0) return
+  try {
+    // with the pid's start time, so that a pid used again since is not taken for the watcher
+    Fs.writeFileSync(handOffFileOf(care, run), `${pid} ${processStartTime(pid) ?? ""}\n`, { mode: 0o600 })
+  } catch {
+    // the node's start decides the run again
   }
 }
 
@@ -49,12 +79,27 @@ export class WatcherRoll {
    * to decide at once, as any watcher's end.
    */
   note(run: string): { readonly _tag: "added" | "dead"; readonly pid: number } | undefined {
-    const pid = holderOf(this.care, run)
+    return this.noteHolder(run, holderOf(this.care, run))
+  }
+
+  /** Reads the run's hand-off (RUN.handoff): the watcher handed it, on the roll until it holds the run's lock or is gone. */
+  noteHandOff(run: string): { readonly _tag: "added" | "dead"; readonly pid: number } | undefined {
+    const file = handOffFileOf(this.care, run)
+    let since: string | undefined
+    try {
+      since = Fs.readFileSync(file, "utf8").trim().split(" ")[1]
+    } catch {
+      return undefined
+    }
+    return this.noteHolder(run, pidIn(file), since)
+  }
+
+  private noteHolder(run: string, pid: number | undefined, since?: string): { readonly _tag: "added" | "dead"; readonly pid: number } | undefined {
     const was = this.known.get(run)
     if (pid === undefined || pid === this.self) return undefined
     if (was !== undefined && was.pid === pid) return undefined
     const started = processStartTime(pid)
-    if (started === undefined) return { _tag: "dead", pid }
+    if (started === undefined || (since !== undefined && since !== "" && since !== started)) return { _tag: "dead", pid }
     this.known.set(run, { pid, started })
     return { _tag: "added", pid }
   }
@@ -90,6 +135,13 @@ export class WatcherRoll {
     for (const name of names) {
       const run = runOfLockFile(name)
       if (run !== undefined) this.note(run)
+    }
+    // a watcher handed a run and not yet holding its lock (a live holder of the lock stays on the roll)
+    for (const name of names) {
+      const file = runOfCareFile(name)
+      if (file?.kind === "handoff" && !this.known.has(file.run)) {
+        this.noteHandOff(file.run)
+      }
     }
     return this.known.size
   }

@@ -56,7 +56,7 @@ import { fileSizeLimitOf, performSteps } from "./Workspace.js"
 // the program is launched.
 
 /** Points a test may have the watcher SIGKILL itself at (OCX2_CRASH_AT). */
-export const crashPoints = ["locked", "started", "running", "before-ended", "writing-ended"] as const
+export const crashPoints = ["handed", "locked", "started", "running", "before-ended", "writing-ended"] as const
 export type CrashPoint = (typeof crashPoints)[number]
 
 export interface WatcherOptions {
@@ -91,6 +91,7 @@ export const watchRun = (options: WatcherOptions, recordLayer: RecordLayer) =>
     yield* Effect.scoped(
       Effect.gen(function*() {
         const care = yield* CareDirectory
+        yield* crash(options, "handed")
         const lock = yield* care.lockRun(options.run)
         yield* crash(options, "locked")
         return yield* runInCare(options, held).pipe(Effect.provide(recordLayer(lock)))

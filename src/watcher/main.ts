@@ -60,13 +60,35 @@ export const parseNodeArgs = (argv: ReadonlyArray<string>): NodeConfig | string 
   return parsed.config
 }
 
+/**
+ * The crash point a test set, once: with OCX2_CRASH_ONCE=FILE only the watcher that takes FILE
+ * crashes (it is left as FILE.RUN), and only the first watcher of a run: one started again for the
+ * same run, with the same environment, does not.
+ */
+const crashOnce = (crashAt: string | undefined, run: string): string | undefined => {
+  const once = process.env.OCX2_CRASH_ONCE
+  if (crashAt === undefined || once === undefined || once === "") return crashAt
+  try {
+    Fs.linkSync(once, `${once}.${run}`)
+  } catch {
+    return undefined // none to take, or this run crashed once already
+  }
+  try {
+    Fs.unlinkSync(once)
+    return crashAt
+  } catch {
+    Fs.rmSync(`${once}.${run}`, { force: true })
+    return undefined
+  }
+}
+
 export const parseWatcherArgs = (argv: ReadonlyArray<string>): WatcherOptions | string => {
   const parsed = parseArgs(argv)
   if (typeof parsed === "string") return parsed
   const { config, run, personStart } = parsed
   if (run === undefined) return `--run is missing; ${usage}`
   if (!/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(run)) return `--run ${JSON.stringify(run)} is not a full artifact hash`
-  const crashAt = process.env.OCX2_CRASH_AT
+  const crashAt = crashOnce(process.env.OCX2_CRASH_AT, run)
   return {
     config,
     run,

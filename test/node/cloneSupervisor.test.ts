@@ -7,11 +7,12 @@ import * as FossilRepository from "../../layers/FossilRepository.js"
 import { Repository } from "../../services/Repository.js"
 import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
 import { spareWaits } from "../../src/node/SpareClient.js"
-import { supervisorFilesOf } from "../../src/node/SupervisorFiles.js"
+import { runningSupervisor, supervisorFilesOf } from "../../src/node/SupervisorFiles.js"
 import { restartServer, type RunningServer, webLogin, webNewThread } from "../support/fossilServer.js"
 import { sandbox } from "../support/nodeWorld.js"
 import { closeCloneWorld, cloneUsers, type CloneWorld, makeCloneWorld, runNode, useThisBuild } from "./cloneWorld.js"
 import { dist, waitFor } from "./hookWorld.js"
+import { withoutSpare } from "./supervisorWorld.js"
 
 // The supervisor on a clone's host: `ocx2 supervise --node lab2`, the release's program (this
 // checkout's build), in place of the node's timer. It holds a question open at the server's OCX
@@ -48,19 +49,19 @@ const log = () => supervisorFilesOf(world.root, world.clone, cloneUsers.lab2.log
 const logText = () => (Fs.existsSync(log()) ? Fs.readFileSync(log(), "utf8") : "")
 
 /** Starts the release's `ocx2 supervise` and waits for the node's start; what the log held before is passed by. */
-const startSupervisor = async (args: ReadonlyArray<string> = []) => {
+const startSupervisor = async (args: ReadonlyArray<string> = [], env: Readonly<Record<string, string>> = {}) => {
   const from = logText().length
   supervisor = ChildProcess.spawn(process.execPath, [Path.join(world.root, "current", "ocx2"), "supervise", "--node", cloneUsers.lab2.login, "--root", world.root, ...args], {
-    env: { ...process.env, USER: "root" }, stdio: "ignore", detached: true
+    env: { ...process.env, USER: "root", ...env }, stdio: "ignore", detached: true
   })
   expect(await waitFor(() => (logText().slice(from).includes("the node on") ? true : undefined), 60_000, 100)).toBe(true)
   return from
 }
 
-/** A run for lab2 posted on the server through its web form; it is started and ended by lab2. */
-const postRunAndSeeItEnd = async () => {
+/** A run for lab2 posted on the server through its web form; it appends a line to its workspace's `launched` when it starts. */
+const postRun = async (script = "true") => {
   const session = await webLogin(world.url, cloneUsers.alice.login, cloneUsers.alice.password)
-  const run = await webNewThread({ repository: world.served }, session, {
+  return webNewThread({ repository: world.served }, session, {
     title: "a run for lab2",
     text: writeMessage({
       ocx: 2, to: cloneUsers.lab2.login,
@@ -70,10 +71,30 @@ const postRunAndSeeItEnd = async () => {
         workspace: [{ step: "directory", at: "$$root$$/work/$$run$$" }],
         sandbox: sandbox(),
         limits: { wall: "2m" },
-        process: { user: cloneUsers.builder.login, command: ["sh", "-c", "true"], env: { PATH: "/usr/bin:/bin" } }
+        process: { user: cloneUsers.builder.login, command: ["sh", "-c", `echo x >> $$workspace$$/launched; ${script}`], env: { PATH: "/usr/bin:/bin" } }
       }
     }, "A run for the lab's board.")
   })
+}
+const launched = (run: string) => {
+  try {
+    return Fs.readFileSync(Path.join(world.root, "work", run, "launched"), "utf8").split("\n").filter((l) => l.length > 0).length
+  } catch {
+    return 0
+  }
+}
+/** The run's started and ended (with its outcome), once it has ended. */
+const answers = async (run: string) => {
+  const ended = await waitFor(async () => {
+    const r = await replies(run)
+    return r.some((m) => m.kind === "ended") ? r : undefined
+  }, 60_000, 200)
+  return ended?.map((m) => [m.kind, m.sender, m.outcome])
+}
+
+/** A run for lab2 posted on the server through its web form; it is started and ended by lab2. */
+const postRunAndSeeItEnd = async () => {
+  const run = await postRun()
   const ended = await waitFor(async () => {
     const r = await replies(run)
     return r.some((m) => m.kind === "ended") ? r : undefined
@@ -98,7 +119,9 @@ const replies = async (run: string) =>
   (await Effect.runPromise(Effect.scoped(Effect.flatMap(FossilRepository.make({ path: world.served }), (r: typeof Repository.Service) => r.thread(run)))))
     .flatMap((p) => {
       const reading = readMessage(p.text)
-      return reading._tag === "Message" && reading.re === run ? [{ kind: reading.kind, sender: p.sender }] : []
+      return reading._tag === "Message" && reading.re === run
+        ? [{ kind: reading.kind, sender: p.sender, outcome: reading.kind === "ended" ? (reading.content as { outcome?: string }).outcome : undefined }]
+        : []
     })
 
 describe("the supervisor on a clone's host", () => {
@@ -154,4 +177,45 @@ describe("the supervisor on a clone's host", () => {
     expect(supervisor!.exitCode).toBeNull()
     await stopSupervisor()
   }, 240_000)
+})
+
+describe("the roll of watchers on a clone's host", () => {
+  it("a watcher SIGKILLed is answered lost at once, with no restart and no call of ocx2 node", async () => {
+    const from = await startSupervisor()
+    const pid = supervisor!.pid
+    const run = await postRun("sleep 60")
+    expect(await waitFor(() => (launched(run) === 1 ? true : undefined), 60_000, 50)).toBe(true)
+    const watcher = Number(Fs.readFileSync(Path.join(world.root, "care", `${run}.lock`), "utf8").trim())
+    // on the supervisor's roll (its info file), as on the server's host
+    expect(await waitFor(() => (runningSupervisor(world.root, world.clone, cloneUsers.lab2.login)?.watchers[run] === watcher ? true : undefined), 10_000, 50)).toBe(true)
+    process.kill(watcher, "SIGKILL")
+    expect(await answers(run)).toEqual([["started", "lab2", undefined], ["ended", "lab2", "lost"]])
+    expect(launched(run)).toBe(1)
+    expect(await waitFor(() => (logText().slice(from).split("\n").some((l) => l.includes(`"run":"${run}"`) && l.includes(`"watcher":${watcher}`) && l.includes("answered lost")) ? true : undefined), 30_000, 50),
+      logText().slice(from)).toBe(true)
+    expect(supervisor!.pid).toBe(pid)
+    await stopSupervisor()
+  }, 180_000)
+
+  it("a watcher SIGKILLed after its hand-off, before it took the run's lock, has its run handed again: started and ended once", async () => {
+    // watchers the supervisor starts (no spare: a spare's environment is its own) SIGKILL themselves just
+    // before they take the run's lock, the first of each run only, while the file is there to take
+    const spareBack = await withoutSpare(world.root)
+    const once = Path.join(world.dir, "crash-once")
+    try {
+      const from = await startSupervisor([], { OCX2_CRASH_AT: "handed", OCX2_CRASH_ONCE: once })
+      for (let i = 0; i < 3; i++) {
+        Fs.writeFileSync(once, "")
+        const run = await postRun()
+        expect(await waitFor(() => (Fs.existsSync(once) ? undefined : true), 60_000, 20)).toBe(true)
+        expect(await answers(run)).toEqual([["started", "lab2", undefined], ["ended", "lab2", "exited"]])
+        expect(launched(run)).toBe(1)
+        expect(logText().slice(from).split("\n").some((l) => l.includes(`"run":"${run}"`) && l.includes("ended before it took the run's lock")), logText().slice(from)).toBe(true)
+      }
+      await stopSupervisor()
+    } finally {
+      Fs.rmSync(once, { force: true })
+      spareBack()
+    }
+  }, 300_000)
 })

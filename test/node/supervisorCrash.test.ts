@@ -6,7 +6,7 @@ import { hook } from "../../src/tools/hook.js"
 import { addUsers, cloneAs, pushArtifacts, webLogin, webNewThread, type TestUser, type WebSession } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
 import { closeHookWorld, makeHookWorld, sleep, waitFor, type HookWorld } from "./hookWorld.js"
-import { answeredLostBy, startSupervisor, supervisorLog, stopSupervisor, type RunningSupervisor } from "./supervisorWorld.js"
+import { answeredLostBy, startSupervisor, supervisorLog, stopSupervisor, type RunningSupervisor, withoutSpare } from "./supervisorWorld.js"
 
 // The supervisor SIGKILLed at chosen moments and started again, with a real fossil server and real
 // bubblewrap sandboxes: every run ends with exactly one started and one ended from the node user,
@@ -26,6 +26,8 @@ const bursts = 4
 const burstStep = 300
 /** watchers killed while their process runs */
 const killedWatchers = 3
+/** watchers killed after their hand-off, just before they take the run's lock (a fixed point) */
+const handedKills = 4
 /** process users of their own for the bursts, so that a burst runs side by side */
 const burstUsers: ReadonlyArray<TestUser> = ["b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8"].map((login) => ({ login, capabilities: "oi", password: `${login}-pw` }))
 
@@ -137,5 +139,40 @@ describe("a watcher SIGKILLed while the supervisor runs", () => {
         JSON.stringify(supervisorLog(world).filter((l) => l.run === run || l.did.some((d) => d.includes(run))))).toBe(true)
     }
     expect(supervisor!.pid).toBe(pid)
+  }, 300_000)
+})
+
+describe("a watcher SIGKILLed after its hand-off, before it took the run's lock", () => {
+  it("has its run handed again by the supervisor, which starts and ends once, each time", async () => {
+    // watchers the supervisor starts (no spare: a spare's environment is its own) SIGKILL themselves
+    // just before they take the run's lock, the first one only: the one that removes the file
+    const spareBack = await withoutSpare(world.root)
+    const once = Path.join(world.dir, "crash-once")
+    await stopSupervisor(supervisor)
+    supervisor = await startSupervisor(world, { OCX2_CRASH_AT: "handed", OCX2_CRASH_ONCE: once })
+    const pid = supervisor.pid
+    try {
+      const runs: Array<string> = []
+      for (let i = 0; i < handedKills; i++) {
+        Fs.writeFileSync(once, "")
+        const user = burstUsers[i % burstUsers.length]!.login
+        const run = await webNewThread(world.server, alice, { title: `handed ${i}`, text: world.runText(counting(user)) })
+        runs.push(run)
+        // a watcher took the file and crashed: the supervisor saw it gone, and the run handed again
+        expect(await waitFor(() => (Fs.existsSync(once) ? undefined : true), 30_000, 20)).toBe(true)
+        expect(await waitFor(() => supervisorLog(world).some((l) => l.pid === pid && l.run === run &&
+          l.did[0]?.startsWith("its watcher was handed the run and ended before it took the run's lock: ") === true &&
+          l.did.some((d) => d.startsWith("the run is with the watcher "))) || undefined, 30_000, 50),
+          JSON.stringify(supervisorLog(world).filter((l) => l.run === run || l.did.some((d) => d.includes(run))))).toBe(true)
+        await expectEachOnce([run], false)
+      }
+      await expectEachOnce(runs)
+      expect(supervisor.pid).toBe(pid)
+    } finally {
+      Fs.rmSync(once, { force: true })
+      spareBack()
+      await stopSupervisor(supervisor)
+      supervisor = await startSupervisor(world)
+    }
   }, 300_000)
 })

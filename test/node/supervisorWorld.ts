@@ -6,6 +6,7 @@
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { spareWaits, stopSpare } from "../../src/node/SpareClient.js"
 import { runningSupervisor, supervisorFilesOf, type SupervisorInfo } from "../../src/node/SupervisorFiles.js"
 import { users } from "../support/nodeWorld.js"
 import { waitFor, type HookWorld } from "./hookWorld.js"
@@ -69,3 +70,16 @@ export const stopSupervisor = async (s: RunningSupervisor | undefined): Promise<
 export const answeredLostBy = (world: Pick<HookWorld, "root" | "repository">, pid: number, run: string): boolean =>
   supervisorLog(world).some((l) => l.pid === pid &&
     ((l.run === run && l.did[0]?.startsWith("answered lost") === true) || l.did.some((d) => d.startsWith(`${run}: answered lost`))))
+
+/**
+ * No spare for the node at ROOT (ROOT/settings/spare-watcher off, the waiting one ended): every watcher is
+ * started for its run, with its starter's environment (a spare's is its own). Returns what undoes it.
+ */
+export const withoutSpare = async (root: string): Promise<() => void> => {
+  const setting = Path.join(root, "settings", "spare-watcher")
+  Fs.mkdirSync(Path.dirname(setting), { recursive: true })
+  Fs.writeFileSync(setting, "off")
+  stopSpare(root)
+  if (await waitFor(() => (spareWaits(root) ? undefined : true), 30_000, 50) === undefined) throw new Error(`the spare of ${root} did not end`)
+  return () => Fs.rmSync(setting, { force: true })
+}

@@ -1,0 +1,219 @@
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { CareDirectory } from "../../services/CareDirectory.js"
+import { Repository } from "../../services/Repository.js"
+import type { NodeConfig } from "./NodeConfig.js"
+import { clearHanded } from "./ProcessUserFiles.js"
+import { actNow, decideRun, described, wakeWaitingOf } from "./Round.js"
+import { processUserOf } from "./RunCheck.js"
+import { readRunRecord } from "./RunRecord.js"
+import { firstLine } from "./SupervisorLog.js"
+import { holderOf, runOfCareFile, WatcherRoll } from "./WatcherRoll.js"
+
+// What the supervisor does with its roll of watchers, the same on the server's host and on a
+// clone's (docs/architecture.md, "The supervisor"): it hears the care directory (a watcher taking
+// its run's lock, a run handed to a watcher, a run written down as waiting for its process user),
+// looks at the roll every 200 ms while it holds any, and when a watcher is gone decides its run
+// again under round.lock as the node's start does (lost when it started, handed on when it never
+// did), then hands on its process user's first waiting run. Its host runs the decisions when it
+// is told work is due (`wake`), one piece at a time beside its rounds.
+
+/** How often the roll's watchers are looked at while it holds any: the bound on seeing one end. */
+const lookEveryMs = 200
+/** How often the runs waiting for a process user are looked at while any wait. */
+const waitingEveryMs = 2000
+
+/** A watcher gone: its run decided again, then its process user's next run; undefined while its lock is still held. */
+const decideEnded = (config: NodeConfig, run: string, handedOnly: boolean, watcherProgram: string) =>
+  Effect.gen(function*() {
+    const careDir = yield* CareDirectory
+    if ((yield* careDir.probe(run)) === "alive") return undefined // its lock is still held: looked at again
+    const { serverCode } = yield* (yield* Repository).codes()
+    const record = yield* readRunRecord(run).pipe(Effect.option)
+    const user = Option.isSome(record) && record.value.message !== undefined ? processUserOf(record.value.message) : undefined
+    // handed a run and gone before it took the run's lock: its hand-off is over, so the run is not
+    // written down behind its own hand-off when it is decided again
+    if (handedOnly && user !== undefined) clearHanded(careDir.path, user, run)
+    const decision = yield* careDir.withRoundLock(described(run, decideRun(config, serverCode, run, { _tag: "Check" }, actNow, { watcherProgram })))
+    const woke = user !== undefined ? yield* wakeWaitingOf(config, user, watcherProgram) : undefined
+    return { action: decision.action, woke, user }
+  })
+
+/** What the host's runtime must provide to decide a watcher's end. */
+export type RollNeeds = Effect.Effect.Context<ReturnType<typeof decideEnded>>
+export type RollRunner = <A, E>(effect: Effect.Effect<A, E, RollNeeds>) => Promise<A>
+
+export interface RollKeeperHost {
+  readonly config: NodeConfig
+  readonly care: string
+  readonly run: RollRunner
+  readonly log: (entry: Record<string, unknown>) => void
+  /** the roll changed: the host writes its info file */
+  readonly changed: () => void
+  /** work is due: the host calls `decideEnded` and `lookAtWaiting` when its rounds let it */
+  readonly wake: () => void
+  readonly watcherProgram: () => string
+}
+
+/** Whether the run's watcher logged that the run's ended counts (written by it, or found). */
+const wroteEnded = (care: string, run: string): boolean => {
+  try {
+    return / (wrote ended |ended already counts|the run has ended; nothing to do)/.test(Fs.readFileSync(Path.join(care, `${run}.log`), "utf8"))
+  } catch {
+    return false
+  }
+}
+
+export class RollKeeper {
+  readonly roll: WatcherRoll
+  /** watchers gone whose runs wait to be decided again */
+  readonly ended = new Map<string, number>()
+  /** the runs waiting for a process user are due to be looked at */
+  waitingDue = false
+  /** runs whose holder is gone but whose lock is still held (a write of theirs landing): looked at again */
+  private readonly dying = new Map<string, number>()
+  private readonly waitingUsers = new Set<string>()
+  private looking: NodeJS.Timeout | undefined
+  private waitingTimer: NodeJS.Timeout | undefined
+  private stopped = false
+
+  constructor(private readonly host: RollKeeperHost) {
+    this.roll = new WatcherRoll(host.care)
+  }
+
+  get pending(): boolean {
+    return this.ended.size > 0 || this.waitingDue
+  }
+
+  /** A name written in the care directory (its inotify event). */
+  heard(name: string): void {
+    const file = runOfCareFile(name)
+    if (file !== undefined) {
+      const noted = file.kind === "lock" ? this.roll.note(file.run) : this.roll.noteHandOff(file.run)
+      if (noted?._tag === "added") {
+        this.host.changed()
+        this.lookWhileHeld()
+      } else if (noted?._tag === "dead") {
+        this.ended.set(file.run, noted.pid)
+        this.host.wake()
+      }
+    } else if (name.startsWith("~") && name.endsWith(".waiting")) {
+      try {
+        this.waitingUsers.add(decodeURIComponent(name.slice(1, -".waiting".length)))
+        this.lookAtWaitingSoon()
+      } catch {
+        // not a name the node writes
+      }
+    }
+  }
+
+  /** The supervisor starting: every live watcher taken back, every process user with runs waiting looked at. */
+  start(): number {
+    const taken = this.roll.takeBack()
+    let names: Array<string> = []
+    try {
+      names = Fs.readdirSync(this.host.care)
+    } catch {
+      // no care directory yet
+    }
+    for (const name of names) {
+      if (name.startsWith("~") && name.endsWith(".waiting")) this.waitingUsers.add(decodeURIComponent(name.slice(1, -".waiting".length)))
+    }
+    if (this.waitingUsers.size > 0) this.lookAtWaitingSoon()
+    this.lookWhileHeld()
+    return taken
+  }
+
+  stop(): void {
+    this.stopped = true
+    if (this.looking !== undefined) clearInterval(this.looking)
+    if (this.waitingTimer !== undefined) clearTimeout(this.waitingTimer)
+  }
+
+  /** Every watcher seen gone: its run decided again (the host calls it when `pending`). */
+  async decideEnded(): Promise<void> {
+    const ended = [...this.ended]
+    this.ended.clear()
+    for (const [run, pid] of ended) {
+      await this.decideOne(run, pid).catch((e) => this.host.log({ watcher: pid, run, did: [`failed: ${firstLine(e)}`] }))
+    }
+  }
+
+  private async decideOne(run: string, pid: number): Promise<void> {
+    const handedOnly = holderOf(this.host.care, run) !== pid
+    // a watcher that wrote ended (its log says so once the server has it) left nothing to decide: its
+    // run is not read again (on a clone's host a pull and the server asked twice, ahead of the next pull)
+    if (!handedOnly && wroteEnded(this.host.care, run)) {
+      this.dying.delete(run)
+      this.host.log({ watcher: pid, run, did: ["ended: its watcher wrote ended; nothing to do"] })
+      this.host.changed()
+      return
+    }
+    const outcome = await this.host.run(decideEnded(this.host.config, run, handedOnly, this.host.watcherProgram()))
+    // the lock taken meanwhile (recovery found it busy after all): looked at again, like a lock still held
+    if (outcome === undefined || outcome.action === "not lost: alive") {
+      // a new watcher took the run meanwhile (it is on the roll now), or a write of the old one is landing
+      if (this.roll.note(run)?._tag !== "added" && holderOf(this.host.care, run) === pid) this.dying.set(run, pid)
+      else this.dying.delete(run)
+      this.lookWhileHeld()
+      return
+    }
+    this.dying.delete(run)
+    // a watcher handed the run again (by the decision, or by the turn its process user passed on) holds it now, or soon
+    const again = this.roll.note(run)?._tag === "added" || this.roll.noteHandOff(run)?._tag === "added" ? this.roll.snapshot()[run] : undefined
+    this.lookWhileHeld()
+    this.host.log({
+      watcher: pid, run, did: [
+        handedOnly ? `its watcher was handed the run and ended before it took the run's lock: ${outcome.action}` : outcome.action,
+        ...(again !== undefined ? [`the run is with the watcher ${again} now`] : []),
+        ...(outcome.woke !== undefined ? [`its process user ${String(outcome.user)} was free: handed ${outcome.woke}, the first run waiting for it`] : [])
+      ]
+    })
+    this.host.changed()
+  }
+
+  /** Each process user free with runs waiting and no hand-off on its way: its first waiting run handed on. */
+  async lookAtWaiting(): Promise<void> {
+    this.waitingDue = false
+    try {
+      for (const user of [...this.waitingUsers]) {
+        const woke = await this.host.run(wakeWaitingOf(this.host.config, user, this.host.watcherProgram()))
+        if (woke !== undefined) this.host.log({ did: [`${user} was free and nobody was handing its runs on: handed ${woke}, the first run waiting for it`] })
+        else if (!Fs.existsSync(Path.join(this.host.care, `~${encodeURIComponent(user)}.waiting`))) this.waitingUsers.delete(user)
+      }
+    } finally {
+      if (this.waitingUsers.size > 0) this.lookAtWaitingSoon()
+    }
+  }
+
+  // ---- looking at the roll: only while it holds a watcher (idle, nothing wakes)
+  private look(): void {
+    for (const { run, pid } of this.roll.gone()) this.ended.set(run, pid)
+    for (const [run, pid] of this.dying) this.ended.set(run, pid)
+    if (this.ended.size > 0) {
+      this.host.changed()
+      this.host.wake()
+    }
+    if (this.roll.size === 0 && this.dying.size === 0 && this.looking !== undefined) {
+      clearInterval(this.looking)
+      this.looking = undefined
+    }
+  }
+
+  private lookWhileHeld(): void {
+    if (!this.stopped && this.looking === undefined && (this.roll.size > 0 || this.dying.size > 0)) {
+      this.looking = setInterval(() => this.look(), lookEveryMs)
+    }
+  }
+
+  private lookAtWaitingSoon(): void {
+    if (this.waitingTimer !== undefined || this.stopped) return
+    this.waitingTimer = setTimeout(() => {
+      this.waitingTimer = undefined
+      this.waitingDue = true
+      this.host.wake()
+    }, waitingEveryMs)
+  }
+}
