@@ -123,20 +123,12 @@ const allowed: ReadonlyArray<string> = [
   "src/containers/ServerProgram.ts -> layers/MemoryImageSource.js",
   "src/containers/ServerProgram.ts -> layers/StoreImageSource.js",
   "src/git/ImportSetup.ts -> layers/BwrapSandbox.js",
-  "src/node/CloneNode.ts -> layers/ReleaseRootFs.js",
-  "src/node/CloneNode.ts -> layers/RemoteReceipts.js",
-  "src/node/ClonePull.ts -> layers/FossilRepository.js",
-  "src/node/CloneRound.ts -> layers/BwrapSandbox.js",
-  "src/node/CloneRound.ts -> layers/CareDirectoryFs.js",
-  "src/node/CloneRound.ts -> layers/FossilRepository.js",
-  "src/node/CloneRound.ts -> layers/RemoteReceipts.js",
-  "src/node/HookSetup.ts -> layers/BwrapSandbox.js",
-  "src/node/HookSetup.ts -> layers/ReleaseRootFs.js",
-  "src/node/Round.ts -> layers/BwrapSandbox.js",
-  "src/node/Round.ts -> layers/CareDirectoryFs.js",
-  "src/node/Round.ts -> layers/FossilReceipts.js",
-  "src/node/Round.ts -> layers/FossilRepository.js",
   "src/tools/accept.ts -> layers/ReleaseRootFs.js",
+  // the tools whose bodies live in src/node take this host's layers themselves until runTool's
+  // callers provide them
+  "src/tools/hook.ts -> layers/LiveHosts.js",
+  "src/tools/node.ts -> layers/LiveHosts.js",
+  "src/tools/unhook.ts -> layers/LiveHosts.js",
   "src/tools/attach.ts -> layers/CareDirectoryFs.js",
   "src/tools/attach.ts -> layers/ReleaseRootFs.js",
   "src/tools/rollback.ts -> layers/ReleaseRootFs.js",
@@ -144,14 +136,7 @@ const allowed: ReadonlyArray<string> = [
   "src/tools/support/hostForCheck.ts -> layers/BwrapSandbox.js",
   "src/tools/support/servedLayers.ts -> layers/FossilReceipts.js",
   "src/tools/support/servedLayers.ts -> layers/FossilRepository.js",
-  "src/tools/watch.ts -> layers/ReleaseRootFs.js",
-  "src/watcher/Rehearsal.ts -> layers/CareDirectoryFs.js",
-  "src/watcher/Rehearsal.ts -> layers/FossilReceipts.js",
-  "src/watcher/Rehearsal.ts -> layers/FossilRepository.js",
-  "src/watcher/main.ts -> layers/BwrapSandbox.js",
-  "src/watcher/main.ts -> layers/CareDirectoryFs.js",
-  "src/watcher/main.ts -> layers/FossilReceipts.js",
-  "src/watcher/main.ts -> layers/FossilRepository.js"
+  "src/tools/watch.ts -> layers/ReleaseRootFs.js"
 ]
 
 const key = (i: Import) => `${i.from} -> ${i.to}`
