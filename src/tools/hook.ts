@@ -1,5 +1,3 @@
-import * as Effect from "effect/Effect"
-import * as LiveHosts from "../../layers/LiveHosts.js"
 import { HookInput, HookOutput, installHook } from "../node/HookSetup.js"
 import { needsSetup } from "./stage.js"
 import { defineTool } from "./Tool.js"
@@ -23,5 +21,5 @@ export const hook = defineTool({
   output: HookOutput,
   allow: needsSetup("hook"),
   offeredBy: ["cli", "cgi"], notOfferedBecause: "a sandbox has no served repository",
-  handle: (input, context) => installHook(input, context, process.argv[1]).pipe(Effect.provide(LiveHosts.layer))
+  handle: (input, context) => installHook(input, context, process.argv[1])
 })

@@ -1,5 +1,3 @@
-import * as Effect from "effect/Effect"
-import * as LiveHosts from "../../layers/LiveHosts.js"
 import { NodeInput, NodeOutput, runCloneNode } from "../node/CloneNode.js"
 import { defineTool } from "./Tool.js"
 
@@ -24,5 +22,5 @@ export const node = defineTool({
   allow: (caller) => (caller.sandboxed ? "node runs on its own host, never inside a run's sandbox" : undefined),
   offeredBy: ["cli"],
   notOfferedBecause: "it runs on its own host",
-  handle: (input, context) => runCloneNode(input, context, process.argv[1]).pipe(Effect.provide(LiveHosts.layer))
+  handle: (input, context) => runCloneNode(input, context, process.argv[1])
 })

@@ -1,5 +1,3 @@
-import * as Effect from "effect/Effect"
-import * as LiveHosts from "../../layers/LiveHosts.js"
 import { removeHook, RootOnlyInput, UnhookOutput } from "../node/HookSetup.js"
 import { needsSetup } from "./stage.js"
 import { defineTool } from "./Tool.js"
@@ -15,5 +13,5 @@ export const unhook = defineTool({
   output: UnhookOutput,
   allow: needsSetup("unhook"),
   offeredBy: ["cli", "cgi"], notOfferedBecause: "a sandbox has no served repository",
-  handle: (input, context) => removeHook(input, context, process.argv[1]).pipe(Effect.provide(LiveHosts.layer))
+  handle: (input, context) => removeHook(input, context, process.argv[1])
 })
