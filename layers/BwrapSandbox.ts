@@ -29,10 +29,12 @@ import { bwrapArgs, unconfinedArgs } from "../src/sandbox/bwrapArgs.js"
 import { leftoverName, LaunchCgroups, probeController } from "../src/sandbox/cgroups.js"
 import { decideEnding } from "../src/sandbox/ending.js"
 import { planMounts, type PlannedMounts } from "../src/sandbox/mountPlan.js"
+import { hostTools } from "../src/sandbox/hostTools.js"
 import { endTree } from "../src/sandbox/processTree.js"
 import { checkSpecForm } from "../src/sandbox/specCheck.js"
 import { TerminalChild } from "../src/sandbox/terminalChild.js"
 import { openStreamWriter } from "../src/watch/StreamFile.js"
+import { releasePaths } from "../src/release/ReleasePaths.js"
 
 export interface BwrapSandboxOptions {
   readonly bash?: string
@@ -231,11 +233,11 @@ interface LaunchedChild {
 export type SandboxTools = Required<Omit<BwrapSandboxOptions, "capabilitiesCache">>
 
 export const defaultTools = (options: BwrapSandboxOptions = {}): SandboxTools => ({
-  bash: options.bash ?? "/bin/bash",
-  bwrap: options.bwrap ?? "/usr/bin/bwrap",
-  setpriv: options.setpriv ?? "/usr/bin/setpriv",
-  prlimit: options.prlimit ?? "/usr/bin/prlimit",
-  hostname: options.hostname ?? "sandbox"
+  bash: options.bash ?? hostTools.bash,
+  bwrap: options.bwrap ?? hostTools.bwrap,
+  setpriv: options.setpriv ?? hostTools.setpriv,
+  prlimit: options.prlimit ?? hostTools.prlimit,
+  hostname: options.hostname ?? hostTools.hostname
 })
 
 /**
@@ -592,3 +594,6 @@ export const make = (options: BwrapSandboxOptions = {}): SandboxLauncherShape =>
 
 export const layer = (options: BwrapSandboxOptions = {}): Layer.Layer<SandboxLauncher> =>
   Layer.sync(SandboxLauncher, () => make(options))
+
+/** A node's sandbox options: its measure of the host kept in ROOT/node, shared by the node's processes. */
+export const ofRoot = (root: string): BwrapSandboxOptions => ({ capabilitiesCache: releasePaths(root).capabilities })

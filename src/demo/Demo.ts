@@ -49,7 +49,7 @@ const printThread = async (world: NodeWorld, run: string) => {
 const thisCheckout = (): string => Path.resolve(Path.dirname(Fs.realpathSync(process.argv[1]!)), "..")
 
 /** A tool called as alice on the served repository, as `ocx2 --repository REPO --user alice TOOL` does. */
-const asAdmin = async <O>(world: NodeWorld, tool: Tool<any, any, O, any, never>, input: object): Promise<Answer<O>> => {
+const asAdmin = async <O>(world: NodeWorld, tool: Tool<any, any, O>, input: object): Promise<Answer<O>> => {
   const capabilities = await Effect.runPromise(capabilitiesOf(world.repository, users.admin.login))
   return Effect.runPromise(runTool(tool, input, {
     caller: { user: users.admin.login, capabilities, sandboxed: false },

@@ -4,7 +4,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import * as BwrapSandbox from "../../layers/BwrapSandbox.js"
+import { Hosts } from "../../services/Hosts.js"
 import { runFossil } from "../fossil/Command.js"
 import { openDatabase } from "../fossil/Sqlite.js"
 import { canonicalRepository } from "../node/HookFiles.js"
@@ -143,7 +143,7 @@ const urlFor = (servedUrl: string | undefined, name: string): string | undefined
   }
 }
 
-export const importRepository = (input: ImportInput, context: ToolContext): Effect.Effect<Handled<ImportOutput>> => {
+export const importRepository = (input: ImportInput, context: ToolContext): Effect.Effect<Handled<ImportOutput>, never, Hosts> => {
   const log = new OperationsLog(context.dryRun)
   // what was made so far, undone in reverse when a later step fails
   const undo: Array<{ readonly what: string; readonly effect: Effect.Effect<unknown, unknown> }> = []
@@ -191,7 +191,7 @@ export const importRepository = (input: ImportInput, context: ToolContext): Effe
         undo.push({ what: `remove ${work}`, effect: Effect.sync(() => Fs.rmSync(work, { recursive: true, force: true })) })
         Fs.chmodSync(work, 0o755)
         return yield* importInSandbox({ upstream: upstream.url, localUpstream: upstream.local, admin: caller, work, ownPaths: [served] }).pipe(
-          Effect.provide(BwrapSandbox.layer())
+          Effect.provide((yield* Hosts).sandbox())
         )
       }))
     yield* log.perform("place", `${repository}, its admin ${caller} (its password random and kept nowhere)`, Effect.try({

@@ -1,16 +1,16 @@
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
-import * as ReleaseRootFs from "../../layers/ReleaseRootFs.js"
-import * as RemoteReceipts from "../../layers/RemoteReceipts.js"
+import { Hosts } from "../../services/Hosts.js"
+import { Receipts } from "../../services/Receipts.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { Refusal, rootToActOn } from "../release/Served.js"
 import { OperationsLog } from "../tools/Operations.js"
 import type { Handled, ToolContext } from "../tools/Tool.js"
 import { bootId, cloneEntryOf, readCloneRemote, writeCloneEntry } from "./CloneFiles.js"
 import { readPasswordsFile } from "./ClonePasswords.js"
-import { pullClone } from "./ClonePull.js"
-import { cloneNodeLayer, cloneRound } from "./CloneRound.js"
+import { pullClone } from "../fossil/Pull.js"
+import { clonePlaceOf, cloneRound } from "./CloneRound.js"
 import { canonicalRepository, cursorFileOf, readCursor } from "./HookFiles.js"
 import type { NodeConfig } from "./NodeConfig.js"
 import { finishLeftOutboxes } from "./Recovery.js"
@@ -68,6 +68,7 @@ export const runCloneNode = (input: NodeInput, context: ToolContext, programPath
   const log = new OperationsLog(context.dryRun)
   const act: Act = (op, detail, effect) => log.perform(op, detail, effect)
   const program = Effect.gen(function*() {
+    const hosts = yield* Hosts
     if (context.repository === undefined) {
       return yield* Effect.fail(new Refusal("node works from a clone: name it with --repository CLONE before the tool's name"))
     }
@@ -92,7 +93,7 @@ export const runCloneNode = (input: NodeInput, context: ToolContext, programPath
     }
     log.note("clone", `${repository}: server-code ${remote.serverCode}, a clone of ${remote.url} as ${remote.user}`)
 
-    const root = yield* rootToActOn("node", input.root, programPath).pipe(Effect.provide(ReleaseRootFs.layer))
+    const root = yield* rootToActOn("node", input.root, programPath)
     if (!Fs.existsSync(releasePaths(root).current)) {
       return yield* Effect.fail(new Refusal(`${root} serves no release (${releasePaths(root).current} is missing): no watcher could run a run; install a release first`))
     }
@@ -101,8 +102,8 @@ export const runCloneNode = (input: NodeInput, context: ToolContext, programPath
     }
 
     // signing in as the node user: a login that fails, or a node user holding admin or setup, is refused here
-    const capabilities = yield* RemoteReceipts.make({ url: input.server_url, user: passwords.user, password: passwords.password })
-      .capabilitiesOf(passwords.user).pipe(
+    const serverReceipts = yield* Receipts.pipe(Effect.provide(hosts.serverReceipts({ url: input.server_url, user: passwords.user, password: passwords.password })))
+    const capabilities = yield* serverReceipts.capabilitiesOf(passwords.user).pipe(
         Effect.mapError((e) => e._tag === "ReceiptsUnavailable" ? new Refusal(`signing in to ${input.server_url} as ${passwords.user}: ${e.reason}`) : e)
       )
     if (capabilities === undefined) return yield* Effect.fail(new Refusal(`${input.server_url} has no user ${passwords.user}`))
@@ -137,7 +138,7 @@ export const runCloneNode = (input: NodeInput, context: ToolContext, programPath
     yield* act("pull", `fossil pull -R ${repository} (as ${remote.user}, with the password the clone remembers)`, pullClone(repository))
 
     const watcherProgram = watcherOf(root)
-    const layer = cloneNodeLayer(config, passwords, { pull: !context.dryRun })
+    const layer = hosts.clone(clonePlaceOf(config, passwords), { pull: !context.dryRun })
     const left = yield* finishLeftOutboxes(act).pipe(Effect.provide(layer))
     let runs: ReadonlyArray<{ run: string; action: string }>
     if (check) {

@@ -1,16 +1,10 @@
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
-import * as Path from "node:path"
-import * as BwrapSandbox from "../../layers/BwrapSandbox.js"
-import * as CareDirectoryFs from "../../layers/CareDirectoryFs.js"
-import * as FossilRepository from "../../layers/FossilRepository.js"
-import * as RemoteReceipts from "../../layers/RemoteReceipts.js"
 import { CareDirectory } from "../../services/CareDirectory.js"
+import type { ClonePlace } from "../../services/Hosts.js"
 import { Receipts } from "../../services/Receipts.js"
 import { Repository, serverOrder, type Cursor } from "../../services/Repository.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import type { Passwords } from "./ClonePasswords.js"
-import * as ClonePull from "./ClonePull.js"
 import { deliverArrivals, whereSomeSessionListens } from "./Deliveries.js"
 import { readSessionFiles } from "./SessionFiles.js"
 import type { Arrival } from "../protocol/Subscriptions.js"
@@ -89,31 +83,11 @@ export const cloneRound = (config: NodeConfig, act: Act, options: { readonly wat
     }))
   })
 
-/**
- * The layers of a node on a clone's host: the clone (writes pushed to the server as the node
- * user; a run's record read after a pull, unless `pull` is false, as in a dry run), the server's
- * receipts asked as the node user, the care directory, the sandbox.
- */
-export const cloneNodeLayer = (config: NodeConfig, passwords: Passwords, options: { readonly pull: boolean; readonly holdFds?: ReadonlyArray<number> }) => {
-  const serverUrl = config.serverUrl ?? ""
-  const repositoryConfig: FossilRepository.FossilRepositoryConfig = {
-    path: config.repository,
-    server: { url: serverUrl, passwords: { [passwords.user]: passwords.password } },
-    ...(options.holdFds !== undefined ? { holdFds: options.holdFds } : {})
-  }
-  return Layer.mergeAll(
-    options.pull ? ClonePull.layer(repositoryConfig) : FossilRepository.layer(repositoryConfig),
-    RemoteReceipts.layer({ url: serverUrl, user: passwords.user, password: passwords.password }),
-    CareDirectoryFs.layer({ root: config.root }),
-    BwrapSandbox.layer({ capabilitiesCache: Path.join(releasePaths(config.root).node, "capabilities.json") })
-  )
-}
-
-/** Only the record's two services, for a watcher that builds its own care directory and sandbox. */
-export const cloneRecordLayer = (config: NodeConfig, passwords: Passwords, holdFds: ReadonlyArray<number>) => {
-  const serverUrl = config.serverUrl ?? ""
-  return Layer.mergeAll(
-    ClonePull.layer({ path: config.repository, server: { url: serverUrl, passwords: { [passwords.user]: passwords.password } }, holdFds }),
-    RemoteReceipts.layer({ url: serverUrl, user: passwords.user, password: passwords.password })
-  )
-}
+/** Where the node on a clone's host acts, for the Hosts service: its clone and ROOT, the server, the node user's password. */
+export const clonePlaceOf = (config: NodeConfig, passwords: Passwords): ClonePlace => ({
+  repository: config.repository,
+  root: config.root,
+  serverUrl: config.serverUrl ?? "",
+  user: passwords.user,
+  password: passwords.password
+})

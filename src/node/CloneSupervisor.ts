@@ -1,12 +1,12 @@
 import * as Effect from "effect/Effect"
-import type * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Fs from "node:fs"
+import { Hosts, type HostsShape, type NodeServices } from "../../services/Hosts.js"
 import { Receipts } from "../../services/Receipts.js"
 import { runCloneNode } from "./CloneNode.js"
 import { readPasswordsFile } from "./ClonePasswords.js"
-import { pullClone } from "./ClonePull.js"
-import { cloneNodeLayer, cloneRound } from "./CloneRound.js"
+import { pullClone } from "../fossil/Pull.js"
+import { clonePlaceOf, cloneRound } from "./CloneRound.js"
 import type { NodeConfig } from "./NodeConfig.js"
 import { actNow, watcherOf } from "./Round.js"
 import { ensureSpare } from "./SpareClient.js"
@@ -44,7 +44,8 @@ export const superviseClone = (
   files: SupervisorFiles,
   lockFd: number,
   program: string | undefined,
-  options: CloneSupervisorOptions
+  options: CloneSupervisorOptions,
+  hosts: HostsShape
 ): Promise<number> =>
   new Promise((resolveExit) => {
     const since = new Date().toISOString()
@@ -85,7 +86,7 @@ export const superviseClone = (
     // after the node's start (which signed in and checked the clone and the passwords file), each
     // step is a pull and the round over what it brought: no sign-in, and the server is asked who
     // sent what only when something arrived
-    let runtime: ManagedRuntime.ManagedRuntime<Layer.Layer.Success<ReturnType<typeof cloneNodeLayer>>, unknown> | undefined
+    let runtime: ManagedRuntime.ManagedRuntime<NodeServices, unknown> | undefined
 
     // one piece of work at a time: a pull and its round, or what the roll found (a watcher's end, runs
     // waiting for their process user); the long poll itself waits outside
@@ -150,13 +151,13 @@ export const superviseClone = (
         { server_url: config.serverUrl!, passwords_file: config.passwordsFile!, root: config.root, check: true },
         { caller: { user: config.nodeUser, capabilities: "", sandboxed: false }, dryRun: false, repository: config.repository, entryPoint: "cli" },
         program
-      ))
+      ).pipe(Effect.provideService(Hosts, hosts), Effect.provide(hosts.releaseRoot)))
       const did = answer.stopped !== undefined && answer.stopped.reason !== "completed"
         ? [`${answer.stopped.reason}: ${answer.stopped.message ?? ""}`]
         : (answer.output?.runs ?? []).map((r) => `${r.run}: ${r.action}`)
       const passwords = readPasswordsFile(config.passwordsFile!)
       if (answer.stopped === undefined || answer.stopped.reason === "completed") {
-        if (passwords._tag === "Passwords") runtime = ManagedRuntime.make(cloneNodeLayer(config, passwords.passwords, { pull: true }))
+        if (passwords._tag === "Passwords") runtime = ManagedRuntime.make(hosts.clone(clonePlaceOf(config, passwords.passwords), { pull: true }))
       }
       // not started (refused, or the passwords file unreadable since): tried again after a pause, as a failure is
       if (runtime === undefined) throw new Error(did.join("; ") || (passwords._tag === "Refused" ? passwords.why : "the node did not start"))

@@ -193,11 +193,11 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
 /**
  * The round (Effect, the protocol's schemas, the sandbox) is a bundle of its own beside the hook
  * (ocx2-hook-round), loaded only when something may hold a message: parsing it is most of what
- * a call that decides nothing would cost. From source (tests), the module itself.
+ * a call that decides nothing would cost. From source (tests), that bundle's source.
  */
-const loadRound = (program: string | undefined): Promise<typeof import("./Round.js")> => {
+const loadRound = (program: string | undefined): Promise<typeof import("../../bin/ocx2-hook-round.js")> => {
   // a specifier the bundler cannot follow, so the hook's bundle never holds the round
-  const fromSource = "./Round.js"
+  const fromSource = "../../bin/ocx2-hook-round.js"
   return loadSibling("ocx2-hook-round", typeof OCX2_BUNDLED === "undefined" ? () => import(fromSource) : undefined, program)
 }
 

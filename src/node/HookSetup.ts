@@ -2,11 +2,11 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { defaultTools } from "../../layers/BwrapSandbox.js"
-import * as ReleaseRootFs from "../../layers/ReleaseRootFs.js"
+import { Hosts } from "../../services/Hosts.js"
 import { rootOfProgram, releasePaths } from "../release/ReleasePaths.js"
 import { Refusal, rootOfCall } from "../release/Served.js"
 import { describeController, realHost, versionOf } from "../sandbox/cgroups.js"
+import { hostTools } from "../sandbox/hostTools.js"
 import type { HostCapabilities } from "../../services/SandboxLauncher.js"
 import { OperationsLog } from "../tools/Operations.js"
 import type { Handled, ToolContext } from "../tools/Tool.js"
@@ -19,7 +19,7 @@ import type { NodeConfig } from "./NodeConfig.js"
 import { waitingRuns } from "./ProcessUserFiles.js"
 import { readSessionFiles } from "./SessionFiles.js"
 import { runningSupervisor } from "./SupervisorFiles.js"
-import { type Act, servedNodeLayer, startNode, watcherOf } from "./Round.js"
+import { type Act, startNode, watcherOf } from "./Round.js"
 import { finishLeftOutboxes } from "./Recovery.js"
 
 // hook, unhook and status (seed 001, "Install or remove the hook"): what each does, once; the
@@ -178,8 +178,9 @@ export const installHook = (input: HookInput, context: ToolContext, programPath:
   const log = new OperationsLog(context.dryRun)
   const act: Act = (op, detail, effect) => log.perform(op, detail, effect)
   return finishHook(log, Effect.gen(function*() {
+    const hosts = yield* Hosts
     const repository = yield* servedRepository("hook", context)
-    const root = yield* rootOfCall("hook", input.root, programPath, context.entryPoint).pipe(Effect.provide(ReleaseRootFs.layer))
+    const root = yield* rootOfCall("hook", input.root, programPath, context.entryPoint)
     if (input.check === true && input.node === undefined) {
       // the node's start decides the runs of one node user, and the call names it
       const recorded = nodeOf(root, repository)
@@ -229,11 +230,11 @@ export const installHook = (input: HookInput, context: ToolContext, programPath:
       log.note("check", `${why} (${input.node})`)
       // what dead watchers left unsent (kept logs after an ended that counts, say) goes first
       const left = yield* finishLeftOutboxes(act).pipe(
-        Effect.provide(servedNodeLayer(config)),
+        Effect.provide(hosts.served(config)),
         Effect.mapError((e) => new HookError(`the node could not send what its watchers left: ${String((e as { message?: unknown }).message ?? e)}`))
       )
       const started = yield* startNode(config, act, { watcherProgram: watcherOf(root), dryRun: context.dryRun }).pipe(
-        Effect.provide(servedNodeLayer(config)),
+        Effect.provide(hosts.served(config)),
         Effect.mapError((e) => new HookError(`the node could not check its runs: ${String((e as { message?: unknown }).message ?? e)}`))
       )
       log.note("node", `${started.decisions.length} open run${started.decisions.length === 1 ? "" : "s"} for ${input.node} checked`)
@@ -281,10 +282,10 @@ export const removeHook = (input: RootOnlyInput, context: ToolContext, programPa
     const repository = yield* servedRepository("unhook", context)
     // on the web a root in the request is refused, not passed over: the page acts on its own release's root
     if (context.entryPoint === "cgi" && input.root !== undefined) {
-      yield* rootOfCall("unhook", input.root, programPath, context.entryPoint).pipe(Effect.provide(ReleaseRootFs.layer))
+      yield* rootOfCall("unhook", input.root, programPath, context.entryPoint)
     }
     const root = input.root !== undefined || programPath !== undefined
-      ? yield* rootOfCall("unhook", input.root, programPath, context.entryPoint).pipe(Effect.provide(ReleaseRootFs.layer), Effect.option)
+      ? yield* rootOfCall("unhook", input.root, programPath, context.entryPoint).pipe(Effect.option)
       : undefined
     const hooks = yield* readHooks(repository)
     const ours = hooks.filter((h) => runsOcx2Hook(h.command))
@@ -320,7 +321,7 @@ const rootForStatus = (given: string | undefined, programPath: string | undefine
  * that reads and changes nothing (the node makes its cgroup ready when it first measures).
  */
 export const hostLimits = (root: string | undefined): { readonly limits: LimitsOutput; readonly limitsFrom: string } => {
-  const prlimit = defaultTools().prlimit
+  const prlimit = hostTools.prlimit
   const host = realHost()
   const cgroupOf = (controller: "pids" | "memory") => `cgroup v${versionOf(controller, host) ?? "?"} ${controller}`
   const file = root === undefined ? undefined : Path.join(releasePaths(root).node, "capabilities.json")

@@ -1,14 +1,9 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Fs from "node:fs"
-import * as Path from "node:path"
-import * as BwrapSandbox from "../../layers/BwrapSandbox.js"
-import * as CareDirectoryFs from "../../layers/CareDirectoryFs.js"
-import * as FossilReceipts from "../../layers/FossilReceipts.js"
-import * as FossilRepository from "../../layers/FossilRepository.js"
 import { CareDirectory } from "../../services/CareDirectory.js"
+import { Hosts } from "../../services/Hosts.js"
 import { Repository, startCursor, type Cursor } from "../../services/Repository.js"
 import { readMessage } from "../protocol/Envelope.js"
 import { decide, type LifeEvent, type Liveness } from "../protocol/Life.js"
@@ -412,18 +407,10 @@ export const startNode = (config: NodeConfig, act: Act, options: { readonly watc
     }))
   })
 
-/** The layers a round needs on the server's host: the served file, the care directory, the sandbox. */
-export const servedNodeLayer = (config: NodeConfig) =>
-  Layer.mergeAll(
-    FossilRepository.layer({ path: config.repository }),
-    FossilReceipts.layer({ path: config.repository }),
-    CareDirectoryFs.layer({ root: config.root }),
-    BwrapSandbox.layer({ capabilitiesCache: Path.join(releasePaths(config.root).node, "capabilities.json") })
-  )
-
-/** The hook's slow path, called by src/node/HookFast.ts once something may hold a message. */
-export const runHookRound = (config: NodeConfig): Promise<RoundResult> =>
-  Effect.runPromise(hookRound(config, { watcherProgram: watcherOf(config.root) }).pipe(Effect.provide(servedNodeLayer(config))))
+/** The hook's slow path on the server's host (bin/ocx2-hook-round.ts runs it for src/node/HookFast.ts). */
+export const servedHookRound = (config: NodeConfig) =>
+  Effect.flatMap(Hosts, (hosts) =>
+    hookRound(config, { watcherProgram: watcherOf(config.root) }).pipe(Effect.provide(hosts.served(config))))
 
 /**
  * A person holding admin or setup starts a manual run (seed 001, `run`): decided again as the
@@ -442,6 +429,7 @@ export const personStart = (config: NodeConfig, run: string, act: Act) =>
 /** What a dry run does: decide, and do nothing. */
 export const dryAct: Act = () => Effect.succeed(undefined)
 
-/** `run` on the server's host, from a tool in another bundle: plain values across the boundary. */
-export const runPersonStart = (config: NodeConfig, run: string, dryRun: boolean): Promise<string> =>
-  Effect.runPromise(personStart(config, run, dryRun ? dryAct : actNow).pipe(Effect.provide(servedNodeLayer(config))))
+/** `run` on the server's host, from a tool in another bundle (bin/ocx2-hook-round.ts). */
+export const servedPersonStart = (config: NodeConfig, run: string, dryRun: boolean) =>
+  Effect.flatMap(Hosts, (hosts) =>
+    personStart(config, run, dryRun ? dryAct : actNow).pipe(Effect.provide(hosts.served(config))))

@@ -3,6 +3,7 @@ import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { CareDirectory } from "../../services/CareDirectory.js"
+import type { HostsShape } from "../../services/Hosts.js"
 import { Repository } from "../../services/Repository.js"
 import { openDatabase } from "../fossil/Sqlite.js"
 import { releasePaths, rootOfProgram } from "../release/ReleasePaths.js"
@@ -13,7 +14,7 @@ import { readArrivals } from "./HookFast.js"
 import { advanceCursor, canonicalRepository, type Cursor, cursorFileOf, readCursor, readNodes } from "./HookFiles.js"
 import type { NodeConfig } from "./NodeConfig.js"
 import { finishLeftOutboxes } from "./Recovery.js"
-import { actNow, decideMessage, described, hookRound, nodeMessagesAfter, servedNodeLayer, startNode, watcherOf } from "./Round.js"
+import { actNow, decideMessage, described, hookRound, nodeMessagesAfter, startNode, watcherOf } from "./Round.js"
 import { unsettledAfter } from "./ReceiptSettled.js"
 import { anySession } from "./SessionFiles.js"
 import { ensureSpare } from "./SpareClient.js"
@@ -99,8 +100,8 @@ export const resolveNode = (args: SuperviseArgs, program: string | undefined): N
   return { root, repository, nodeUser: args.node, serverUrl: entry.serverUrl, passwordsFile: undefined }
 }
 
-/** Runs the supervisor until SIGTERM or SIGINT (or the served release is switched); its exit status. */
-export const runSupervisor = async (argv: ReadonlyArray<string>, program: string | undefined = process.argv[1]): Promise<number> => {
+/** Runs the supervisor until SIGTERM or SIGINT (or the served release is switched), on the host's layers; its exit status. */
+export const runSupervisor = async (argv: ReadonlyArray<string>, hosts: HostsShape, program: string | undefined = process.argv[1]): Promise<number> => {
   const args = parseArgs(argv)
   if (typeof args === "string") {
     process.stderr.write(`ocx2 supervise: ${args}\n`)
@@ -131,14 +132,14 @@ export const runSupervisor = async (argv: ReadonlyArray<string>, program: string
       : `could not take ${files.lock}: ${locked}`}\n`)
     return locked === "busy" ? 2 : 1
   }
-  return config.passwordsFile !== undefined ? superviseClone(config, files, lockFd, program, { shortCycle: args.shortCycle }) : supervise(config, files, lockFd)
+  return config.passwordsFile !== undefined ? superviseClone(config, files, lockFd, program, { shortCycle: args.shortCycle }, hosts) : supervise(config, files, lockFd, hosts)
 }
 
-const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number): Promise<number> =>
+const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number, hosts: HostsShape): Promise<number> =>
   new Promise((resolveExit) => {
     const care = releasePaths(config.root).care
     Fs.mkdirSync(care, { recursive: true, mode: 0o700 })
-    const runtime = ManagedRuntime.make(servedNodeLayer(config))
+    const runtime = ManagedRuntime.make(hosts.served(config))
     const since = new Date().toISOString()
     const started = processStartTime(process.pid) ?? ""
     let rounds = 0

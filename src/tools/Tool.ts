@@ -1,5 +1,7 @@
 import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import type { Hosts } from "../../services/Hosts.js"
+import type { ReleaseRoot } from "../../services/ReleaseRoot.js"
 
 // One definition per tool (seed 001): the adapters (CLI, CGI, MCP) derive everything from
 // this and decide nothing, so a call is allowed or refused the same way from every entry point.
@@ -68,7 +70,13 @@ export interface Handled<O> {
   readonly stopped?: { readonly reason: StopReason; readonly message?: string }
 }
 
-export interface Tool<I = any, IE = any, O = any, OE = any, R = never> {
+/**
+ * What a tool's handler may require: the layers of the host it acts on (Hosts) and the release
+ * roots. runTool provides them, so an entry point runs any tool with nothing more to give.
+ */
+export type ToolServices = Hosts | ReleaseRoot
+
+export interface Tool<I = any, IE = any, O = any, OE = any, R = ToolServices> {
   readonly name: string
   /** One line for lists. */
   readonly summary: string

@@ -1,5 +1,4 @@
 import * as Effect from "effect/Effect"
-import * as ReleaseRootFs from "../../layers/ReleaseRootFs.js"
 import { acceptRelease, AcceptOutput, RootInput } from "../release/acceptRelease.js"
 import { needsSetup } from "./stage.js"
 import { defineTool } from "./Tool.js"
@@ -22,5 +21,5 @@ export const accept = defineTool({
   positional: [],
   output: AcceptOutput,
   allow: needsSetup("accept"),
-  handle: (input, context) => acceptRelease(input, context, process.argv[1]).pipe(Effect.provide(ReleaseRootFs.layer))
+  handle: (input, context) => acceptRelease(input, context, process.argv[1])
 })

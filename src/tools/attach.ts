@@ -2,9 +2,8 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import * as CareDirectoryFs from "../../layers/CareDirectoryFs.js"
-import * as ReleaseRootFs from "../../layers/ReleaseRootFs.js"
 import { CareDirectory } from "../../services/CareDirectory.js"
+import { Hosts } from "../../services/Hosts.js"
 import { rootToActOn } from "../release/Served.js"
 import { OperationsLog } from "./Operations.js"
 import { connectTerminal, joinTerminal } from "./support/attachTerminal.js"
@@ -61,7 +60,6 @@ export const attach = defineTool({
       log,
       Effect.gen(function*() {
         const root = yield* rootToActOn("attach", input.root, process.argv[1]).pipe(
-          Effect.provide(ReleaseRootFs.layer),
           Effect.catchTag("Refusal", (e) => refuse(e.message))
         )
         const careDir = Path.join(root, "care")
@@ -70,7 +68,7 @@ export const attach = defineTool({
         if (named.length === 0) return yield* refuse(`no run ${input.run} in this host's care (${careDir})`)
         if (named.length > 1) return yield* refuse(`${input.run} names ${named.length} runs in care: ${named.join(", ")}`)
         const run = named[0]!
-        const care = yield* CareDirectory.pipe(Effect.provide(CareDirectoryFs.layer({ root })))
+        const care = yield* CareDirectory.pipe(Effect.provide((yield* Hosts).care(root)))
         const held = yield* care.probe(run)
         if (held !== "alive") return yield* refuse(`the run ${run} has ended: no watcher holds it`)
         const connected = yield* Effect.promise(() => connectTerminal(careDir, run))

@@ -1,5 +1,4 @@
 import * as Effect from "effect/Effect"
-import * as ReleaseRootFs from "../../layers/ReleaseRootFs.js"
 import { RootInput } from "../release/acceptRelease.js"
 import { rollbackRelease, RollbackOutput } from "../release/rollbackRelease.js"
 import { needsSetup } from "./stage.js"
@@ -20,5 +19,5 @@ export const rollback = defineTool({
   positional: [],
   output: RollbackOutput,
   allow: needsSetup("rollback"),
-  handle: (input, context) => rollbackRelease(input, context, process.argv[1]).pipe(Effect.provide(ReleaseRootFs.layer))
+  handle: (input, context) => rollbackRelease(input, context, process.argv[1])
 })

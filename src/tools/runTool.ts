@@ -3,20 +3,26 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import type { Answer, Tool, ToolContext } from "./Tool.js"
+import * as LiveHosts from "../../layers/LiveHosts.js"
+import type { Answer, Tool, ToolContext, ToolServices } from "./Tool.js"
 
-/** The one place a call is decoded, authorized and run; every entry point goes through it. */
+/**
+ * The one place a call is decoded, authorized and run; every entry point goes through it. It is
+ * also where a tool call's services are provided (a composition point, docs/architecture.md,
+ * "Layout"): a handler names what it needs in its type (ToolServices), and gets this host's live layers.
+ */
 export const runTool = <I, IE, O, OE, R>(
   tool: Tool<I, IE, O, OE, R>,
   rawInput: unknown,
   context: ToolContext
-): Effect.Effect<Answer<O>, never, R> => {
+): Effect.Effect<Answer<O>, never, Exclude<R, ToolServices>> => {
   const refused = (message: string): Answer<O> => ({ tool: tool.name, operations: [], stopped: { reason: "refused", message } })
   const decoded = Schema.decodeUnknownEither(tool.input, { onExcessProperty: "error", errors: "all" })(rawInput)
   if (Either.isLeft(decoded)) return Effect.succeed(refused(`bad argument: ${describeParseError(decoded.left)}`))
   const notAllowed = tool.allow(context.caller)
   if (notAllowed !== undefined) return Effect.succeed(refused(notAllowed))
   return tool.handle(decoded.right, context).pipe(
+    Effect.provide(LiveHosts.layer),
     Effect.map((handled): Answer<O> => ({
       tool: tool.name,
       operations: handled.operations,

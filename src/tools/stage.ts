@@ -1,5 +1,4 @@
 import * as Effect from "effect/Effect"
-import * as ReleaseRootFs from "../../layers/ReleaseRootFs.js"
 import { StageInput, StageOutput, stageRelease } from "../release/stageRelease.js"
 import { type Caller, defineTool, hasCapability } from "./Tool.js"
 
@@ -23,5 +22,5 @@ export const stage = defineTool({
   output: StageOutput,
   allow: needsSetup("stage"),
   offeredBy: ["cli", "mcp"], notOfferedBecause: "it runs the checkout's own code",
-  handle: (input, context) => stageRelease(input, context, process.argv[1]).pipe(Effect.provide(ReleaseRootFs.layer))
+  handle: (input, context) => stageRelease(input, context, process.argv[1])
 })

@@ -1,7 +1,6 @@
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 import * as Schema from "effect/Schema"
-import * as ReleaseRootFs from "../../layers/ReleaseRootFs.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { rootOfCall } from "../release/Served.js"
 import { stateWordsOf } from "../runs/RunWords.js"
@@ -98,7 +97,6 @@ const careDirOf = (input: WatchInput, context: ToolContext) =>
   (input.root === undefined && process.argv[1] === undefined
     ? Effect.succeed(undefined)
     : rootOfCall("watch", input.root, process.argv[1], context.entryPoint).pipe(
-      Effect.provide(ReleaseRootFs.layer),
       Effect.map((root): string | undefined => releasePaths(root).care),
       // a root named and unusable is the caller's to fix; none found, the record alone
       Effect.catchAll((e) => (input.root !== undefined || context.entryPoint === "cgi" ? Effect.fail(new Refused(e.message)) : Effect.succeed(undefined)))

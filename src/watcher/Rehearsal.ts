@@ -7,10 +7,8 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as V8 from "node:v8"
 import * as Vm from "node:vm"
-import * as CareDirectoryFs from "../../layers/CareDirectoryFs.js"
-import * as FossilReceipts from "../../layers/FossilReceipts.js"
-import * as FossilRepository from "../../layers/FossilRepository.js"
 import { CareDirectory } from "../../services/CareDirectory.js"
+import type { HostsShape } from "../../services/Hosts.js"
 import { Receipts } from "../../services/Receipts.js"
 import { openDatabase, preloadSqlite } from "../fossil/Sqlite.js"
 import { cloneEntryOf } from "../node/CloneFiles.js"
@@ -69,7 +67,7 @@ const rehearseSpawn = Effect.async<void>((resume) => {
 })
 
 /** A lock taken and a record read, as a watcher's first steps are. */
-const rehearseRecord = (config: NodeConfig) =>
+const rehearseRecord = (config: NodeConfig, hosts: HostsShape) =>
   Effect.scoped(Effect.gen(function*() {
     const care = yield* CareDirectory
     const lock = yield* care.lockRun("rehearsal")
@@ -79,15 +77,11 @@ const rehearseRecord = (config: NodeConfig) =>
     // server's to say
     const served = cloneEntryOf(config.root, config.repository) === undefined
     yield* Effect.either(readRunRecord(newestPost(config.repository)).pipe(
-      Effect.zipRight(served ? cloneUsers(releasePaths(config.root).node, { keep: false }) : Effect.void),
-      Effect.provide(Layer.mergeAll(
-        FossilRepository.layer({ path: config.repository, holdFds: [lock.fd] }),
-        FossilReceipts.layer({ path: config.repository })
-      ))
-    ))
-    yield* Effect.either(Effect.flatMap(Receipts, (r) => r.capabilitiesOf("nobody")).pipe(
-      Effect.provide(FossilReceipts.layer({ path: config.repository }))
-    ))
+      Effect.zipRight(served ? cloneUsers(releasePaths(config.root).node, { keep: false }) : Effect.void)
+    )).pipe(
+      Effect.zipRight(Effect.either(Effect.flatMap(Receipts, (r) => r.capabilitiesOf("nobody")))),
+      Effect.provide(hosts.record(config.repository, { holdFds: [lock.fd] }))
+    )
   })).pipe(
     // a care directory of its own, outside ROOT: a spare must never make again a ROOT being removed
     Effect.provide(Layer.unwrapScoped(Effect.map(
@@ -95,19 +89,19 @@ const rehearseRecord = (config: NodeConfig) =>
         Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-rehearsal-"))),
         (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
       ),
-      (dir) => CareDirectoryFs.layer({ root: dir })
+      (dir) => hosts.care(dir)
     )))
   )
 
 /** The whole rehearsal; whatever fails in it only warms less. */
-export const warmUp = (config: NodeConfig): Promise<void> => {
+export const warmUp = (config: NodeConfig, hosts: HostsShape): Promise<void> => {
   try {
     preloadSqlite()
     rehearseDecision(config)
   } catch {
     // a rehearsal only warms
   }
-  return Effect.runPromise(Effect.zipRight(rehearseSpawn, rehearseRecord(config)).pipe(Effect.catchAllCause(() => Effect.void)))
+  return Effect.runPromise(Effect.zipRight(rehearseSpawn, rehearseRecord(config, hosts)).pipe(Effect.catchAllCause(() => Effect.void)))
     .then(collectGarbage)
 }
 

@@ -2,17 +2,13 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Layer from "effect/Layer"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import * as BwrapSandbox from "../../layers/BwrapSandbox.js"
-import * as CareDirectoryFs from "../../layers/CareDirectoryFs.js"
-import * as FossilReceipts from "../../layers/FossilReceipts.js"
-import * as FossilRepository from "../../layers/FossilRepository.js"
+import type { HostsShape } from "../../services/Hosts.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { cloneEntryOf } from "../node/CloneFiles.js"
 import { readPasswordsFile } from "../node/ClonePasswords.js"
-import { cloneRecordLayer } from "../node/CloneRound.js"
+import { clonePlaceOf } from "../node/CloneRound.js"
 import { watcherOf } from "../node/HandOff.js"
 import { ensureSpare } from "../node/SpareClient.js"
 import { spareFiles } from "../node/SpareFiles.js"
@@ -97,7 +93,8 @@ export const parseWatcherArgs = (argv: ReadonlyArray<string>): WatcherOptions | 
   }
 }
 
-export const main = (argv: ReadonlyArray<string>) => {
+/** The watcher's program, on the host's layers (bin/ocx2-watcher.ts gives the live ones). */
+export const main = (argv: ReadonlyArray<string>, hosts: HostsShape) => {
   const mainAt = Date.now()
   if (argv[0] === "--spare") {
     const config = parseNodeArgs(argv.slice(1))
@@ -107,10 +104,10 @@ export const main = (argv: ReadonlyArray<string>) => {
     }
     // the node's care directory gone (the node removed meanwhile): no spare, and nothing made again
     if (!Fs.existsSync(spareFiles(config.root).dir)) return process.exit(0)
-    return void warmUp(config).then(() => serveAsSpare(config, parseNodeArgs, (taken) => {
+    return void warmUp(config, hosts).then(() => serveAsSpare(config, parseNodeArgs, (taken) => {
       // named as a started watcher is (ps, and whoever looks for the run's watcher by its hash)
       process.title = `ocx2-watcher --run ${taken.run} --root ${config.root}`
-      watch({ config, run: taken.run, personStart: taken.personStart, crashAt: undefined, mainAt: taken.at, spareSince: mainAt })
+      watch({ config, run: taken.run, personStart: taken.personStart, crashAt: undefined, mainAt: taken.at, spareSince: mainAt }, hosts)
     }))
   }
   const parsed = parseWatcherArgs(argv)
@@ -118,11 +115,11 @@ export const main = (argv: ReadonlyArray<string>) => {
     process.stderr.write(`${parsed}\n`)
     process.exit(2)
   }
-  watch({ ...parsed, mainAt })
+  watch({ ...parsed, mainAt }, hosts)
 }
 
 /** Watches the run: in a watcher started for it, or in the spare that took it. */
-const watch = (options: WatcherOptions) => {
+const watch = (options: WatcherOptions, hosts: HostsShape) => {
   const care = releasePaths(options.config.root).care
   const logLine = (line: string) => {
     try {
@@ -149,11 +146,8 @@ const watch = (options: WatcherOptions) => {
   const spareOnce = Effect.tryPromise(() => (spareAsked ??= ensureSpare(options.config, watcherOf(options.config.root)))).pipe(Effect.ignore)
   const program = watchRun(watched, (lock) =>
     onClone !== undefined
-      ? cloneRecordLayer(onClone.config, onClone.passwords, [lock.fd])
-      : Layer.mergeAll(
-        FossilRepository.layer({ path: options.config.repository, holdFds: [lock.fd] }),
-        FossilReceipts.layer({ path: options.config.repository })
-      )).pipe(
+      ? hosts.cloneRecord(clonePlaceOf(onClone.config, onClone.passwords), { holdFds: [lock.fd] })
+      : hosts.record(options.config.repository, { holdFds: [lock.fd] })).pipe(
       Effect.catchIf(
         (e): e is { readonly _tag: "RunBusy" } => typeof e === "object" && e !== null && (e as { _tag?: unknown })._tag === "RunBusy",
         () => Effect.sync(() => logLine("another watcher holds the run"))
@@ -164,10 +158,8 @@ const watch = (options: WatcherOptions) => {
       (watching) => Effect.scoped(Effect.zipRight(Effect.forkScoped(Effect.delay(spareOnce, "2 seconds")), watching)),
       Effect.ensuring(spareOnce),
       Effect.ensuring(Effect.sync(() => logLine(`the watcher's peak memory: ${(process.resourceUsage().maxRSS / 1024).toFixed(1)} MB`))),
-      Effect.provide(Layer.mergeAll(
-        CareDirectoryFs.layer({ root: options.config.root }),
-        BwrapSandbox.layer({ capabilitiesCache: Path.join(releasePaths(options.config.root).node, "capabilities.json") })
-      ))
+      Effect.provide(hosts.care(options.config.root)),
+      Effect.provide(hosts.sandbox(options.config.root))
     )
   NodeRuntime.runMain(program, {
     disableErrorReporting: true,

@@ -26,7 +26,7 @@ let server: RunningServer
 let root: string
 const mirrors = () => Path.join(dir, "mirrors")
 
-const call = async <O>(tool: Tool<any, any, O, any, never>, input: object, o: { readonly as?: string; readonly dryRun?: boolean } = {}): Promise<Answer<O>> => {
+const call = async <O>(tool: Tool<any, any, O>, input: object, o: { readonly as?: string; readonly dryRun?: boolean } = {}): Promise<Answer<O>> => {
   const user = o.as ?? users.admin.login
   const capabilities = await Effect.runPromise(capabilitiesOf(served, user))
   return Effect.runPromise(runTool(tool, input, { caller: { user, capabilities, sandboxed: false }, dryRun: o.dryRun ?? false, repository: served }))

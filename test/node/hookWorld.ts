@@ -58,7 +58,7 @@ export interface HookWorld {
   readonly server: RunningServer
   readonly serverCode: string
   /** calls a tool as `user` (its capabilities read from the repository) on the served repository */
-  readonly call: <O>(tool: Tool<any, any, O, any, never>, input: object, options?: { readonly as?: string; readonly dryRun?: boolean }) => Promise<Answer<O>>
+  readonly call: <O>(tool: Tool<any, any, O>, input: object, options?: { readonly as?: string; readonly dryRun?: boolean }) => Promise<Answer<O>>
   /** a run's post text for the node user */
   readonly runText: (run: object, to?: string) => string
   /** the run's replies that are messages naming it: kind, sender, content */

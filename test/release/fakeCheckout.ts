@@ -111,7 +111,7 @@ export const setup: ToolContext = {
   repository: undefined
 }
 
-export const call = <I, IE, O, OE>(tool: Tool<I, IE, O, OE, never>, input: unknown, context: Partial<ToolContext> = {}): Promise<Answer<O>> =>
+export const call = <I, IE, O, OE>(tool: Tool<I, IE, O, OE>, input: unknown, context: Partial<ToolContext> = {}): Promise<Answer<O>> =>
   Effect.runPromise(runTool(tool, input, { ...setup, ...context }))
 
 /** Everything under a directory: each entry's kind, a link's target, a file's size and time. */

@@ -22,9 +22,9 @@ export interface WrittenOnServed {
   readonly kind: "run" | "stop"
 }
 
-/** The round: the hook's round bundle beside this program, or the module itself from source. */
-export const loadRound = (): Promise<typeof import("../../node/Round.js")> => {
-  const fromSource = "../../node/Round.js" // not followed by the bundler: the CLI's bundle stays small
+/** The round: the hook's round bundle beside this program, or that bundle's source. */
+export const loadRound = (): Promise<typeof import("../../../bin/ocx2-hook-round.js")> => {
+  const fromSource = "../../../bin/ocx2-hook-round.js" // not followed by the bundler: the CLI's bundle stays small
   return loadSibling("ocx2-hook-round", typeof OCX2_BUNDLED === "undefined" ? () => import(fromSource) : undefined)
 }
 

@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Path from "node:path"
-import * as BwrapSandbox from "../../../layers/BwrapSandbox.js"
+import { Hosts } from "../../../services/Hosts.js"
+import { SandboxLauncher } from "../../../services/SandboxLauncher.js"
 import { hostSettings, repositoryName } from "../../node/NodeConfig.js"
 import { type HostSettings, providesAll } from "../../protocol/Refusals.js"
 import { releasePaths } from "../../release/ReleasePaths.js"
@@ -28,11 +29,12 @@ export interface CheckHost {
   readonly whose: string
 }
 
-export const hostForCheck = (repository: string, nodeUser: string): Effect.Effect<CheckHost> =>
+export const hostForCheck = (repository: string, nodeUser: string): Effect.Effect<CheckHost, never, Hosts> =>
   Effect.gen(function*() {
     const node = yield* thisHostNode(repository).pipe(Effect.orElseSucceed(() => undefined))
     if (node !== undefined && node.nodeUser === nodeUser) {
-      const capabilities = yield* BwrapSandbox.make({ capabilitiesCache: releasePaths(node.root).capabilities }).capabilities
+      const hosts = yield* Hosts
+      const capabilities = yield* Effect.flatMap(SandboxLauncher, (sandbox) => sandbox.capabilities).pipe(Effect.provide(hosts.sandbox(node.root)))
       return {
         host: hostSettings(node, capabilities),
         whose: `checked as this host's node ${nodeUser} checks it, on the hook's root ${node.root}`

@@ -3,13 +3,11 @@ import * as Fs from "node:fs"
 import * as Layer from "effect/Layer"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import * as FossilReceipts from "../../../layers/FossilReceipts.js"
-import * as FossilRepository from "../../../layers/FossilRepository.js"
+import { Hosts } from "../../../services/Hosts.js"
 import { cloneUsers } from "../../node/CloneUsers.js"
 
-/** The Repository and Receipts of one repository file on this host. */
-export const localLayers = (path: string) =>
-  Layer.mergeAll(FossilRepository.layer({ path }), FossilReceipts.layer({ path }))
+/** The Repository and Receipts of one repository file on this host, as the host's layers make them. */
+export const localLayers = (path: string) => Layer.unwrapEffect(Effect.map(Hosts, (hosts) => hosts.record(path)))
 
 /**
  * The clone's users of refusal 4, read from the record as a node reads them, with its cache in a

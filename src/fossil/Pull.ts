@@ -1,10 +1,7 @@
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
-import * as FossilRepository from "../../layers/FossilRepository.js"
-import { Repository, RepositoryUnavailable, type RepositoryService } from "../../services/Repository.js"
-import { errorLines, runFossil } from "../fossil/Command.js"
+import { errorLines, runFossil } from "./Command.js"
 
 // A clone learns what the server holds only by pulling, and what a node writes from a clone is
 // pushed to the server, never into the clone: a record read from the clone is current only just
@@ -45,20 +42,3 @@ export const pullClone = (clone: string, options: { readonly holdFds?: ReadonlyA
       while: (e) => /database is locked|SQLITE_BUSY/i.test(e.reason)
     })
   )
-
-/** The clone's Repository (clone role: writes pushed as the node user), whose run records are read after a pull. */
-export const make = (config: FossilRepository.FossilRepositoryConfig) =>
-  Effect.gen(function*() {
-    const inner = yield* FossilRepository.make(config)
-    const pulled = pullClone(inner.path, config.holdFds !== undefined ? { holdFds: config.holdFds } : {}).pipe(
-      Effect.mapError((e) => new RepositoryUnavailable({ path: inner.path, reason: e.message }))
-    )
-    const service: RepositoryService = {
-      ...inner,
-      thread: (post) => Effect.zipRight(pulled, inner.thread(post)),
-      ticket: (id) => Effect.zipRight(pulled, inner.ticket(id))
-    }
-    return service
-  })
-
-export const layer = (config: FossilRepository.FossilRepositoryConfig) => Layer.scoped(Repository, make(config))
