@@ -20,7 +20,7 @@ if (process.argv.includes("--stream-server")) {
       process.exit(1)
     })
 } else {
-  runCgi(tools).then(
+  runCgi(tools, ReleaseRootFs.layer).then(
     () => process.exit(0),
     () => process.exit(1)
   )

@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
 import { resolve } from "node:path"
-import * as ReleaseRootFs from "../../layers/ReleaseRootFs.js"
+import type { ReleaseRoot } from "../../services/ReleaseRoot.js"
 import { type ServingRelease, servingLine, servingOf } from "../release/Served.js"
 import { runTool } from "../tools/runTool.js"
 import { type Answer, type Caller, notOfferedMessage, offeredBy, type Tool } from "../tools/Tool.js"
@@ -281,6 +282,8 @@ export const MAX_BODY = 1 << 20
  */
 export const runCgi = async (
   tools: ReadonlyArray<Tool>,
+  /** the release roots as the host keeps them (bin/ gives the live layer) */
+  releaseRoots: Layer.Layer<ReleaseRoot>,
   env: NodeJS.ProcessEnv = process.env,
   program: string | undefined = process.argv[1]
 ): Promise<void> => {
@@ -298,7 +301,7 @@ export const runCgi = async (
       response = html(400, problemPage("Bad request", `the body is ${env.CONTENT_LENGTH} bytes; at most ${MAX_BODY} are taken`, env.SCRIPT_NAME ?? "/"))
     } else {
       const body = (await readBody(process.stdin, length)).toString("utf8")
-      const serving = await Effect.runPromise(servingOf(program).pipe(Effect.provide(ReleaseRootFs.layer)))
+      const serving = await Effect.runPromise(servingOf(program).pipe(Effect.provide(releaseRoots)))
       response = await makeCgi(tools, { release: { serving } })(requestFromEnv(env, body))
     }
   } catch (error) {

@@ -1,5 +1,4 @@
 import * as Effect from "effect/Effect"
-import * as FossilRepository from "../../layers/FossilRepository.js"
 import * as Read from "../fossil/Read.js"
 import { openDatabase } from "../fossil/Sqlite.js"
 
@@ -7,12 +6,7 @@ import { openDatabase } from "../fossil/Sqlite.js"
 
 /** The user's effective capabilities (fullcap) in the repository, "" when it cannot be read. */
 export const capabilitiesOf = (repository: string, user: string): Effect.Effect<string> =>
-  Effect.scoped(
-    Effect.flatMap(FossilRepository.make({ path: repository }), (service) => service.user(user))
-  ).pipe(
-    Effect.map((found) => found?.fullcap ?? ""),
-    Effect.catchAll(() => Effect.succeed(""))
-  )
+  Effect.map(identityIn(repository, user, undefined), (identity) => identity.capabilities)
 
 export interface RepositoryIdentity {
   /** the user who acts: the one named, else the one a clone remembers, else the account's */

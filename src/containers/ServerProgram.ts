@@ -1,11 +1,9 @@
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
+import type * as Layer from "effect/Layer"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import * as MemoryImageSource from "../../layers/MemoryImageSource.js"
-import * as InProcessDeployer from "../../layers/InProcessDeployer.js"
-import * as StoreImageSource from "../../layers/StoreImageSource.js"
-import * as BwrapDeployer from "../../layers/BwrapDeployer.js"
+import type { Deployer } from "../../services/Deployer.js"
+import type { ImageSource } from "../../services/ImageSource.js"
 import { siblingPath } from "../siblings.js"
 import { makeServerParts } from "./Parts.js"
 import { mintToken, startContainersServer } from "./Server.js"
@@ -29,8 +27,22 @@ const option = (args: ReadonlyArray<string>, name: string): string | undefined =
   return i >= 0 ? args[i + 1] : undefined
 }
 
+/** What the command line chose, checked: the host's assembly (layers/ContainersHost.ts) makes its layers. */
+export interface ContainersHostChoice {
+  readonly root: string
+  readonly images: "store" | "memory"
+  readonly store: string
+  readonly registries: string
+  readonly deployer:
+    | { readonly _tag: "in-process" }
+    | { readonly _tag: "bwrap"; readonly proxyBundle: string; readonly relayProgram: string }
+}
+
 /** undefined: the server runs until a signal ends it */
-export const runContainersServer = async (args: ReadonlyArray<string>): Promise<number | undefined> => {
+export const runContainersServer = async (
+  args: ReadonlyArray<string>,
+  assemble: (choice: ContainersHostChoice) => Layer.Layer<Deployer | ImageSource>
+): Promise<number | undefined> => {
   const [command, ...rest] = args
   const root = option(rest, "root")
   const bad = (message: string) => {
@@ -55,15 +67,7 @@ export const runContainersServer = async (args: ReadonlyArray<string>): Promise<
   const resolved = Path.resolve(root)
   const images = option(rest, "images") ?? "store"
   if (images !== "store" && images !== "memory") return bad(`--images takes store or memory: ${images}`)
-  const imagePolicy = Path.join(resolved, "image-policy.json")
-  const imageSource = images === "memory"
-    ? MemoryImageSource.layer({ refuse: StoreImageSource.refusedImages(imagePolicy) })
-    : StoreImageSource.layer({
-        store: Path.resolve(option(rest, "store") ?? Path.join(resolved, "store")),
-        registries: Path.resolve(option(rest, "registries") ?? Path.join(resolved, "registries.json")),
-        imagePolicy
-      })
-  let deployerLayer = InProcessDeployer.layer()
+  let chosen: ContainersHostChoice["deployer"] = { _tag: "in-process" }
   if (deployer === "bwrap") {
     if (process.getuid?.() !== 0) return bad("--deployer bwrap mounts overlays and loop devices and makes cgroups: run it as root")
     const proxyBundle = siblingPath("ocx2-container-proxy")
@@ -72,9 +76,16 @@ export const runContainersServer = async (args: ReadonlyArray<string>): Promise<
     if (proxyBundle === undefined || relayProgram === undefined || !Fs.existsSync(relayProgram)) {
       return bad("--deployer bwrap needs ocx2-container-proxy and ocx2-container-relay beside this program (npm run build)")
     }
-    deployerLayer = BwrapDeployer.layer({ root: resolved, proxyBundle, relayProgram })
+    chosen = { _tag: "bwrap", proxyBundle, relayProgram }
   }
-  const parts = await Effect.runPromise(makeServerParts(resolved).pipe(Effect.provide(Layer.merge(deployerLayer, imageSource))))
+  const hostLayer = assemble({
+    root: resolved,
+    images,
+    store: Path.resolve(option(rest, "store") ?? Path.join(resolved, "store")),
+    registries: Path.resolve(option(rest, "registries") ?? Path.join(resolved, "registries.json")),
+    deployer: chosen
+  })
+  const parts = await Effect.runPromise(makeServerParts(resolved).pipe(Effect.provide(hostLayer)))
   parts.volumes.emptyEphemeral()
   const server = await startContainersServer({ root: resolved, parts, host, port })
   process.stdout.write(`listening on ws://${host}:${server.port}\n`)

@@ -116,15 +116,6 @@ const allowed: ReadonlyArray<string> = [
   "layers/CareDirectoryFs.ts -> src/node/FlockHeld.js",
   "layers/CareDirectoryFs.ts -> src/node/ProcessUserFiles.js",
   "layers/ReleaseRootFs.ts -> src/node/FlockNow.js",
-  // layer assemblies not yet moved to layers/ (issue 14 item 1): the web pages' release root and
-  // the CLI's reading of a caller's capabilities (Promise-land adapters, not given layers by bin/
-  // yet), and the container server choosing its deployer and image source from its arguments
-  "src/adapters/Cgi.ts -> layers/ReleaseRootFs.js",
-  "src/cli/repositoryCapabilities.ts -> layers/FossilRepository.js",
-  "src/containers/ServerProgram.ts -> layers/BwrapDeployer.js",
-  "src/containers/ServerProgram.ts -> layers/InProcessDeployer.js",
-  "src/containers/ServerProgram.ts -> layers/MemoryImageSource.js",
-  "src/containers/ServerProgram.ts -> layers/StoreImageSource.js"
 ]
 
 const key = (i: Import) => `${i.from} -> ${i.to}`
