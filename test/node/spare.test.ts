@@ -33,6 +33,13 @@ const logOf = (run: string) => {
     return ""
   }
 }
+const tailOf = (file: string, lines = 30) => {
+  try {
+    return Fs.readFileSync(file, "utf8").split("\n").slice(-lines).join("\n")
+  } catch {
+    return `${file}: none`
+  }
+}
 const alive = (pid: number) => Fs.existsSync(`/proc/${pid}`)
 const counted = (replies: ReadonlyArray<{ kind: string }>) => replies.map((m) => m.kind)
 
@@ -87,7 +94,8 @@ describe("the spare watcher", () => {
 
     const second = await post(shellRun({ serverCode: world.serverCode }, "sleep 2"))
     const took = await waitFor(() => (logOf(second).includes(`spare ${spare} took the run`) ? true : undefined), 20_000, 50)
-    expect(took, logOf(second)).toBe(true)
+    // when it is late: the run's log, and what the node's rounds and its care directory say
+    expect(took, `${logOf(second)}\n${tailOf(Path.join(world.root, "node", "hook.log"))}\ncare: ${Fs.readdirSync(Path.join(world.root, "care")).join(" ")}`).toBe(true)
     // while it watches, it is found by its run's hash as a started watcher is
     expect(pidsNaming(second)).toContain(spare)
     const replies = await world.waitEnded(second)
