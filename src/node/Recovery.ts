@@ -1,4 +1,5 @@
 import * as Effect from "effect/Effect"
+import type { Act } from "../operations/Operations.js"
 import { CareDirectory } from "../../services/CareDirectory.js"
 import { endedLost } from "../protocol/Outcomes.js"
 import { endLeftovers } from "../sandbox/cgroups.js"
@@ -9,7 +10,7 @@ import { writeMessageWhereTheRunIs } from "./Reports.js"
 import { removeSessionFile } from "./SessionFiles.js"
 import { readRunRecord } from "./RunRecord.js"
 import { finishOutbox, outboxRuns, readOutbox } from "../watcher/Outbox.js"
-import type { Act, RunDecision } from "./Round.js"
+import type { RunDecision } from "./Round.js"
 
 // 2.13: a run no longer in its node's care is answered lost, its process ended first if it still
 // runs. "In care" is the watcher's lock: busy means the watcher lives; free means it is gone, and

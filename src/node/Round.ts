@@ -5,6 +5,7 @@ import * as Fs from "node:fs"
 import { CareDirectory } from "../../services/CareDirectory.js"
 import { Hosts } from "../../services/Hosts.js"
 import { Repository, startCursor, type Cursor } from "../../services/Repository.js"
+import { type Act, actNow, recording } from "../operations/Operations.js"
 import { readMessage } from "../protocol/Envelope.js"
 import { decide, type LifeEvent, type Liveness } from "../protocol/Life.js"
 import { decodeRunMessage } from "../protocol/Run.js"
@@ -32,11 +33,6 @@ import { readRunRecord, type RunRecord } from "./RunRecord.js"
 // itself: one code path writes a run's answers, and it always holds the run's lock. A stop for
 // a run in care goes to its watcher's inbox. The same decision serves the node starting
 // (`ocx2 hook --node USER`), which reads every open run, and its dry run.
-
-/** How an action is taken: at once, or (a dry run) only recorded. */
-export type Act = <A, E, R>(op: string, detail: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A | undefined, E, R>
-
-export const actNow: Act = (_op, _detail, effect) => effect
 
 export interface RunDecision {
   readonly run: string
@@ -156,7 +152,7 @@ export const decideRun = (
                 run, ...(options.personStart === true ? { personStart: true } : {}), at: [record.rcvid, record.rid]
               })))
             return busy
-          }), act === actNow)
+          }), !act.dryRun)
           if (waits === "held") return "its watcher holds it"
           if (waits === "on its way") return "its watcher is on its way: it was handed the run a moment ago"
           if (waits !== undefined) {
@@ -426,10 +422,7 @@ export const personStart = (config: NodeConfig, run: string, act: Act) =>
     })
   })
 
-/** What a dry run does: decide, and do nothing. */
-export const dryAct: Act = () => Effect.succeed(undefined)
-
 /** `run` on the server's host, from a tool in another bundle (bin/ocx2-hook-round.ts). */
 export const servedPersonStart = (config: NodeConfig, run: string, dryRun: boolean) =>
   Effect.flatMap(Hosts, (hosts) =>
-    personStart(config, run, dryRun ? dryAct : actNow).pipe(Effect.provide(hosts.served(config))))
+    personStart(config, run, dryRun ? recording(true) : actNow).pipe(Effect.provide(hosts.served(config))))

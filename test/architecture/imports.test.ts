@@ -61,6 +61,10 @@ const upward: ReadonlyArray<readonly [string, string]> = [
   ["src/node", "src/tools"],
   ["src/release", "src/tools"],
   ["src/watcher", "src/tools"],
+  ["src/operations", "src/tools"],
+  ["src/operations", "src/node"],
+  ["src/operations", "src/release"],
+  ["src/operations", "src/watcher"],
   ["layers", "src/node"],
   ["layers", "src/watcher"],
   ["layers", "src/tools"],
@@ -95,22 +99,6 @@ const allowed: ReadonlyArray<string> = [
   // item 6: the demo depends on nothing under test/)
   "src/demo/Demo.ts -> test/support/fossilServer.js",
   "src/demo/Demo.ts -> test/support/nodeWorld.js",
-  // tools' bodies still live in src/node and src/release, beside the operations log and Tool
-  // they need (issue 14 item 2: one home per tool, the operations log and finish in one low module)
-  "src/node/CloneNode.ts -> src/tools/Operations.js",
-  "src/node/CloneNode.ts -> src/tools/Tool.js",
-  "src/node/HookSetup.ts -> src/tools/Operations.js",
-  "src/node/HookSetup.ts -> src/tools/Tool.js",
-  "src/release/Served.ts -> src/tools/Operations.js",
-  "src/release/Served.ts -> src/tools/Tool.js",
-  "src/release/acceptRelease.ts -> src/tools/Operations.js",
-  "src/release/acceptRelease.ts -> src/tools/Tool.js",
-  "src/release/finish.ts -> src/tools/Operations.js",
-  "src/release/finish.ts -> src/tools/Tool.js",
-  "src/release/rollbackRelease.ts -> src/tools/Operations.js",
-  "src/release/rollbackRelease.ts -> src/tools/Tool.js",
-  "src/release/stageRelease.ts -> src/tools/Operations.js",
-  "src/release/stageRelease.ts -> src/tools/Tool.js",
   // the live layers take their flock helpers and the process-user file names from src/node
   // (issue 14 item 5: CareDirectory owns ROOT/care, its flocks included)
   "layers/CareDirectoryFs.ts -> src/node/FlockHeld.js",

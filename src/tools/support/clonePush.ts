@@ -7,7 +7,7 @@ import * as Path from "node:path"
 import type { Artifact } from "../../fossil/Artifact.js"
 import { writeBundle } from "../../fossil/Bundle.js"
 import { errorLines, runFossil } from "../../fossil/Command.js"
-import { Refused } from "./finishTool.js"
+import { CallRefused } from "../../operations/Operations.js"
 import type { CloneFile } from "./repositoryFile.js"
 
 // From a clone's checkout a tool's artifact is put into the clone and pushed, and the server
@@ -26,7 +26,7 @@ const fossilIn = (clone: CloneFile, args: ReadonlyArray<string>) =>
   })
 
 /** Puts the artifact into the clone (one receipt, queued to send) and pushes it as the clone's user. */
-export const putAndPush = (clone: CloneFile, artifact: Artifact): Effect.Effect<string, Refused | PushFailed> =>
+export const putAndPush = (clone: CloneFile, artifact: Artifact): Effect.Effect<string, CallRefused | PushFailed> =>
   Effect.acquireUseRelease(
     Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-push-"))),
     (dir) =>
@@ -51,7 +51,7 @@ export const putAndPush = (clone: CloneFile, artifact: Artifact): Effect.Effect<
         const out = `${pushed.stdout}\n${pushed.stderr}`
         const errors = errorLines(out)
         if (errors.length > 0) {
-          return yield* Effect.fail(new Refused(`the server ${clone.url} refused the push as ${clone.user}: ${errors.join("; ")}`))
+          return yield* Effect.fail(new CallRefused({ message: `the server ${clone.url} refused the push as ${clone.user}: ${errors.join("; ")}` }))
         }
         if (pushed.code !== 0) return yield* Effect.fail(new PushFailed(`fossil push exited ${String(pushed.code)}: ${out.trim().slice(-300)}`))
         return out
