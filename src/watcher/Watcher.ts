@@ -292,7 +292,7 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
       case "Start":
         break
       default:
-        return yield* log(`not started: ${"reason" in action ? action.reason : action._tag}`)
+        return yield* log(`${started ? "not answered" : "not started"}: ${"reason" in action ? action.reason : action._tag}`)
     }
     yield* log("checked: starting")
     const checked = (check as Either.Right<Refusal, CheckedRun>).right
