@@ -284,6 +284,7 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
         yield* log("a stop came first")
         return yield* writeEnded(endedStopped)
       case "Lost": {
+        // its started counts and this watcher found the lock free: the watcher before it is gone
         removeSessionFile(config.root, run)
         const leftovers = endLeftovers(run)
         yield* log(`started counts and no watcher holds the run: answering lost${leftovers > 0 ? ` (ended ${leftovers} leftover processes)` : ""}`)

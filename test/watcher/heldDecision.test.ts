@@ -4,7 +4,7 @@ import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
 import { decide } from "../../src/protocol/Life.js"
 import { refusal } from "../../src/protocol/Refusals.js"
 import { decodeRun } from "../../src/protocol/Run.js"
-import { decideHeld, formOf } from "../../src/watcher/HeldDecision.js"
+import { decideHeld, formOf, type HeldInput } from "../../src/watcher/HeldDecision.js"
 import { buildBlock, buildRun, edited } from "../protocol/fixtures.js"
 
 // The watcher's decision once it holds a run's lock is Life.decide's, as the round's is: no row of its own.
@@ -14,7 +14,7 @@ const manual = Either.getOrThrow(decodeRun(edited(buildRun(), (r) => (r.process.
 const sender = { login: "alice", capabilities: "s" }
 const stop = { hash: "f".repeat(64), content: { login: "admin", capabilities: "s" } }
 const startedCounts = { hash: "e".repeat(64), content: undefined }
-const held = (over: Partial<Parameters<typeof decideHeld>[0]["record"]> = {}, rest: Partial<Parameters<typeof decideHeld>[0]> = {}) =>
+const held = (over: Partial<HeldInput["record"]> = {}, rest: Partial<HeldInput> = {}) =>
   decideHeld({
     record: { sender, started: undefined, stops: [], ...over },
     check: Either.right({ run: build }),
