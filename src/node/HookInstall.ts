@@ -4,6 +4,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { runFossil } from "../fossil/Command.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { canonicalRepository, hookLogOf } from "./HookFiles.js"
@@ -20,9 +21,12 @@ export interface FossilHook {
   readonly sequence: number
 }
 
-export class HookError {
-  readonly _tag = "HookError"
-  constructor(readonly message: string) {}
+/** The repository's hooks could not be read or changed: the repository, or a Fossil command, says why. */
+export class HookError extends Schema.TaggedError<HookError>()("HookError", { message: Schema.String }) {
+  // also from the message alone, as the hook tool's body (src/node/HookSetup.ts) makes it
+  constructor(props: string | { readonly message: string }, options?: Schema.MakeOptions) {
+    super(typeof props === "string" ? { message: props } : props, options)
+  }
 }
 
 const quote = (word: string) => (/^[A-Za-z0-9_./=:@%+-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`)

@@ -3,6 +3,7 @@ import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import { Repository } from "../../services/Repository.js"
 import { type Artifact, composeForumPost, composeTicketChange } from "../fossil/Artifact.js"
+import { processUserOf } from "../node/RunCheck.js"
 import { writeMessage } from "../protocol/Envelope.js"
 import { checkRun } from "../protocol/Refusals.js"
 import { isAdminOrSetup } from "../protocol/Senders.js"
@@ -118,8 +119,8 @@ export const create = defineTool({
           // checked as the run's node checks it (2.14): where it is this host's hook's node, on its
           // ROOT and its host, by the same code; a node elsewhere, as far as this host can see
           const { host, whose } = yield* hostForCheck(served.path, input.node)
-          const processUser = (fields["process"] as { user?: unknown } | undefined)?.user
-          const processUserCapabilities = typeof processUser === "string" ? (yield* repository.user(processUser))?.fullcap : undefined
+          const processUser = processUserOf({ block: message })
+          const processUserCapabilities = processUser !== undefined ? (yield* repository.user(processUser))?.fullcap : undefined
           const checked = checkRun({
             message: { block: message },
             runHash: artifact.hash,

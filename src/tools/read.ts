@@ -139,6 +139,9 @@ const runOut = (db: BetterSqlite3.Database, file: RepositoryFile, row: MessageRo
 }
 
 /** Reads what `what` names, as the caller may read it; a refusal says what is wrong. */
+/** The repository file could not be read (not a refusal: nothing the caller gave is wrong). */
+class ReadFailed extends Schema.TaggedError<ReadFailed>()("ReadFailed", { message: Schema.String }) {}
+
 const readRecord = (file: RepositoryFile, input: ReadInput, caller: Caller, act: Act): ReadOutput => {
   const db = openDatabase(file.path, { readonly: true, fileMustExist: true })
   try {
@@ -267,7 +270,7 @@ export const read = defineTool({
       Effect.flatMap(repositoryFile("read", context), (file) =>
         Effect.try({
           try: () => readRecord(file, input, context.caller, act),
-          catch: (e) => (e instanceof CallRefused ? e : { _tag: "ReadFailed", message: `the repository ${file.path} cannot be read: ${(e as Error).message}` })
+          catch: (e) => (e instanceof CallRefused ? e : new ReadFailed({ message: `the repository ${file.path} cannot be read: ${(e as Error).message}` }))
         }))
     )
   }

@@ -9,11 +9,11 @@ import { CareDirectory, type RunLock } from "../../services/CareDirectory.js"
 import { Receipts } from "../../services/Receipts.js"
 import { Repository, WriteNotConfirmed } from "../../services/Repository.js"
 import { SandboxLauncher, type LaunchResult, type LaunchSpec, type RunningProcess } from "../../services/SandboxLauncher.js"
-import { decide, decideExit, type LifeEvent } from "../protocol/Life.js"
+import { decideExit } from "../protocol/Life.js"
 import { endedMessage, startedMessage, startedValues } from "../protocol/Messages.js"
 import { endedLost, endedOfProcess, endedStopped, type EndedContent } from "../protocol/Outcomes.js"
 import { isStepPlaceholder, type Values } from "../protocol/Placeholders.js"
-import { endedOfRefusal, refusal, type CheckedRun, type Refusal } from "../protocol/Refusals.js"
+import { endedOfRefusal, type CheckedRun, type Refusal } from "../protocol/Refusals.js"
 import { ciVerdict, formatVerdict } from "../protocol/Verdicts.js"
 import { composeTag } from "../fossil/Artifact.js"
 import { isFullHash } from "../fossil/Hash.js"
@@ -38,7 +38,8 @@ import {
 import { deliveryBound, makeSessionInbox, sessionOf, startEach } from "./Session.js"
 import { runPagePath } from "../watch/RunPageLink.js"
 import { runStreamFile } from "../watch/StreamFile.js"
-import { launchSpec } from "./LaunchPlan.js"
+import { decideHeld, formOf } from "./HeldDecision.js"
+import { launchSpec, refusalOfUnfit } from "./LaunchPlan.js"
 import { processEndOf } from "./ProcessExit.js"
 import { planPublications } from "./Publications.js"
 import { serveTerminal } from "./TerminalServer.js"
@@ -85,16 +86,19 @@ const describeCause = (cause: Cause.Cause<unknown>): string => {
   return `the watcher failed: ${failure instanceof Error ? failure.message : String(failure)}`.split("\n")[0]!
 }
 
+/** Watches the run under its lock: "busy" when another watcher holds the lock, and nothing was done. */
 export const watchRun = (options: WatcherOptions, recordLayer: RecordLayer) =>
   Effect.gen(function*() {
     const held: HeldUser = { user: undefined, known: undefined }
-    yield* Effect.scoped(
+    return yield* Effect.scoped(
       Effect.gen(function*() {
         const care = yield* CareDirectory
         yield* crash(options, "handed")
-        const lock = yield* care.lockRun(options.run)
+        const lock = yield* care.lockRun(options.run).pipe(Effect.catchTag("RunBusy", () => Effect.succeed(undefined)))
+        if (lock === undefined) return "busy" as const
         yield* crash(options, "locked")
-        return yield* runInCare(options, held).pipe(Effect.provide(recordLayer(lock)))
+        yield* runInCare(options, held).pipe(Effect.provide(recordLayer(lock)))
+        return "watched" as const
       })
     ).pipe(Effect.ensuring(wakeWaiting(options, held)))
   })
@@ -261,31 +265,17 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
     if (processUser !== undefined) held.known = processUser
     if (record.ended !== undefined) return yield* log("the run has ended; nothing to do")
     if (record.message === undefined) return yield* log("the artifact holds no run; nothing to do")
-    if (record.started !== undefined) {
-      // 2.13: its started counts, the lock was free: its watcher went down without writing ended
-      removeSessionFile(config.root, run)
-      const leftovers = endLeftovers(run)
-      yield* log(`started counts and no watcher holds the run: answering lost${leftovers > 0 ? ` (ended ${leftovers} leftover processes)` : ""}`)
-      return yield* writeEnded(endedLost("its watcher ended without writing ended"))
-    }
-
-    yield* log("read the record")
-    const check = yield* checkRecord(config, { ...record, message: record.message }, {
+    const started = record.started !== undefined
+    if (!started) yield* log("read the record")
+    // a started run's row reads only its form: such a run is answered lost with no one asked
+    const check = started ? formOf(record.message) : yield* checkRecord(config, { ...record, message: record.message }, {
       askServer: (question) => untilServerAnswers(question, "asking the server for the process user", log),
       keepCloneUsers: false
     })
-    const event: LifeEvent = options.personStart === true ? { _tag: "PersonStart" } : { _tag: "Arrival" }
-    const startable = Either.isRight(check) && record.stops.length === 0 && (!check.right.run.process.manual || options.personStart === true)
+    const startable = !started && Either.isRight(check) && record.stops.length === 0 &&
+      (!check.right.run.process.manual || options.personStart === true)
     const processUserBusy = startable ? yield* takeProcessUser(options, held, processUser, [record.rcvid, record.rid]) : false
-    const action = decide({
-      senderKnown: record.sender !== undefined,
-      check,
-      record: { started: false, ended: false, stopped: record.stops.length > 0 },
-      care: "none",
-      processUserBusy,
-      workspaceKept: false,
-      event
-    })
+    const action = decideHeld({ record, check, processUserBusy, personStart: options.personStart === true })
     switch (action._tag) {
       case "Refuse":
         yield* log(`refused: refusal ${action.refusal.number}: ${action.refusal.note}`)
@@ -293,10 +283,17 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
       case "EndStopped":
         yield* log("a stop came first")
         return yield* writeEnded(endedStopped)
+      case "Lost": {
+        // its started counts and this watcher found the lock free: the watcher before it is gone
+        removeSessionFile(config.root, run)
+        const leftovers = endLeftovers(run)
+        yield* log(`started counts and no watcher holds the run: answering lost${leftovers > 0 ? ` (ended ${leftovers} leftover processes)` : ""}`)
+        return yield* writeEnded(endedLost(action.note))
+      }
       case "Start":
         break
       default:
-        return yield* log(`not started: ${"reason" in action ? action.reason : action._tag}`)
+        return yield* log(`${started ? "not answered" : "not started"}: ${"reason" in action ? action.reason : action._tag}`)
     }
     yield* log("checked: starting")
     const checked = (check as Either.Right<Refusal, CheckedRun>).right
@@ -342,14 +339,7 @@ const startChecked = (
     // what the process prints goes to ROOT/care/RUN.stream too, for those who watch it
     const spec = { ...planned.right, streamFile: runStreamFile(care.path, run) }
     const unfit = yield* launcher.check(spec).pipe(Effect.flip, Effect.option)
-    if (unfit._tag === "Some") {
-      const e = unfit.value
-      return yield* refuse(
-        e._tag === "SandboxPathRefused" ? refusal(7, `${e.path}${e.resolved !== e.path ? ` (${e.resolved})` : ""}: ${e.reason}`)
-        : e._tag === "LimitUnavailable" ? refusal(6, `${e.which}: ${e.reason}`)
-        : refusal(2, `${e.key}: ${e.reason}`)
-      )
-    }
+    if (Option.isSome(unfit)) return yield* refuse(refusalOfUnfit(unfit.value))
 
     // started is written while the sandbox is being set up (a gated launch runs nothing until
     // released), and the program is released only once started is in the record (2.13)

@@ -76,7 +76,7 @@ const config = (repository: string, names: ReadonlyArray<string>): Map<string, s
 
 const fossil = (args: ReadonlyArray<string>, user: string) =>
   Effect.flatMap(Effect.promise(() => runFossil(args, { user })), (r) =>
-    r.code === 0 ? Effect.succeed(r.stdout) : Effect.fail(new ImportFailed(`fossil ${args[0]} ${args[1] ?? ""}: ${(r.stderr + r.stdout).trim().split("\n").slice(-3).join("; ")}`)))
+    r.code === 0 ? Effect.succeed(r.stdout) : Effect.fail(new ImportFailed({ message: `fossil ${args[0]} ${args[1] ?? ""}: ${(r.stderr + r.stdout).trim().split("\n").slice(-3).join("; ")}` })))
 
 const gitIn = (dir: string, args: ReadonlyArray<string>) =>
   Effect.try({
@@ -88,7 +88,7 @@ const gitIn = (dir: string, args: ReadonlyArray<string>) =>
       if (r.status !== 0) throw new Error((r.stderr ?? "").trim() || `exited ${r.status}`)
       return r.stdout
     },
-    catch: (e) => new ImportFailed(`git ${args[0]}: ${(e as Error).message}`)
+    catch: (e) => new ImportFailed({ message: `git ${args[0]}: ${(e as Error).message}` })
   })
 
 /**
@@ -124,7 +124,7 @@ const seedMirror = (mirror: string, imported: Imported) =>
           db.close()
         }
       },
-      catch: (e) => new ImportFailed(`the git export's mirror state: ${(e as Error).message}`)
+      catch: (e) => new ImportFailed({ message: `the git export's mirror state: ${(e as Error).message}` })
     })
   })
 
@@ -200,28 +200,28 @@ export const importRepository = (input: ImportInput, context: ToolContext): Effe
         undo.push({ what: `remove ${repository}`, effect: Effect.sync(() => Fs.rmSync(repository, { force: true })) })
         Fs.unlinkSync(imported!.repository)
       },
-      catch: (e) => new ImportFailed(`${repository}: ${(e as Error).message}`)
+      catch: (e) => new ImportFailed({ message: `${repository}: ${(e as Error).message}` })
     }))
     yield* act("export", `git export in ${mirror}, seeded with the upstream's commits, ${imported?.mainBranch ?? "its own branch"} as trunk`, Effect.gen(function*() {
       Fs.mkdirSync(mirror)
       undo.push({ what: `remove ${mirror}`, effect: Effect.sync(() => Fs.rmSync(mirror, { recursive: true, force: true })) })
       yield* seedMirror(mirror, imported!)
       const result = yield* Effect.promise(() => exportNow(repository, { mirror, waitSeconds: 60, user: caller }))
-      if (result._tag !== "Exported") return yield* Effect.fail(new ImportFailed(`the first export into ${mirror}: ${"said" in result ? result.said : result._tag}`))
+      if (result._tag !== "Exported") return yield* Effect.fail(new ImportFailed({ message: `the first export into ${mirror}: ${"said" in result ? result.said : result._tag}` }))
     }))
     const hookWords = hooks.length === 0 ? "none: the served repository has no ocx2-hook" : hooks.map((h) => `${h.type}: ${h.command}`).join("; ")
     for (const h of hooks) {
       yield* act("hook", `fossil hook add --type ${h.type} --command "${h.command}" -R ${repository}`, fossil(["hook", "add", "--type", h.type, "--command", h.command, "-R", repository], caller))
     }
     if (hooks.length > 0) {
-      const backoffice = yield* backofficeOf(served).pipe(Effect.mapError((e) => new ImportFailed(e.message)))
+      const backoffice = yield* backofficeOf(served).pipe(Effect.mapError((e) => new ImportFailed({ message: e.message })))
       if (backoffice.disabled && backoffice.pollers.length > 0) {
         // the node's poller, run by the served repository's ocx2-hook (docs/locks.md: Fossil's own refuses people's posts)
         const program = programOfHook(hooks[0]!.command) ?? "ocx2-hook"
         yield* act("fast", `backoffice-disable on and ${program} --poll ${repository}, as the served repository's`,
           Effect.gen(function*() {
-            yield* setBackofficeDisable(repository).pipe(Effect.mapError((e) => new ImportFailed(e.message)))
-            const pid = yield* startPoller(repository, program).pipe(Effect.mapError((e) => new ImportFailed(e.message)))
+            yield* setBackofficeDisable(repository).pipe(Effect.mapError((e) => new ImportFailed({ message: e.message })))
+            const pid = yield* startPoller(repository, program).pipe(Effect.mapError((e) => new ImportFailed({ message: e.message })))
             undo.push({ what: `end the poller ${pid}`, effect: Effect.sync(() => process.kill(pid, "SIGTERM")) })
           }))
       }
