@@ -218,11 +218,11 @@ export const installHook = (input: HookInput, context: ToolContext, programPath:
       // what dead watchers left unsent (kept logs after an ended that counts, say) goes first
       const left = yield* finishLeftOutboxes(act).pipe(
         Effect.provide(hosts.served(config)),
-        Effect.mapError((e) => new HookError(`the node could not send what its watchers left: ${String((e as { message?: unknown }).message ?? e)}`))
+        Effect.mapError((e) => new HookError({ message: `the node could not send what its watchers left: ${String((e as { message?: unknown }).message ?? e)}` }))
       )
       const started = yield* startNode(config, act, { watcherProgram: watcherOf(root), dryRun: context.dryRun }).pipe(
         Effect.provide(hosts.served(config)),
-        Effect.mapError((e) => new HookError(`the node could not check its runs: ${String((e as { message?: unknown }).message ?? e)}`))
+        Effect.mapError((e) => new HookError({ message: `the node could not check its runs: ${String((e as { message?: unknown }).message ?? e)}` }))
       )
       act.note("node", `${started.decisions.length} open run${started.decisions.length === 1 ? "" : "s"} for ${input.node} checked`)
       runs = [...left, ...started.decisions]
