@@ -16,8 +16,8 @@ import {
   runsOcx2Hook, setBackofficeDisable, startPoller, endPoller
 } from "./HookInstall.js"
 import type { NodeConfig } from "./NodeConfig.js"
-import { waitingRuns } from "./ProcessUserFiles.js"
-import { readSessionFiles } from "./SessionFiles.js"
+import { waitingRuns } from "../care/ProcessUserFiles.js"
+import { readSessionFiles } from "../care/SessionFiles.js"
 import { runningSupervisor } from "./SupervisorFiles.js"
 import { type Act, startNode, watcherOf } from "./Round.js"
 import { finishLeftOutboxes } from "./Recovery.js"

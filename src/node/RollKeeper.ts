@@ -5,7 +5,6 @@ import * as Path from "node:path"
 import { CareDirectory } from "../../services/CareDirectory.js"
 import { Repository } from "../../services/Repository.js"
 import type { NodeConfig } from "./NodeConfig.js"
-import { clearHanded } from "./ProcessUserFiles.js"
 import { actNow, decideRun, described, wakeWaitingOf } from "./Round.js"
 import { processUserOf } from "./RunCheck.js"
 import { readRunRecord } from "./RunRecord.js"
@@ -35,7 +34,7 @@ const decideEnded = (config: NodeConfig, run: string, handedOnly: boolean, watch
     const user = Option.isSome(record) && record.value.message !== undefined ? processUserOf(record.value.message) : undefined
     // handed a run and gone before it took the run's lock: its hand-off is over, so the run is not
     // written down behind its own hand-off when it is decided again
-    if (handedOnly && user !== undefined) clearHanded(careDir.path, user, run)
+    if (handedOnly && user !== undefined) yield* careDir.clearHanded(user, run)
     const decision = yield* careDir.withRoundLock(described(run, decideRun(config, serverCode, run, { _tag: "Check" }, actNow, { watcherProgram })))
     const woke = user !== undefined ? yield* wakeWaitingOf(config, user, watcherProgram) : undefined
     return { action: decision.action, woke, user }

@@ -61,6 +61,9 @@ const upward: ReadonlyArray<readonly [string, string]> = [
   ["src/node", "src/tools"],
   ["src/release", "src/tools"],
   ["src/watcher", "src/tools"],
+  ["src/care", "src/node"],
+  ["src/care", "src/watcher"],
+  ["src/care", "src/tools"],
   ["layers", "src/node"],
   ["layers", "src/watcher"],
   ["layers", "src/tools"],
@@ -107,11 +110,6 @@ const allowed: ReadonlyArray<string> = [
   "src/release/rollbackRelease.ts -> src/tools/Tool.js",
   "src/release/stageRelease.ts -> src/tools/Operations.js",
   "src/release/stageRelease.ts -> src/tools/Tool.js",
-  // the live layers take their flock helpers and the process-user file names from src/node
-  // (issue 14 item 5: CareDirectory owns ROOT/care, its flocks included)
-  "layers/CareDirectoryFs.ts -> src/node/FlockHeld.js",
-  "layers/CareDirectoryFs.ts -> src/node/ProcessUserFiles.js",
-  "layers/ReleaseRootFs.ts -> src/node/FlockNow.js",
 ]
 
 const key = (i: Import) => `${i.from} -> ${i.to}`
