@@ -9,6 +9,7 @@ import { actNow, decideRun, described, wakeWaitingOf } from "./Round.js"
 import { processUserOf } from "./RunCheck.js"
 import { readRunRecord } from "./RunRecord.js"
 import { firstLine } from "./SupervisorLog.js"
+import { processUserFileName } from "../care/ProcessUserFiles.js"
 import { holderOf, runOfCareFile, WatcherRoll } from "./WatcherRoll.js"
 
 // What the supervisor does with its roll of watchers, the same on the server's host and on a
@@ -180,7 +181,7 @@ export class RollKeeper {
       for (const user of [...this.waitingUsers]) {
         const woke = await this.host.run(wakeWaitingOf(this.host.config, user, this.host.watcherProgram()))
         if (woke !== undefined) this.host.log({ did: [`${user} was free and nobody was handing its runs on: handed ${woke}, the first run waiting for it`] })
-        else if (!Fs.existsSync(Path.join(this.host.care, `~${encodeURIComponent(user)}.waiting`))) this.waitingUsers.delete(user)
+        else if (!Fs.existsSync(Path.join(this.host.care, processUserFileName(user, "waiting")))) this.waitingUsers.delete(user)
       }
     } finally {
       if (this.waitingUsers.size > 0) this.lookAtWaitingSoon()
