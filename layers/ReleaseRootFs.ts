@@ -17,7 +17,7 @@ import {
   type ServedRelease,
   StepFailed
 } from "../services/ReleaseRoot.js"
-import { flockNow } from "../src/node/FlockNow.js"
+import { flockNow } from "../src/care/FlockNow.js"
 import { releaseOfLinkTarget, releaseOfProgram, releasePaths, type ServedLink } from "../src/release/ReleasePaths.js"
 import {
   externalsOfBuild,

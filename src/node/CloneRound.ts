@@ -7,7 +7,7 @@ import { Repository, serverOrder, type Cursor } from "../../services/Repository.
 import { releasePaths } from "../release/ReleasePaths.js"
 import type { Passwords } from "./ClonePasswords.js"
 import { deliverArrivals, whereSomeSessionListens } from "./Deliveries.js"
-import { readSessionFiles } from "./SessionFiles.js"
+import { readSessionFiles } from "../care/SessionFiles.js"
 import type { Arrival } from "../protocol/Subscriptions.js"
 import { advanceCursor, cursorFileOf, readCursor } from "./HookFiles.js"
 import type { NodeConfig } from "./NodeConfig.js"

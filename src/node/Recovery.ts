@@ -7,7 +7,6 @@ import { endingWords } from "../watcher/KeptLogs.js"
 import { endedMessage } from "../protocol/Messages.js"
 import type { NodeConfig } from "./NodeConfig.js"
 import { writeMessageWhereTheRunIs } from "./Reports.js"
-import { removeSessionFile } from "./SessionFiles.js"
 import { readRunRecord } from "./RunRecord.js"
 import { finishOutbox, outboxRuns, readOutbox } from "../watcher/Outbox.js"
 import type { RunDecision } from "./Round.js"
@@ -35,7 +34,7 @@ export const recoverRun = (config: NodeConfig, run: string) =>
         return yield* Effect.fail(locked.left)
       }
       // no watcher holds it: a session file its watcher left says nothing true any more
-      removeSessionFile(config.root, run)
+      yield* care.removeSession(run).pipe(Effect.orDie)
       const left = yield* finishOutbox(run)
       if (left.length > 0) yield* care.appendLog(run, `${new Date().toISOString()} recovery: sent what its watcher left in its outbox: ${left.join("; ")}\n`).pipe(Effect.ignore)
       const record = yield* readRunRecord(run)

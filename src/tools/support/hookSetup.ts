@@ -16,8 +16,8 @@ import {
   runsOcx2Hook, setBackofficeDisable, startPoller, endPoller
 } from "../../node/HookInstall.js"
 import type { NodeConfig } from "../../node/NodeConfig.js"
-import { waitingRuns } from "../../node/ProcessUserFiles.js"
-import { readSessionFiles } from "../../node/SessionFiles.js"
+import { waitingRuns } from "../../care/ProcessUserFiles.js"
+import { readSessionFiles } from "../../care/SessionFiles.js"
 import { runningSupervisor } from "../../node/SupervisorFiles.js"
 import { startNode, watcherOf } from "../../node/Round.js"
 import { finishLeftOutboxes } from "../../node/Recovery.js"
