@@ -72,13 +72,11 @@ const upward: ReadonlyArray<readonly [string, string]> = [
   ["layers", "src/watcher"],
   ["layers", "src/tools"],
   ["layers", "src/adapters"],
-  ["layers", "src/cli"],
   ["services", "layers"],
   ["services", "src/tools"],
   ["services", "src/node"],
   ["services", "src/watcher"],
   ["services", "src/adapters"],
-  ["services", "src/cli"]
 ]
 
 /** What is wrong with one import, or nothing. */
