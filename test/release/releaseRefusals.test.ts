@@ -27,6 +27,14 @@ const called = <O, R>(options: TestReleaseRoot.TestReleaseRootOptions, call: Eff
   )
 }
 
+/** each root refused with its message, nothing switched */
+const refusesEach = <R>(cases: ReadonlyArray<[TestReleaseRoot.TestRoot, string]>, call: Effect.Effect<{ readonly stopped?: unknown }, never, R>) =>
+  Effect.forEach(cases, ([rootTable, message]) =>
+    Effect.map(called({ roots: { [root]: rootTable } }, call), ({ handled, unchanged }) => {
+      expect(handled.stopped).toEqual({ reason: "refused", message })
+      expect(unchanged).toBe(true)
+    }), { discard: true })
+
 describe("rollback's refusals", () => {
   it.effect("no previous release, its release gone, or nothing current", () =>
     Effect.gen(function*() {
@@ -38,11 +46,7 @@ describe("rollback's refusals", () => {
         ],
         [{ staged: { [b]: programs }, links: { previous: `staged/${b}` } }, `${root}/current serves no release to roll back from: accept one instead`]
       ]
-      for (const [rootTable, message] of cases) {
-        const { handled, unchanged } = yield* called({ roots: { [root]: rootTable } }, rollbackRelease({ root }, context, checkoutProgram))
-        expect(handled.stopped).toEqual({ reason: "refused", message })
-        expect(unchanged).toBe(true)
-      }
+      yield* refusesEach(cases, rollbackRelease({ root }, context, checkoutProgram))
     }))
 
   it.effect("rolls back when it can: current and previous trade places, the hook follows", () =>
@@ -68,11 +72,7 @@ describe("accept's refusals", () => {
         [{ staged: { [a]: programs }, links: { current: `staged/${a}` } }, `nothing is staged as next (${root}/next): stage a checkout first`],
         [{ links: { next: `staged/${b}` } }, `next names ${b}, but ${root}/staged/${b} is gone: stage it again`]
       ]
-      for (const [rootTable, message] of cases) {
-        const { handled, unchanged } = yield* called({ roots: { [root]: rootTable } }, acceptRelease({ root }, context, checkoutProgram))
-        expect(handled.stopped).toEqual({ reason: "refused", message })
-        expect(unchanged).toBe(true)
-      }
+      yield* refusesEach(cases, acceptRelease({ root }, context, checkoutProgram))
     }))
 
   it.effect("a root another call holds, and a root that is not there", () =>
