@@ -21,7 +21,7 @@ import {
   type LaunchResult,
   type LaunchSpec,
   type RunningProcess,
-  type SandboxLauncherShape,
+  type SandboxLauncherService,
   type SandboxPathRefused
 } from "../services/SandboxLauncher.js"
 import { ByteTail } from "../src/sandbox/ByteTail.js"
@@ -526,7 +526,7 @@ const cachedCapabilities = (file: string | undefined, measure: () => HostCapabil
   return measured
 }
 
-export const make = (options: BwrapSandboxOptions = {}): SandboxLauncherShape => {
+export const make = (options: BwrapSandboxOptions = {}): SandboxLauncherService => {
   const o = defaultTools(options)
   let measured: HostCapabilities | undefined
   const caps = () => (measured ??= cachedCapabilities(options.capabilitiesCache, () => measureCapabilities(o)))
@@ -549,13 +549,13 @@ export const make = (options: BwrapSandboxOptions = {}): SandboxLauncherShape =>
     return spec.sandbox === undefined ? undefined : planMounts(spec.sandbox)
   }
 
-  const check: SandboxLauncherShape["check"] = (spec) =>
+  const check: SandboxLauncherService["check"] = (spec) =>
     Effect.suspend(() => {
       const r = checkAll(spec)
       return r === undefined || !("_tag" in r) ? Effect.void : Effect.fail(r)
     })
 
-  const start: SandboxLauncherShape["start"] = (spec) =>
+  const start: SandboxLauncherService["start"] = (spec) =>
     Effect.acquireRelease(
       Effect.gen(function*() {
         const checked = checkAll(spec)

@@ -16,7 +16,7 @@ import {
   InvalidRunName,
   RoundBusy,
   RunBusy,
-  type CareDirectoryShape,
+  type CareDirectoryService,
   type RunCare
 } from "../services/CareDirectory.js"
 import { flockHeld } from "../src/care/FlockHeld.js"
@@ -53,7 +53,7 @@ const flockOn = (flock: string, fd: number, args: ReadonlyArray<string>) =>
     return Effect.sync(() => child.kill("SIGKILL"))
   })
 
-export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirectoryShape, CareDirError> =>
+export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirectoryService, CareDirError> =>
   Effect.gen(function*() {
     const dir = Path.join(options.root, "care")
     const flock = options.flock ?? "/usr/bin/flock"
@@ -77,7 +77,7 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
 
     const c = Fs.constants
 
-    const lockRun: CareDirectoryShape["lockRun"] = (run) =>
+    const lockRun: CareDirectoryService["lockRun"] = (run) =>
       Effect.flatMap(fileOf(run, "lock"), (file) =>
         Effect.acquireRelease(
           Effect.gen(function*() {
@@ -136,7 +136,7 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
         return status === conflict ? "held" as const : "free" as const
       })
 
-    const probe: CareDirectoryShape["probe"] = (run) =>
+    const probe: CareDirectoryService["probe"] = (run) =>
       Effect.flatMap(fileOf(run, "lock"), (file) =>
         Effect.map(lockState(file), (state): RunCare => (state === "held" ? "alive" : state === "free" ? "gone" : "absent")))
 
@@ -151,7 +151,7 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
     })
 
     const roundFile = Path.join(dir, "round.lock")
-    const withRoundLock: CareDirectoryShape["withRoundLock"] = (effect, opts) => {
+    const withRoundLock: CareDirectoryService["withRoundLock"] = (effect, opts) => {
       const wait = Duration.decode(opts?.wait ?? "10 seconds")
       const seconds = (Duration.toMillis(wait) / 1000).toFixed(3)
       return Effect.acquireUseRelease(
@@ -174,14 +174,14 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
       )
     }
 
-    const appendInbox: CareDirectoryShape["appendInbox"] = (run, line) =>
+    const appendInbox: CareDirectoryService["appendInbox"] = (run, line) =>
       Effect.flatMap(fileOf(run, "inbox"), (file) =>
         line.includes("\n")
           ? Effect.fail(new CareDirError({ op: "append", path: file, reason: "an inbox line may not hold a newline" }))
           : Effect.try({ try: () => Fs.appendFileSync(file, `${line}\n`, { mode: 0o600 }), catch: failure("append", file) })
       )
 
-    const readInbox: CareDirectoryShape["readInbox"] = (run, offset) =>
+    const readInbox: CareDirectoryService["readInbox"] = (run, offset) =>
       Effect.flatMap(fileOf(run, "inbox"), (file) =>
         Effect.try({
           try: () => {
@@ -208,7 +208,7 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
         })
       )
 
-    const writeWorkspace: CareDirectoryShape["writeWorkspace"] = (run, workspace) =>
+    const writeWorkspace: CareDirectoryService["writeWorkspace"] = (run, workspace) =>
       Effect.flatMap(fileOf(run, "workspace"), (file) =>
         Effect.try({
           try: () => {
@@ -221,7 +221,7 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
         })
       )
 
-    const readWorkspace: CareDirectoryShape["readWorkspace"] = (run) =>
+    const readWorkspace: CareDirectoryService["readWorkspace"] = (run) =>
       Effect.flatMap(fileOf(run, "workspace"), (file) =>
         Effect.try({
           try: () => {
@@ -236,12 +236,12 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
         })
       )
 
-    const appendLog: CareDirectoryShape["appendLog"] = (run, text) =>
+    const appendLog: CareDirectoryService["appendLog"] = (run, text) =>
       Effect.flatMap(fileOf(run, "log"), (file) =>
         Effect.try({ try: () => Fs.appendFileSync(file, text.endsWith("\n") ? text : `${text}\n`, { mode: 0o600 }), catch: failure("append", file) })
       )
 
-    const readLog: CareDirectoryShape["readLog"] = (run) =>
+    const readLog: CareDirectoryService["readLog"] = (run) =>
       Effect.flatMap(fileOf(run, "log"), (file) =>
         Effect.try({
           try: () => {
@@ -256,11 +256,11 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
         })
       )
 
-    const holder: CareDirectoryShape["holder"] = (run) => Effect.map(fileOf(run, "lock"), readHolder)
+    const holder: CareDirectoryService["holder"] = (run) => Effect.map(fileOf(run, "lock"), readHolder)
 
     const userFile = (user: string, ext: "lock" | "waiting") => Path.join(dir, ProcessUserFiles.processUserFileName(user, ext))
 
-    const lockUser: CareDirectoryShape["lockUser"] = (user) => {
+    const lockUser: CareDirectoryService["lockUser"] = (user) => {
       const file = userFile(user, "lock")
       return Effect.acquireRelease(
         Effect.gen(function*() {
@@ -276,17 +276,17 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
       ).pipe(Effect.map((fd) => (fd === undefined ? Option.none() : Option.some({ user, lockPath: file }))))
     }
 
-    const userBusy: CareDirectoryShape["userBusy"] = (user) =>
+    const userBusy: CareDirectoryService["userBusy"] = (user) =>
       Effect.map(lockState(userFile(user, "lock")), (state) => state === "held")
 
     // the process users' queue and the sessions: their files' names and formats are src/care's,
     // which the hook's plain fast path reads too; a failed write is the caller's to see
     const queue = (op: string, user: string) => failure(op, userFile(user, "waiting"))
-    const addWaiting: CareDirectoryShape["addWaiting"] = (user, waiting) =>
+    const addWaiting: CareDirectoryService["addWaiting"] = (user, waiting) =>
       Effect.try({ try: () => ProcessUserFiles.appendWaitingOnce(dir, user, waiting), catch: queue("append", user) })
-    const removeWaiting: CareDirectoryShape["removeWaiting"] = (user, run) =>
+    const removeWaiting: CareDirectoryService["removeWaiting"] = (user, run) =>
       Effect.try({ try: () => ProcessUserFiles.removeWaiting(dir, user, run), catch: queue("remove", user) })
-    const takeNextWaiting: CareDirectoryShape["takeNextWaiting"] = (user) =>
+    const takeNextWaiting: CareDirectoryService["takeNextWaiting"] = (user) =>
       Effect.try({ try: () => ProcessUserFiles.takeNextWaiting(dir, user), catch: queue("take", user) })
     const sessionFailure = (op: string, run: string) => failure(op, SessionFiles.sessionFileOf(options.root, run))
 
@@ -321,7 +321,7 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
       readWorkspace,
       appendLog,
       readLog
-    } satisfies CareDirectoryShape
+    } satisfies CareDirectoryService
   })
 
 export const layer = (options: CareDirectoryFsOptions): Layer.Layer<CareDirectory, CareDirError> =>

@@ -2,7 +2,7 @@
 // docs/architecture.md, "Layout"); bin/ provides it, and code that learns its host only as it
 // runs asks the Hosts service for that host's layer.
 import * as Layer from "effect/Layer"
-import { Hosts, type HostsShape } from "../services/Hosts.js"
+import { Hosts, type HostsService } from "../services/Hosts.js"
 import type { ReleaseRoot } from "../services/ReleaseRoot.js"
 import * as BwrapSandbox from "./BwrapSandbox.js"
 import * as CareDirectoryFs from "./CareDirectoryFs.js"
@@ -11,7 +11,7 @@ import * as ReleaseRootFs from "./ReleaseRootFs.js"
 import * as RemoteReceipts from "./RemoteReceipts.js"
 import * as ServedHost from "./ServedHost.js"
 
-export const hosts: HostsShape = {
+export const hosts: HostsService = {
   served: ServedHost.layer,
   clone: CloneHost.layer,
   record: ServedHost.record,

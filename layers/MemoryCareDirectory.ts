@@ -11,13 +11,13 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import {
-  CareDirectory, CareDirError, InvalidRunName, RoundBusy, RunBusy, type CareDirectoryShape, type RunCare
+  CareDirectory, CareDirError, InvalidRunName, RoundBusy, RunBusy, type CareDirectoryService, type RunCare
 } from "../services/CareDirectory.js"
 import { handedForMillis, inServerOrder, type WaitingRun } from "../src/care/ProcessUserFiles.js"
 import type { SessionFile } from "../src/care/SessionFiles.js"
 
 export interface MemoryCare {
-  readonly service: CareDirectoryShape
+  readonly service: CareDirectoryService
   /** another process holds RUN.lock (pid given: written in it, as a watcher writes its own) */
   readonly holdRun: (run: string, pid?: number) => void
   /** RUN.lock is there and nobody holds it (its watcher gone) */
@@ -51,7 +51,7 @@ export const make = (options: { readonly path?: string } = {}): MemoryCare => {
   const checked = (run: string) =>
     runName.test(run) && run !== "round" ? Effect.succeed(run) : Effect.fail(new InvalidRunName({ run }))
 
-  const lockRun: CareDirectoryShape["lockRun"] = (run) =>
+  const lockRun: CareDirectoryService["lockRun"] = (run) =>
     Effect.flatMap(checked(run), () =>
       Effect.acquireRelease(
         Effect.suspend(() => {
@@ -65,13 +65,13 @@ export const make = (options: { readonly path?: string } = {}): MemoryCare => {
         () => Effect.sync(() => runs.set(run, { held: false, pid: process.pid }))
       ))
 
-  const probe: CareDirectoryShape["probe"] = (run) =>
+  const probe: CareDirectoryService["probe"] = (run) =>
     Effect.map(checked(run), (): RunCare => {
       const now = runs.get(run)
       return now === undefined ? "absent" : now.held ? "alive" : "gone"
     })
 
-  const withRoundLock: CareDirectoryShape["withRoundLock"] = (effect, opts) =>
+  const withRoundLock: CareDirectoryService["withRoundLock"] = (effect, opts) =>
     Effect.acquireUseRelease(
       Effect.suspend(() => {
         if (round) return Effect.fail(new RoundBusy({ lockPath: `${path}/round.lock`, waitedMillis: Duration.toMillis(Duration.decode(opts?.wait ?? "10 seconds")) }))
@@ -82,7 +82,7 @@ export const make = (options: { readonly path?: string } = {}): MemoryCare => {
       () => Effect.sync(() => { round = false })
     )
 
-  const lockUser: CareDirectoryShape["lockUser"] = (user) =>
+  const lockUser: CareDirectoryService["lockUser"] = (user) =>
     Effect.acquireRelease(
       Effect.sync(() => {
         if (users.has(user)) return false
@@ -92,13 +92,13 @@ export const make = (options: { readonly path?: string } = {}): MemoryCare => {
       (took) => Effect.sync(() => { if (took) users.delete(user) })
     ).pipe(Effect.map((took) => (took ? Option.some({ user, lockPath: `${path}/~${encodeURIComponent(user)}.lock` }) : Option.none())))
 
-  const addWaiting: CareDirectoryShape["addWaiting"] = (user, w) =>
+  const addWaiting: CareDirectoryService["addWaiting"] = (user, w) =>
     Effect.sync(() => {
       const list = waiting.get(user) ?? []
       if (!list.some((x) => x.run === w.run)) waiting.set(user, [...list, w])
     })
 
-  const takeNextWaiting: CareDirectoryShape["takeNextWaiting"] = (user) =>
+  const takeNextWaiting: CareDirectoryService["takeNextWaiting"] = (user) =>
     Effect.sync(() => {
       const [next, ...rest] = inServerOrder(waiting.get(user) ?? [])
       if (rest.length > 0) waiting.set(user, rest)
@@ -106,7 +106,7 @@ export const make = (options: { readonly path?: string } = {}): MemoryCare => {
       return { next, dropped: 0 }
     })
 
-  const service: CareDirectoryShape = {
+  const service: CareDirectoryService = {
     path,
     lockRun,
     probe,

@@ -7,7 +7,7 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { CareDirError, type CareDirectory } from "../services/CareDirectory.js"
-import { Hosts, type HostsShape, type RecordServices } from "../services/Hosts.js"
+import { Hosts, type HostsService, type RecordServices } from "../services/Hosts.js"
 import { ReleaseRoot } from "../services/ReleaseRoot.js"
 import { Repository } from "../services/Repository.js"
 import { SandboxLauncher } from "../services/SandboxLauncher.js"
@@ -47,7 +47,7 @@ export const make = (options: TestHostsOptions = {}) => {
     options.care?.(root) ??
       Layer.fail(new CareDirError({ op: "open", path: `${root}/care`, reason: "the test gave no care directory" }))
   const sandbox = () => Layer.succeed(SandboxLauncher, launcher)
-  const hosts: HostsShape = {
+  const hosts: HostsService = {
     served: (place) => Layer.mergeAll(record(place.repository), care(place.root), sandbox()),
     clone: (place) => Layer.mergeAll(record(place.repository), care(place.root), sandbox()),
     record,

@@ -12,7 +12,7 @@ import { planMounts } from "../src/sandbox/mountPlan.js"
 import { checkSpecForm } from "../src/sandbox/specCheck.js"
 import {
   type Ending, type HostCapabilities, type KeptTail, type LaunchError, LimitUnavailable, type LaunchResult,
-  type LaunchSpec, type RunningProcess, SandboxLauncher, type SandboxLauncherShape, StdinClosed
+  type LaunchSpec, type RunningProcess, SandboxLauncher, type SandboxLauncherService, StdinClosed
 } from "../services/SandboxLauncher.js"
 
 /** How one launch ends, as the test writes it. */
@@ -47,7 +47,7 @@ export interface LaunchRecord {
   stopped: boolean
 }
 
-export interface TestSandboxLauncher extends SandboxLauncherShape {
+export interface TestSandboxLauncher extends SandboxLauncherService {
   readonly launched: ReadonlyArray<LaunchRecord>
 }
 
@@ -97,13 +97,13 @@ export const make = (options: TestSandboxLauncherOptions = {}): TestSandboxLaunc
     const planned = planMounts(spec.sandbox)
     return "_tag" in planned ? planned : undefined
   }
-  const check: SandboxLauncherShape["check"] = (spec) =>
+  const check: SandboxLauncherService["check"] = (spec) =>
     Effect.suspend(() => {
       const refused = checkOf(spec)
       return refused === undefined ? Effect.void : Effect.fail(refused)
     })
 
-  const start: SandboxLauncherShape["start"] = (spec) =>
+  const start: SandboxLauncherService["start"] = (spec) =>
     Effect.acquireRelease(
       Effect.gen(function*() {
         const script = scriptOf(spec, launched.length)

@@ -79,7 +79,7 @@ export class CareDirError extends Schema.TaggedError<CareDirError>()("CareDirErr
 
 export type CareError = CareDirError | InvalidRunName
 
-export interface CareDirectoryShape {
+export interface CareDirectoryService {
   /** the directory itself (ROOT/care) */
   readonly path: string
   /** takes RUN.lock for the scope's life (released by the kernel if this process dies); writes our pid into it */
@@ -143,4 +143,4 @@ export interface CareDirectoryShape {
   readonly readLog: (run: string) => Effect.Effect<string, CareError>
 }
 
-export class CareDirectory extends Context.Tag("ocx2/CareDirectory")<CareDirectory, CareDirectoryShape>() {}
+export class CareDirectory extends Context.Tag("ocx2/CareDirectory")<CareDirectory, CareDirectoryService>() {}

@@ -37,11 +37,10 @@ export class DeployError extends Schema.TaggedError<DeployError>()("DeployError"
   message: Schema.String
 }) {}
 
-export class Deployer extends Context.Tag("ocx2/Deployer")<
-  Deployer,
-  {
-    readonly deploy: (spec: DeploySpec) => Effect.Effect<Deployment, DeployError>
-    /** frees what the deployer holds ready for deploys to come (the server's close) */
-    readonly close?: Effect.Effect<void>
-  }
->() {}
+export interface DeployerService {
+  readonly deploy: (spec: DeploySpec) => Effect.Effect<Deployment, DeployError>
+  /** frees what the deployer holds ready for deploys to come (the server's close) */
+  readonly close?: Effect.Effect<void>
+}
+
+export class Deployer extends Context.Tag("ocx2/Deployer")<Deployer, DeployerService>() {}

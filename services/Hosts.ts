@@ -36,7 +36,7 @@ export type RecordServices = Repository | Receipts
 /** Everything a node's round acts through. */
 export type NodeServices = RecordServices | CareDirectory | SandboxLauncher
 
-export interface HostsShape {
+export interface HostsService {
   /** The node on the server's host: the served file read and written beside the server, its receipts, ROOT/care, the sandbox. */
   readonly served: (place: NodePlace) => Layer.Layer<NodeServices, CareDirError>
   /**
@@ -59,4 +59,4 @@ export interface HostsShape {
   readonly releaseRoot: Layer.Layer<ReleaseRoot>
 }
 
-export class Hosts extends Context.Tag("ocx2/Hosts")<Hosts, HostsShape>() {}
+export class Hosts extends Context.Tag("ocx2/Hosts")<Hosts, HostsService>() {}

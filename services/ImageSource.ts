@@ -53,11 +53,10 @@ export class ImageError extends Schema.TaggedError<ImageError>()("ImageError", {
   message: Schema.String
 }) {}
 
-export class ImageSource extends Context.Tag("ocx2/ImageSource")<
-  ImageSource,
-  {
-    /** the server's policy: an image it will not supply is refused before anything is held */
-    readonly willSupply: (identity: string, digest: string) => Effect.Effect<boolean>
-    readonly obtain: (identity: string, digest: string, client: ClientImages) => Effect.Effect<ObtainedImage, ImageError>
-  }
->() {}
+export interface ImageSourceService {
+  /** the server's policy: an image it will not supply is refused before anything is held */
+  readonly willSupply: (identity: string, digest: string) => Effect.Effect<boolean>
+  readonly obtain: (identity: string, digest: string, client: ClientImages) => Effect.Effect<ObtainedImage, ImageError>
+}
+
+export class ImageSource extends Context.Tag("ocx2/ImageSource")<ImageSource, ImageSourceService>() {}

@@ -222,7 +222,7 @@ export type LaunchCheckError = SandboxPathRefused | InvalidLaunchSpec | LimitUna
 
 export type LaunchError = LaunchCheckError | LaunchFailed
 
-export interface SandboxLauncherShape {
+export interface SandboxLauncherService {
   /** what this host can provide, measured once */
   readonly capabilities: Effect.Effect<HostCapabilities>
   /** every check made before launch (spec form, refusal 6, refusal 7); launches nothing */
@@ -233,4 +233,4 @@ export interface SandboxLauncherShape {
   readonly run: (spec: LaunchSpec) => Effect.Effect<LaunchResult, LaunchError>
 }
 
-export class SandboxLauncher extends Context.Tag("ocx2/SandboxLauncher")<SandboxLauncher, SandboxLauncherShape>() {}
+export class SandboxLauncher extends Context.Tag("ocx2/SandboxLauncher")<SandboxLauncher, SandboxLauncherService>() {}

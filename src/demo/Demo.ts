@@ -3,7 +3,7 @@ import * as Path from "node:path"
 import * as Readline from "node:readline"
 import * as Effect from "effect/Effect"
 import { CareDirectory } from "../../services/CareDirectory.js"
-import type { HostsShape, RecordServices } from "../../services/Hosts.js"
+import type { HostsService, RecordServices } from "../../services/Hosts.js"
 import { Repository } from "../../services/Repository.js"
 import { capabilitiesOf } from "../adapters/cli/repositoryCapabilities.js"
 import { defaultWatcherProgram, handOff } from "../node/HandOff.js"
@@ -35,7 +35,7 @@ interface DemoWorld extends LocalNode {
   readonly watched: (run: string) => Promise<boolean>
 }
 
-const demoWorld = (local: LocalNode, hosts: HostsShape): DemoWorld => ({
+const demoWorld = (local: LocalNode, hosts: HostsService): DemoWorld => ({
   ...local,
   read: (effect) => Effect.runPromise(effect.pipe(Effect.provide(hosts.record(local.repository)))),
   watched: (run) =>
@@ -96,7 +96,7 @@ const installNode = async (world: LocalNode): Promise<boolean> => {
 }
 
 /** The demo, reading its record and care directory through this host's layers (bin/ provides them). */
-export const demo = async (options: { readonly wait: boolean }, hosts: HostsShape) => {
+export const demo = async (options: { readonly wait: boolean }, hosts: HostsService) => {
   say("ocx2 demo: a local Fossil server, a node, and two runs posted as a person would post them")
   // the server serves the OCX pages from its extension root, linked as docs/operations.md says
   const world = demoWorld(await makeLocalNode({ fastHooks: true, pages: true }), hosts)

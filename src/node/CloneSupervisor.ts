@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Fs from "node:fs"
 import { actNow, recording } from "../operations/Operations.js"
-import { Hosts, type HostsShape, type NodeServices } from "../../services/Hosts.js"
+import { Hosts, type HostsService, type NodeServices } from "../../services/Hosts.js"
 import { Receipts } from "../../services/Receipts.js"
 import { runCloneNode } from "./CloneNode.js"
 import { readPasswordsFile } from "./ClonePasswords.js"
@@ -46,7 +46,7 @@ export const superviseClone = (
   lockFd: number,
   program: string | undefined,
   options: CloneSupervisorOptions,
-  hosts: HostsShape
+  hosts: HostsService
 ): Promise<number> =>
   new Promise((resolveExit) => {
     const since = new Date().toISOString()

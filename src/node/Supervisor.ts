@@ -4,7 +4,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { actNow } from "../operations/Operations.js"
 import { CareDirectory } from "../../services/CareDirectory.js"
-import type { HostsShape } from "../../services/Hosts.js"
+import type { HostsService } from "../../services/Hosts.js"
 import { Repository } from "../../services/Repository.js"
 import { openDatabase } from "../fossil/Sqlite.js"
 import { releasePaths, rootOfProgram } from "../release/ReleasePaths.js"
@@ -102,7 +102,7 @@ export const resolveNode = (args: SuperviseArgs, program: string | undefined): N
 }
 
 /** Runs the supervisor until SIGTERM or SIGINT (or the served release is switched), on the host's layers; its exit status. */
-export const runSupervisor = async (argv: ReadonlyArray<string>, hosts: HostsShape, program: string | undefined = process.argv[1]): Promise<number> => {
+export const runSupervisor = async (argv: ReadonlyArray<string>, hosts: HostsService, program: string | undefined = process.argv[1]): Promise<number> => {
   const args = parseArgs(argv)
   if (typeof args === "string") {
     process.stderr.write(`ocx2 supervise: ${args}\n`)
@@ -136,7 +136,7 @@ export const runSupervisor = async (argv: ReadonlyArray<string>, hosts: HostsSha
   return config.passwordsFile !== undefined ? superviseClone(config, files, lockFd, program, { shortCycle: args.shortCycle }, hosts) : supervise(config, files, lockFd, hosts)
 }
 
-const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number, hosts: HostsShape): Promise<number> =>
+const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number, hosts: HostsService): Promise<number> =>
   new Promise((resolveExit) => {
     const care = releasePaths(config.root).care
     Fs.mkdirSync(care, { recursive: true, mode: 0o700 })

@@ -4,7 +4,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import type { HostsShape } from "../../services/Hosts.js"
+import type { HostsService } from "../../services/Hosts.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { cloneEntryOf } from "../node/CloneFiles.js"
 import { readPasswordsFile } from "../node/ClonePasswords.js"
@@ -94,7 +94,7 @@ export const parseWatcherArgs = (argv: ReadonlyArray<string>): WatcherOptions | 
 }
 
 /** The watcher's program, on the host's layers (bin/ocx2-watcher.ts gives the live ones). */
-export const main = (argv: ReadonlyArray<string>, hosts: HostsShape) => {
+export const main = (argv: ReadonlyArray<string>, hosts: HostsService) => {
   const mainAt = Date.now()
   if (argv[0] === "--spare") {
     const config = parseNodeArgs(argv.slice(1))
@@ -119,7 +119,7 @@ export const main = (argv: ReadonlyArray<string>, hosts: HostsShape) => {
 }
 
 /** Watches the run: in a watcher started for it, or in the spare that took it. */
-const watch = (options: WatcherOptions, hosts: HostsShape) => {
+const watch = (options: WatcherOptions, hosts: HostsService) => {
   const care = releasePaths(options.config.root).care
   const logLine = (line: string) => {
     try {

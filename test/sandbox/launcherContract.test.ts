@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as BwrapSandbox from "../../layers/BwrapSandbox.js"
 import * as TestSandboxLauncher from "../../layers/TestSandboxLauncher.js"
-import type { LaunchSpec, SandboxLauncherShape } from "../../services/SandboxLauncher.js"
+import type { LaunchSpec, SandboxLauncherService } from "../../services/SandboxLauncher.js"
 import { decode, makeRoot, shellSpec } from "./support.js"
 
 const { root, ws, care } = makeRoot("launcher-contract")
@@ -22,7 +22,7 @@ const cases = {
 } satisfies Record<string, { script: string; scripted: TestSandboxLauncher.ScriptedLaunch }>
 type Case = keyof typeof cases
 
-const layers: Record<string, (which: Case) => SandboxLauncherShape> = {
+const layers: Record<string, (which: Case) => SandboxLauncherService> = {
   live: () => BwrapSandbox.make(),
   test: (which) => TestSandboxLauncher.make({ launches: [cases[which].scripted] })
 }
