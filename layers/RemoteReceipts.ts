@@ -38,6 +38,15 @@ const rememberMs = (() => {
   return Number.isFinite(n) && n >= 0 ? n : 5000
 })()
 
+/**
+ * Whether the long poll's question asks what arrived with it (the receipt tool's arrived): its answer
+ * then holds the receipts and process users' capabilities the round after the pull needs, remembered
+ * as answers are. OCX2_LONG_POLL_RECEIPTS=0 asks the number alone (bench/pickup's baseline).
+ */
+const askArrived = process.env.OCX2_LONG_POLL_RECEIPTS !== "0"
+/** The most rows an arrived answer may hold (the page gives at most 200); more is refused as malformed. */
+const maxArrivedRows = 1000
+
 interface ReceiptRow {
   readonly hash: string
   readonly received: boolean
@@ -53,7 +62,54 @@ interface Answer {
     readonly receipts?: ReadonlyArray<ReceiptRow>
     readonly capabilities_of?: { readonly user: string; readonly capabilities?: string }
     readonly newest?: number
+    readonly arrived?: unknown
   }
+}
+
+/** What a long poll's answer says arrived, checked: the receipts and the process users' capabilities. */
+export interface Arrived {
+  readonly receipts: ReadonlyArray<ReceiptAnswer & { readonly _tag: "Received" }>
+  readonly processUsers: ReadonlyArray<{ readonly user: string; readonly capabilities: string | undefined }>
+}
+
+const isCount = (n: unknown): n is number => typeof n === "number" && Number.isSafeInteger(n) && n > 0
+
+/**
+ * The page's arrived, checked before anything in it is believed: every row a receipt (a full hash, a
+ * sender, capabilities, a place) received after `after` and at most `newest`, each hash once, each
+ * process user once. A string says what is wrong: the whole answer is refused, none of it remembered.
+ */
+export const checkArrived = (arrived: unknown, after: number, newest: number): Arrived | string => {
+  if (typeof arrived !== "object" || arrived === null) return "arrived is not an object"
+  const { receipts, process_users: users } = arrived as { receipts?: unknown; process_users?: unknown }
+  if (!Array.isArray(receipts) || !Array.isArray(users)) return "arrived lacks its receipts or process_users list"
+  if (receipts.length > maxArrivedRows || users.length > maxArrivedRows) return `arrived holds more than ${maxArrivedRows} rows`
+  const rows: Array<ReceiptAnswer & { readonly _tag: "Received" }> = []
+  const hashes = new Set<string>()
+  for (const [i, row] of receipts.entries()) {
+    const r = (typeof row === "object" && row !== null ? row : {}) as Record<string, unknown>
+    const what = `arrived's receipt ${i}`
+    if (typeof r["hash"] !== "string" || !isFullHash(r["hash"])) return `${what} has no full hash`
+    if (hashes.has(r["hash"])) return `${what} repeats ${r["hash"]}`
+    if (r["received"] !== true) return `${what} (${r["hash"]}) is not a receipt`
+    if (typeof r["sender"] !== "string" || r["sender"] === "") return `${what} (${r["hash"]}) names no sender`
+    if (typeof r["capabilities"] !== "string") return `${what} (${r["hash"]}) gives no capabilities`
+    if (!isCount(r["rcvid"]) || !isCount(r["rid"])) return `${what} (${r["hash"]}) has no receipt number or row number`
+    if (r["rcvid"] <= after || r["rcvid"] > newest) return `${what} (${r["hash"]}) has receipt ${r["rcvid"]}, not after ${after} up to ${newest}`
+    hashes.add(r["hash"])
+    rows.push({ _tag: "Received", hash: r["hash"], sender: r["sender"], capabilities: r["capabilities"], rcvid: r["rcvid"], rid: r["rid"] })
+  }
+  const processUsers: Array<Arrived["processUsers"][number]> = []
+  const logins = new Set<string>()
+  for (const [i, entry] of users.entries()) {
+    const u = (typeof entry === "object" && entry !== null ? entry : {}) as Record<string, unknown>
+    if (typeof u["user"] !== "string" || u["user"] === "") return `arrived's process user ${i} has no login`
+    if (logins.has(u["user"])) return `arrived's process user ${i} repeats ${u["user"]}`
+    if (u["capabilities"] !== undefined && typeof u["capabilities"] !== "string") return `arrived's process user ${u["user"]} has capabilities that are not a string`
+    logins.add(u["user"])
+    processUsers.push({ user: u["user"], capabilities: u["capabilities"] as string | undefined })
+  }
+  return { receipts: rows, processUsers }
 }
 
 const reasonOf = (e: unknown): string => {
@@ -93,7 +149,7 @@ export const make = (config: RemoteReceiptsConfig): ReceiptsService => {
     return found
   })
 
-  const ask = (input: { artifacts?: ReadonlyArray<string>; capabilities_of?: string; newer_than?: number; wait?: number }, waitMs = 0) =>
+  const ask = (input: { artifacts?: ReadonlyArray<string>; capabilities_of?: string; newer_than?: number; wait?: number; arrived?: boolean }, waitMs = 0) =>
     Effect.gen(function*() {
       const signedIn = yield* login
       const response = yield* Effect.tryPromise({
@@ -128,6 +184,10 @@ export const make = (config: RemoteReceiptsConfig): ReceiptsService => {
     const kept = remembered.get(hash)
     return kept !== undefined && now - kept.at < rememberMs ? kept.answer : undefined
   }
+  /** process users' capabilities as a long poll's answer gave them, remembered as receipts are */
+  const rememberedCapabilities = new Map<string, { readonly capabilities: string | undefined; readonly at: number }>()
+  /** false once the page refused arrived (a release that predates it): the number alone is asked */
+  let pageSaysArrived = askArrived && rememberMs > 0
 
   return {
     receipts: (hashes) =>
@@ -155,15 +215,41 @@ export const make = (config: RemoteReceiptsConfig): ReceiptsService => {
         }
         return hashes.map((h) => fresh.get(h) ?? recall(h, now)!)
       }),
-    capabilitiesOf: (login) => Effect.map(ask({ capabilities_of: login }), (output) => output.capabilities_of?.capabilities),
+    capabilitiesOf: (login) => {
+      const kept = rememberedCapabilities.get(login)
+      if (kept !== undefined && Date.now() - kept.at < rememberMs) return Effect.succeed(kept.capabilities)
+      return Effect.map(ask({ capabilities_of: login }), (output) => output.capabilities_of?.capabilities)
+    },
     // a page of a release that predates newer-than refuses it as an argument it does not know:
-    // undefined, so that the caller pulls on a timer instead
+    // undefined, so that the caller pulls on a timer instead; one that predates arrived is asked
+    // without it from then on
     newest: (after, waitMs) =>
-      ask({ newer_than: after, wait: Math.ceil(waitMs / 1000) }, waitMs).pipe(
-        Effect.map((output) => output.newest),
+      Effect.gen(function*() {
+        // only a held question: the first (wait 0, after 0) is followed by a pull of everything anyway
+        const withArrived = pageSaysArrived && waitMs > 0
+        const output = yield* ask({ newer_than: after, wait: Math.ceil(waitMs / 1000), ...(withArrived ? { arrived: true } : {}) }, waitMs)
+        const newest = output.newest
+        if (newest === undefined) return undefined
+        if (!Number.isSafeInteger(newest) || newest < 0) return yield* unavailable(`the page's newest is not a receipt number: ${JSON.stringify(newest)}`)
+        if (withArrived && newest !== after) {
+          if (output.arrived === undefined) return yield* unavailable("the page's answer to newer-than with arrived holds no arrived")
+          const arrived = checkArrived(output.arrived, after, newest)
+          if (typeof arrived === "string") return yield* unavailable(`the page's answer to newer-than is refused: ${arrived}`)
+          const at = Date.now()
+          for (const [user, kept] of rememberedCapabilities) if (at - kept.at >= rememberMs) rememberedCapabilities.delete(user)
+          for (const answer of arrived.receipts) remembered.set(answer.hash, { answer, at })
+          for (const { user, capabilities } of arrived.processUsers) rememberedCapabilities.set(user, { capabilities, at })
+        }
+        return newest
+      }).pipe(
         Effect.catchIf(
-          (e): e is ReceiptsUnavailable => e._tag === "ReceiptsUnavailable" && /\bnewer_than: is unexpected\b/.test(e.reason),
-          () => Effect.succeed(undefined)
+          (e): e is ReceiptsUnavailable =>
+            e._tag === "ReceiptsUnavailable" && (/\bnewer_than: is unexpected\b/.test(e.reason) || (pageSaysArrived && /\barrived: is unexpected\b/.test(e.reason))),
+          (e) => {
+            if (/\bnewer_than: is unexpected\b/.test(e.reason)) return Effect.succeed(undefined)
+            pageSaysArrived = false
+            return Effect.succeed(after) // the same number pulls nothing: asked again at once, without arrived
+          }
         )
       )
   }
