@@ -19,8 +19,9 @@
  *  - pickup on a clone's host with its supervisor, BENCH_CLONE_RUNS runs each way (default 10), alternating in
  *    one world, the supervisor pulling when the server's OCX page answers the question it holds (receipt
  *    --newer-than N --wait S) and the node's spare waiting, a receipt the server gave remembered 5 s: the
- *    page answering with the number alone (OCX2_LONG_POLL_RECEIPTS=0, the baseline) and with what arrived
- *    (--arrived: the receipts and the process users' capabilities the round would ask next). With
+ *    page answering with the number alone (OCX2_ASK_AHEAD=0, the baseline) and asking ahead (the held
+ *    question with --arrived: the receipts and process users' capabilities the round would ask next; a
+ *    record's receipts with its process user's capabilities). With
  *    BENCH_CLONE_MODES=all, also pulling every half second (--short-cycle) with no spare, the held
  *    question with no spare, and every receipt asked of the server each time (OCX2_RECEIPT_MEMO_MS=0). Each way's median stages are printed from the supervisor's and the
  *    watcher's logs. Target: median < 1.5 s.
@@ -213,8 +214,8 @@ if (parts.includes("clone")) {
         { name: "a pull when the server's page answers its held question, no spare", args: [], spare: false }
       ] : []),
       ...(allModes ? [{ name: "the held question, the spare waiting, every receipt asked of the server each time", args: [], spare: true, env: { OCX2_RECEIPT_MEMO_MS: "0" } }] : []),
-      { name: "the held question answered with its number alone, receipts remembered 5 s (before)", args: [], spare: true, env: { OCX2_LONG_POLL_RECEIPTS: "0" } },
-      { name: "the held question answered with what arrived (its receipts, its runs' process users)", args: [], spare: true }
+      { name: "each question by itself, receipts remembered 5 s (before)", args: [], spare: true, env: { OCX2_ASK_AHEAD: "0" } },
+      { name: "asking ahead: the held question answered with what arrived, a record's receipts with its process user", args: [], spare: true }
     ]
     const spareSetting = Path.join(lab.root, "settings", "spare-watcher")
     const took = new Map<string, Array<number>>(modes.map((m) => [m.name, []]))

@@ -39,11 +39,13 @@ const rememberMs = (() => {
 })()
 
 /**
- * Whether the long poll's question asks what arrived with it (the receipt tool's arrived): its answer
- * then holds the receipts and process users' capabilities the round after the pull needs, remembered
- * as answers are. OCX2_LONG_POLL_RECEIPTS=0 asks the number alone (bench/pickup's baseline).
+ * Whether a question carries the one that would follow it (each a CGI process on the server's host):
+ * the long poll asks what arrived with it (the receipt tool's arrived: the receipts and process users'
+ * capabilities the round after the pull needs), and a record's receipts ask the capabilities of its
+ * process user (capabilitiesNext); what comes back is remembered as receipts are. OCX2_ASK_AHEAD=0 asks
+ * each question by itself (bench/pickup's baseline).
  */
-const askArrived = process.env.OCX2_LONG_POLL_RECEIPTS !== "0"
+const askAhead = process.env.OCX2_ASK_AHEAD !== "0"
 /** The most rows an arrived answer may hold (the page gives at most 200); more is refused as malformed. */
 const maxArrivedRows = 1000
 
@@ -184,13 +186,17 @@ export const make = (config: RemoteReceiptsConfig): ReceiptsService => {
     const kept = remembered.get(hash)
     return kept !== undefined && now - kept.at < rememberMs ? kept.answer : undefined
   }
-  /** process users' capabilities as a long poll's answer gave them, remembered as receipts are */
+  /** process users' capabilities as a long poll's answer or a record's question gave them, remembered as receipts are */
   const rememberedCapabilities = new Map<string, { readonly capabilities: string | undefined; readonly at: number }>()
+  const capabilitiesKnown = (login: string, now: number) => {
+    const kept = rememberedCapabilities.get(login)
+    return kept !== undefined && now - kept.at < rememberMs
+  }
   /** false once the page refused arrived (a release that predates it): the number alone is asked */
-  let pageSaysArrived = askArrived && rememberMs > 0
+  let pageSaysArrived = askAhead && rememberMs > 0
 
   return {
-    receipts: (hashes) =>
+    receipts: (hashes, options) =>
       Effect.gen(function*() {
         const bad = hashes.find((h) => !isFullHash(h))
         if (bad !== undefined) return yield* new InvalidHash({ hash: bad })
@@ -199,9 +205,20 @@ export const make = (config: RemoteReceiptsConfig): ReceiptsService => {
         // only receipts the server gave are remembered: one not received yet may arrive any moment
         const toAsk = [...new Set(hashes.filter((h) => recall(h, now) === undefined))]
         const fresh = new Map<string, ReceiptAnswer>()
+        // the capabilities asked next, with the first batch: one request where there were two
+        const next = options?.capabilitiesNext
+        let alsoAsk = askAhead && rememberMs > 0 && next !== undefined && toAsk.length > 0 && !capabilitiesKnown(next, now) ? next : undefined
         for (let at = 0; at < toAsk.length; at += batch) {
           const asked = toAsk.slice(at, at + batch)
-          const output = yield* ask({ artifacts: asked })
+          const output = yield* ask({ artifacts: asked, ...(alsoAsk !== undefined ? { capabilities_of: alsoAsk } : {}) })
+          if (alsoAsk !== undefined) {
+            const told = output.capabilities_of
+            if (told?.user !== alsoAsk || (told.capabilities !== undefined && typeof told.capabilities !== "string")) {
+              return yield* unavailable(`the answer's capabilities_of does not name ${alsoAsk}, as asked`)
+            }
+            rememberedCapabilities.set(alsoAsk, { capabilities: told.capabilities, at: Date.now() })
+            alsoAsk = undefined
+          }
           const rows = output.receipts ?? []
           for (const [i, hash] of asked.entries()) {
             const row = rows[i]
@@ -216,8 +233,7 @@ export const make = (config: RemoteReceiptsConfig): ReceiptsService => {
         return hashes.map((h) => fresh.get(h) ?? recall(h, now)!)
       }),
     capabilitiesOf: (login) => {
-      const kept = rememberedCapabilities.get(login)
-      if (kept !== undefined && Date.now() - kept.at < rememberMs) return Effect.succeed(kept.capabilities)
+      if (capabilitiesKnown(login, Date.now())) return Effect.succeed(rememberedCapabilities.get(login)!.capabilities)
       return Effect.map(ask({ capabilities_of: login }), (output) => output.capabilities_of?.capabilities)
     },
     // a page of a release that predates newer-than refuses it as an argument it does not know:

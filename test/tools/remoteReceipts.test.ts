@@ -106,6 +106,13 @@ describe("RemoteReceipts", () => {
       expect(answer).toMatchObject({ _tag: "Received", sender: "alice" })
       expect(await Effect.runPromise(service.capabilitiesOf("rita"))).toBe(world.fullcap("rita"))
       expect(fetched).not.toHaveBeenCalled()
+      // a record's receipts with the capabilities asked next: one request, the capabilities remembered
+      const other = remote(users.builder)
+      await Effect.runPromise(other.receipts([world.trunk])) // signed in
+      fetched.mockClear()
+      expect(await Effect.runPromise(other.receipts([posted.hash], { capabilitiesNext: "rita" }))).toEqual([answer])
+      expect(await Effect.runPromise(other.capabilitiesOf("rita"))).toBe(world.fullcap("rita"))
+      expect(fetched).toHaveBeenCalledTimes(1)
     } finally {
       fetched.mockRestore()
     }

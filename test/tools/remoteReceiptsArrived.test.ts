@@ -16,6 +16,8 @@ let base: string
 /** what the page answers next to newer_than, and every question it was asked */
 let answer: (input: Record<string, unknown>) => unknown
 const asked: Array<Record<string, unknown>> = []
+/** what the page says of capabilities_of */
+let capabilitiesAnswer: (user: string) => unknown = (user) => ({ user })
 
 beforeAll(async () => {
   server = Http.createServer((request, response) => {
@@ -32,7 +34,7 @@ beforeAll(async () => {
       response.end(JSON.stringify(input["newer_than"] !== undefined
         ? answer(input)
         // a question by artifacts: none received (so an answer remembered is told apart from one asked)
-        : { stopped: { reason: "completed" }, output: { receipts: ((input["artifacts"] ?? []) as Array<string>).map((hash) => ({ hash, received: false })), ...(input["capabilities_of"] !== undefined ? { capabilities_of: { user: input["capabilities_of"] } } : {}) } }))
+        : { stopped: { reason: "completed" }, output: { receipts: ((input["artifacts"] ?? []) as Array<string>).map((hash) => ({ hash, received: false })), ...(input["capabilities_of"] !== undefined ? { capabilities_of: capabilitiesAnswer(input["capabilities_of"] as string) } : {}) } }))
     })
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
@@ -100,5 +102,22 @@ describe("a long poll's answer with arrived", () => {
     expect(await Effect.runPromise(receipts.newest(7, 1000))).toBe(7)
     expect(await Effect.runPromise(receipts.newest(7, 1000))).toBe(9)
     expect(asked.at(-1)).toEqual({ newer_than: 7, wait: 1 })
+  })
+
+  it("a record's receipts ask its process user's capabilities in the same request, and the answer must name that user", async () => {
+    capabilitiesAnswer = (user) => ({ user, capabilities: "oi" })
+    const receipts = service()
+    const count = asked.length
+    expect(await Effect.runPromise(receipts.receipts([other], { capabilitiesNext: "rita" }))).toEqual([{ _tag: "NotReceived", hash: other }])
+    expect(asked.at(-1)).toEqual({ artifacts: [other], capabilities_of: "rita" })
+    expect(await Effect.runPromise(receipts.capabilitiesOf("rita"))).toBe("oi")
+    expect(asked.length).toBe(count + 1)
+    // a page that answers about someone else is refused, and nothing is remembered of it
+    capabilitiesAnswer = () => ({ user: "admin", capabilities: "s" })
+    const hostile = service()
+    const refused = await Effect.runPromise(Effect.either(hostile.receipts([other], { capabilitiesNext: "rita" })))
+    expect(Either.isLeft(refused) && refused.left.message).toMatch(/capabilities_of does not name rita/)
+    capabilitiesAnswer = (user) => ({ user })
+    expect(await Effect.runPromise(hostile.capabilitiesOf("rita"))).toBeUndefined()
   })
 })
