@@ -14,7 +14,7 @@ import { defineTool } from "./Tool.js"
 /** The longest a long poll is held: under the 30 s after which proxies commonly cut a quiet request. */
 const maxWaitSeconds = 25
 /** The most artifacts an answer's arrived lists: past it, complete is false and the rest are asked by artifacts. */
-export const maxArrived = 200
+const maxArrived = 200
 
 export const ReceiptInput = Schema.Struct({
   artifacts: Schema.optionalWith(
