@@ -8,7 +8,9 @@
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Fs from "node:fs"
 import { isFullHash } from "../src/fossil/Hash.js"
+import { readShared, type Shared, writeShared } from "../src/node/SharedReceipts.js"
 import {
   InvalidHash, type ReceiptAnswer, Receipts, ReceiptsUnavailable, type ReceiptsService, ServerUnreachable
 } from "../services/Receipts.js"
@@ -22,6 +24,11 @@ export interface RemoteReceiptsConfig {
   /** the CGI's path under the base URL (default ext/ocx2-cgi) */
   readonly extension?: string
   readonly timeoutMs?: number
+  /**
+   * A file where what the server gave is shared with the node's other processes on this host
+   * (src/node/SharedReceipts.ts): a watcher reads there what the supervisor learnt a moment before.
+   */
+  readonly shareWith?: string
 }
 
 /** Hashes asked per request: each is 67 bytes of JSON, far under the CGI's 1 MiB body. */
@@ -195,11 +202,39 @@ export const make = (config: RemoteReceiptsConfig): ReceiptsService => {
   /** false once the page refused arrived (a release that predates it): the number alone is asked */
   let pageSaysArrived = askAhead && rememberMs > 0
 
+  // what the node's other processes on this host learnt from the server, and what this one learns
+  const shared = askAhead && rememberMs > 0 ? config.shareWith : undefined
+  let sharedSeen = ""
+  const absorbShared = () => {
+    if (shared === undefined) return
+    let seen: string
+    try {
+      const stat = Fs.statSync(shared)
+      seen = `${stat.mtimeMs}:${stat.size}:${stat.ino}`
+    } catch {
+      return
+    }
+    if (seen === sharedSeen) return
+    sharedSeen = seen
+    const told = readShared(shared, base, config.user, rememberMs)
+    for (const { at, ...r } of told.receipts) {
+      if ((remembered.get(r.hash)?.at ?? -Infinity) < at) remembered.set(r.hash, { answer: { _tag: "Received", ...r }, at })
+    }
+    for (const { at, user, capabilities } of told.capabilities) {
+      if ((rememberedCapabilities.get(user)?.at ?? -Infinity) < at) rememberedCapabilities.set(user, { capabilities, at })
+    }
+  }
+  const shareLearnt = (learnt: Shared) => {
+    if (shared === undefined || (learnt.receipts.length === 0 && learnt.capabilities.length === 0)) return
+    writeShared(shared, base, config.user, rememberMs, learnt)
+  }
+
   return {
     receipts: (hashes, options) =>
       Effect.gen(function*() {
         const bad = hashes.find((h) => !isFullHash(h))
         if (bad !== undefined) return yield* new InvalidHash({ hash: bad })
+        absorbShared()
         const now = Date.now()
         for (const [hash, kept] of remembered) if (now - kept.at >= rememberMs) remembered.delete(hash)
         // only receipts the server gave are remembered: one not received yet may arrive any moment
@@ -216,7 +251,9 @@ export const make = (config: RemoteReceiptsConfig): ReceiptsService => {
             if (told?.user !== alsoAsk || (told.capabilities !== undefined && typeof told.capabilities !== "string")) {
               return yield* unavailable(`the answer's capabilities_of does not name ${alsoAsk}, as asked`)
             }
-            rememberedCapabilities.set(alsoAsk, { capabilities: told.capabilities, at: Date.now() })
+            const at = Date.now()
+            rememberedCapabilities.set(alsoAsk, { capabilities: told.capabilities, at })
+            shareLearnt({ receipts: [], capabilities: [{ user: alsoAsk, capabilities: told.capabilities, at }] })
             alsoAsk = undefined
           }
           const rows = output.receipts ?? []
@@ -230,9 +267,14 @@ export const make = (config: RemoteReceiptsConfig): ReceiptsService => {
             if (answer._tag === "Received" && rememberMs > 0) remembered.set(hash, { answer, at: Date.now() })
           }
         }
+        shareLearnt({
+          receipts: [...fresh.values()].flatMap((a) => (a._tag === "Received" ? [{ hash: a.hash, sender: a.sender, capabilities: a.capabilities, rcvid: a.rcvid, rid: a.rid, at: remembered.get(a.hash)?.at ?? Date.now() }] : [])),
+          capabilities: []
+        })
         return hashes.map((h) => fresh.get(h) ?? recall(h, now)!)
       }),
     capabilitiesOf: (login) => {
+      absorbShared()
       if (capabilitiesKnown(login, Date.now())) return Effect.succeed(rememberedCapabilities.get(login)!.capabilities)
       return Effect.map(ask({ capabilities_of: login }), (output) => output.capabilities_of?.capabilities)
     },
@@ -255,6 +297,7 @@ export const make = (config: RemoteReceiptsConfig): ReceiptsService => {
           for (const [user, kept] of rememberedCapabilities) if (at - kept.at >= rememberMs) rememberedCapabilities.delete(user)
           for (const answer of arrived.receipts) remembered.set(answer.hash, { answer, at })
           for (const { user, capabilities } of arrived.processUsers) rememberedCapabilities.set(user, { capabilities, at })
+          shareLearnt({ receipts: arrived.receipts.map(({ _tag, ...r }) => ({ ...r, at })), capabilities: arrived.processUsers.map((u) => ({ ...u, at })) })
         }
         return newest
       }).pipe(

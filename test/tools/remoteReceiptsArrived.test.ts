@@ -1,6 +1,9 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Fs from "node:fs"
 import * as Http from "node:http"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as RemoteReceipts from "../../layers/RemoteReceipts.js"
@@ -119,5 +122,36 @@ describe("a long poll's answer with arrived", () => {
     expect(Either.isLeft(refused) && refused.left.message).toMatch(/capabilities_of does not name rita/)
     capabilitiesAnswer = (user) => ({ user })
     expect(await Effect.runPromise(hostile.capabilitiesOf("rita"))).toBeUndefined()
+  })
+
+  it("is shared with the node's other processes on the host: another instance answers from the file, for the same server and user only", async () => {
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-shared-receipts-"))
+    try {
+      const file = Path.join(dir, "node", "receipts-remembered.json")
+      const sharing = (user = "builder") => RemoteReceipts.make({ url: base, user, password: "pw", shareWith: file })
+      answer = () => completed({ newest: 9, arrived: { receipts: [row()], process_users: [{ user: "rita", capabilities: "oi" }], complete: true } })
+      expect(await Effect.runPromise(sharing().newest(7, 1000))).toBe(9)
+      expect(Fs.statSync(file).mode & 0o777).toBe(0o600)
+      const count = asked.length
+      // another process (a watcher) reads them there: no question asked
+      const watcher = sharing()
+      expect(await Effect.runPromise(watcher.receipts([run], { capabilitiesNext: "rita" }))).toEqual([{ _tag: "Received", hash: run, sender: "alice", capabilities: "oi", rcvid: 8, rid: 40 }])
+      expect(await Effect.runPromise(watcher.capabilitiesOf("rita"))).toBe("oi")
+      expect(asked.length).toBe(count)
+      // another user sees what the server shows that user: it asks
+      expect(await Effect.runPromise(sharing("carol").receipts([run]))).toEqual([{ _tag: "NotReceived", hash: run }])
+      expect(asked.length).toBe(count + 1)
+      // an entry older than the memory's span, or a damaged file, is not believed: asked again
+      const kept = JSON.parse(Fs.readFileSync(file, "utf8")) as { receipts: Array<{ at: number }> }
+      Fs.writeFileSync(file, JSON.stringify({ ...kept, receipts: kept.receipts.map((r) => ({ ...r, at: r.at - 6000 })) }))
+      expect(await Effect.runPromise(sharing().receipts([run]))).toEqual([{ _tag: "NotReceived", hash: run }])
+      Fs.writeFileSync(file, JSON.stringify({ ...kept, receipts: kept.receipts.map((r) => ({ ...r, sender: 5 })) }))
+      expect(await Effect.runPromise(sharing().receipts([run]))).toEqual([{ _tag: "NotReceived", hash: run }])
+      Fs.writeFileSync(file, "{ not json")
+      expect(await Effect.runPromise(sharing().receipts([run]))).toEqual([{ _tag: "NotReceived", hash: run }])
+      expect(asked.length).toBe(count + 4)
+    } finally {
+      Fs.rmSync(dir, { recursive: true, force: true })
+    }
   })
 })
