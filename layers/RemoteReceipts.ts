@@ -10,7 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Fs from "node:fs"
 import { isFullHash } from "../src/fossil/Hash.js"
-import { readShared, type Shared, writeShared } from "../src/node/SharedReceipts.js"
+import { readShared, type Shared, writeShared } from "./SharedReceipts.js"
 import {
   InvalidHash, type ReceiptAnswer, Receipts, ReceiptsUnavailable, type ReceiptsService, ServerUnreachable
 } from "../services/Receipts.js"
@@ -26,7 +26,7 @@ export interface RemoteReceiptsConfig {
   readonly timeoutMs?: number
   /**
    * A file where what the server gave is shared with the node's other processes on this host
-   * (src/node/SharedReceipts.ts): a watcher reads there what the supervisor learnt a moment before.
+   * (layers/SharedReceipts.ts): a watcher reads there what the supervisor learnt a moment before.
    */
   readonly shareWith?: string
 }

@@ -1,8 +1,8 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { isFullHash } from "../fossil/Hash.js"
+import { isFullHash } from "../src/fossil/Hash.js"
 
-// What the server's page said a moment ago, shared by the node's processes on a clone's host
+// Part of the RemoteReceipts layer. What the server's page said a moment ago, shared by the node's processes on a clone's host
 // (ROOT/node/receipts-remembered.json): the supervisor's held question learns a run's receipt and its
 // process user's capabilities, and the watcher it hands the run to, a process of its own, reads its
 // record a second later; without this it asks the page the same again. Only what the server gave
