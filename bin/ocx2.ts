@@ -8,9 +8,9 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { main } from "../src/cli/Cli.js"
-import { runContainersCommand } from "../src/cli/containersCommand.js"
-import { runSuperviseCommand } from "../src/cli/superviseCommand.js"
+import { main } from "../src/adapters/cli/Cli.js"
+import { runContainersCommand } from "../src/adapters/cli/containersCommand.js"
+import { runSuperviseCommand } from "../src/adapters/cli/superviseCommand.js"
 
 const isUsageError = (cause: Cause.Cause<unknown>) =>
   Option.exists(Cause.failureOption(cause), ValidationError.isValidationError)

@@ -19,8 +19,10 @@ import {
   type CareDirectoryShape,
   type RunCare
 } from "../services/CareDirectory.js"
-import { flockHeld } from "../src/node/FlockHeld.js"
-import { processUserFileName } from "../src/node/ProcessUserFiles.js"
+import { flockHeld } from "../src/care/FlockHeld.js"
+import * as ProcessUserFiles from "../src/care/ProcessUserFiles.js"
+import * as SessionFiles from "../src/care/SessionFiles.js"
+import { withTurn } from "../src/care/UserTurn.js"
 
 export interface CareDirectoryFsOptions {
   /** OCX's ROOT: the care directory is ROOT/care */
@@ -102,7 +104,7 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
       )
 
     /**
-     * Whether the kernel's table of locks (src/node/FlockHeld.ts) shows the locks taken in this
+     * Whether the kernel's table of locks (src/care/FlockHeld.ts) shows the locks taken in this
      * directory, found once with a lock of our own: a look that takes a run's or a process user's
      * lock, however briefly, refuses whoever tries to take it in that instant.
      */
@@ -256,7 +258,7 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
 
     const holder: CareDirectoryShape["holder"] = (run) => Effect.map(fileOf(run, "lock"), readHolder)
 
-    const userFile = (user: string, ext: "lock" | "waiting") => Path.join(dir, processUserFileName(user, ext))
+    const userFile = (user: string, ext: "lock" | "waiting") => Path.join(dir, ProcessUserFiles.processUserFileName(user, ext))
 
     const lockUser: CareDirectoryShape["lockUser"] = (user) => {
       const file = userFile(user, "lock")
@@ -277,32 +279,16 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
     const userBusy: CareDirectoryShape["userBusy"] = (user) =>
       Effect.map(lockState(userFile(user, "lock")), (state) => state === "held")
 
-    const appendWaiting: CareDirectoryShape["appendWaiting"] = (user, line) => {
-      const file = userFile(user, "waiting")
-      return line.includes("\n")
-        ? Effect.fail(new CareDirError({ op: "append", path: file, reason: "a waiting line may not hold a newline" }))
-        : Effect.try({ try: () => Fs.appendFileSync(file, `${line}\n`, { mode: 0o600 }), catch: failure("append", file) })
-    }
-
-    const takeWaiting: CareDirectoryShape["takeWaiting"] = (user) => {
-      const file = userFile(user, "waiting")
-      const taken = `${file}.${process.pid}.taken`
-      return Effect.try({
-        try: () => {
-          // renamed first, so a line appended meanwhile lands in a new file for the next taker
-          try {
-            Fs.renameSync(file, taken)
-          } catch (e) {
-            if ((e as NodeJS.ErrnoException).code === "ENOENT") return []
-            throw e
-          }
-          const lines = Fs.readFileSync(taken, "utf8").split("\n").filter((l) => l !== "")
-          Fs.rmSync(taken, { force: true })
-          return lines
-        },
-        catch: failure("take", file)
-      })
-    }
+    // the process users' queue and the sessions: their files' names and formats are src/care's,
+    // which the hook's plain fast path reads too; a failed write is the caller's to see
+    const queue = (op: string, user: string) => failure(op, userFile(user, "waiting"))
+    const addWaiting: CareDirectoryShape["addWaiting"] = (user, waiting) =>
+      Effect.try({ try: () => ProcessUserFiles.appendWaitingOnce(dir, user, waiting), catch: queue("append", user) })
+    const removeWaiting: CareDirectoryShape["removeWaiting"] = (user, run) =>
+      Effect.try({ try: () => ProcessUserFiles.removeWaiting(dir, user, run), catch: queue("remove", user) })
+    const takeNextWaiting: CareDirectoryShape["takeNextWaiting"] = (user) =>
+      Effect.try({ try: () => ProcessUserFiles.takeNextWaiting(dir, user), catch: queue("take", user) })
+    const sessionFailure = (op: string, run: string) => failure(op, SessionFiles.sessionFileOf(options.root, run))
 
     return {
       path: dir,
@@ -311,8 +297,22 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
       holder,
       lockUser,
       userBusy,
-      appendWaiting,
-      takeWaiting,
+      withTurn: (user, effect, opts) => withTurn(dir, user, effect, opts?.hold ?? true),
+      waiting: (user) => Effect.sync(() => ProcessUserFiles.readWaiting(dir, user)),
+      waitingUsers: Effect.sync(() => ProcessUserFiles.waitingRuns(dir)),
+      addWaiting,
+      removeWaiting,
+      takeNextWaiting,
+      markHanded: (user, run) => Effect.sync(() => ProcessUserFiles.markHanded(dir, user, run)),
+      handedLately: (user) => Effect.sync(() => Option.fromNullable(ProcessUserFiles.handedLately(dir, user))),
+      clearHanded: (user, run) => Effect.sync(() => ProcessUserFiles.clearHanded(dir, user, run)),
+      handedNotes: Effect.sync(() => ProcessUserFiles.handedNotes(dir)),
+      clearAllHanded: Effect.sync(() => ProcessUserFiles.clearAllHanded(dir)),
+      writeSession: (session) =>
+        Effect.try({ try: () => SessionFiles.writeSessionFile(options.root, session), catch: sessionFailure("write", session.run) }),
+      removeSession: (run) => Effect.try({ try: () => SessionFiles.removeSessionFile(options.root, run), catch: sessionFailure("remove", run) }),
+      sessions: Effect.sync(() => SessionFiles.readSessionFiles(options.root)),
+      anySession: Effect.sync(() => SessionFiles.anySession(options.root)),
       listRuns,
       withRoundLock,
       appendInbox,

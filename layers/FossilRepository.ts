@@ -175,7 +175,7 @@ export const make = (config: FossilRepositoryConfig) =>
       Schedule.jittered,
       Schedule.upTo("10 seconds")
     )
-    const isLocked = (e: { readonly _tag: string }) => e._tag === "WriteFailed" && /database is locked|SQLITE_BUSY/i.test((e as WriteFailed).reason)
+    const isLocked = (e: unknown) => e instanceof WriteFailed && /database is locked|SQLITE_BUSY/i.test(e.reason)
 
     /** a write by `fossil` under the write lock: taken for it (`flock`), or held already (its descriptor, which the child keeps) */
     const fossil = (operation: string, user: string, args: ReadonlyArray<string>) =>

@@ -2,6 +2,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import {
   type Checkin,
@@ -16,12 +17,11 @@ import {
   type ServedRelease,
   StepFailed
 } from "../services/ReleaseRoot.js"
-import { flockNow } from "../src/node/FlockNow.js"
+import { flockNow } from "../src/care/FlockNow.js"
 import { releaseOfLinkTarget, releaseOfProgram, releasePaths, type ServedLink } from "../src/release/ReleasePaths.js"
 import {
   externalsOfBuild,
   keepInRelease,
-  MissingPackage,
   type PackageManifest,
   resolutionCandidates,
   runtimeClosure
@@ -150,13 +150,13 @@ const planCopyOf = (checkout: string): CopyPlan | CheckoutUnfit => {
     manifest: (dir) => readManifest(Path.join(checkout, dir, "package.json")),
     isNative: (dir) => Fs.existsSync(Path.join(checkout, dir, "binding.gyp"))
   })
-  if (closure instanceof MissingPackage) {
+  if (Either.isLeft(closure)) {
     return new CheckoutUnfit({
       path: checkout,
-      reason: `its node_modules has no ${closure.name}, which ${closure.neededBy} needs at run time (run npm ci there)`
+      reason: `its node_modules has no ${closure.left.name}, which ${closure.left.neededBy} needs at run time (run npm ci there)`
     })
   }
-  return { externals, packages: closure }
+  return { externals, packages: closure.right }
 }
 
 /** Opens a log for a step, writes its heading, and returns the descriptor the step writes into. */

@@ -4,8 +4,15 @@ import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import type { WaitingRun } from "../src/care/ProcessUserFiles.js"
+import type { SessionFile } from "../src/care/SessionFiles.js"
 
-/** ROOT/care (2.15): the runs in this host's care, one watcher lock each, and round.lock */
+/**
+ * ROOT/care (2.15): the runs in this host's care, one watcher lock each, and round.lock; the
+ * process users' queue (~USER.lock, ~USER.waiting, ~USER.handed, under ~USER.turn); the sessions
+ * in care (RUN.session). The files' names and formats are src/care's, shared with the hook's plain
+ * fast path; everything an Effect does in ROOT/care goes through here.
+ */
 
 /** "absent": not in care; "alive": its watcher holds RUN.lock; "gone": RUN.lock is there and free */
 export type RunCare = "absent" | "alive" | "gone"
@@ -95,10 +102,39 @@ export interface CareDirectoryShape {
   readonly lockUser: (user: string) => Effect.Effect<Option.Option<UserLock>, CareDirError, Scope.Scope>
   /** whether a run of the user's holds its lock now */
   readonly userBusy: (user: string) => Effect.Effect<boolean, CareDirError>
-  /** a run waiting for the user's lock: one JSON line, read back by takeWaiting */
-  readonly appendWaiting: (user: string, line: string) => Effect.Effect<void, CareDirError>
-  /** every line waiting for the user, removed as it is taken (each is taken once) */
-  readonly takeWaiting: (user: string) => Effect.Effect<ReadonlyArray<string>, CareDirError>
+  /**
+   * `effect` run holding ~USER.turn (src/care/UserTurn.ts: every look at the user's queue and every
+   * hand-off of its turn is made holding it); `hold: false` (a dry run) takes nothing. Not had in
+   * 10 s, the effect runs without it.
+   */
+  readonly withTurn: <A, E, R>(user: string, effect: Effect.Effect<A, E, R>, options?: { readonly hold?: boolean }) => Effect.Effect<A, E, R>
+  /** the runs written down as waiting for the user, first in the server's order */
+  readonly waiting: (user: string) => Effect.Effect<ReadonlyArray<WaitingRun>>
+  /** every process user with runs waiting, and those runs in the server's order */
+  readonly waitingUsers: Effect.Effect<ReadonlyArray<{ readonly user: string; readonly runs: ReadonlyArray<string> }>>
+  /** writes the run down as waiting for the user, once */
+  readonly addWaiting: (user: string, waiting: WaitingRun) => Effect.Effect<void, CareDirError>
+  /** takes the run out of the user's waiting runs (held under the user's turn, as every writer) */
+  readonly removeWaiting: (user: string, run: string) => Effect.Effect<void, CareDirError>
+  /** takes the first waiting run in the server's order and leaves the others; damaged lines dropped and counted */
+  readonly takeNextWaiting: (user: string) => Effect.Effect<{ readonly next: WaitingRun | undefined; readonly dropped: number }, CareDirError>
+  /** notes that `run` was just handed to a watcher for the user (~USER.handed) */
+  readonly markHanded: (user: string, run: string) => Effect.Effect<void>
+  /** the run handed lately to a watcher for the user, while it is still on its way to the user's lock */
+  readonly handedLately: (user: string) => Effect.Effect<Option.Option<string>>
+  /** the hand-off has arrived or come to nothing: its note goes (only `run`'s, when named) */
+  readonly clearHanded: (user: string, run?: string) => Effect.Effect<void>
+  /** the notes of every hand-off on its way, as paths */
+  readonly handedNotes: Effect.Effect<ReadonlyArray<string>>
+  /** forgets every hand-off on its way (the node's start decides every open run again) */
+  readonly clearAllHanded: Effect.Effect<void>
+  /** writes RUN.session whole (a reader never sees half of it) */
+  readonly writeSession: (session: SessionFile) => Effect.Effect<void, CareDirError>
+  readonly removeSession: (run: string) => Effect.Effect<void, CareDirError>
+  /** every session in care, sorted by run; one being replaced or damaged is left out */
+  readonly sessions: Effect.Effect<ReadonlyArray<SessionFile>>
+  /** whether any session is in care */
+  readonly anySession: Effect.Effect<boolean>
   readonly appendInbox: (run: string, line: string) => Effect.Effect<void, CareError>
   readonly readInbox: (run: string, offset: number) => Effect.Effect<InboxRead, CareError>
   readonly writeWorkspace: (run: string, workspace: string) => Effect.Effect<void, CareError>

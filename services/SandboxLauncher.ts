@@ -217,13 +217,16 @@ export class StdinClosed extends Schema.TaggedError<StdinClosed>()("StdinClosed"
   }
 }
 
-export type LaunchError = SandboxPathRefused | InvalidLaunchSpec | LimitUnavailable | LaunchFailed
+/** What `check` finds against a launch: each is a refusal of the run it came from (src/watcher/LaunchPlan.ts). */
+export type LaunchCheckError = SandboxPathRefused | InvalidLaunchSpec | LimitUnavailable
+
+export type LaunchError = LaunchCheckError | LaunchFailed
 
 export interface SandboxLauncherShape {
   /** what this host can provide, measured once */
   readonly capabilities: Effect.Effect<HostCapabilities>
   /** every check made before launch (spec form, refusal 6, refusal 7); launches nothing */
-  readonly check: (spec: LaunchSpec) => Effect.Effect<void, SandboxPathRefused | InvalidLaunchSpec | LimitUnavailable>
+  readonly check: (spec: LaunchSpec) => Effect.Effect<void, LaunchCheckError>
   /** launches; closing the scope stops whatever still runs and removes its cgroups */
   readonly start: (spec: LaunchSpec) => Effect.Effect<RunningProcess, LaunchError, Scope.Scope>
   /** start, then wait for the result */

@@ -1,12 +1,13 @@
-import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Readline from "node:readline"
-import { fossil, webLogin, webNewThread } from "../../test/support/fossilServer.js"
-import { makeNodeWorld, users, type NodeWorld } from "../../test/support/nodeWorld.js"
 import * as Effect from "effect/Effect"
-import { capabilitiesOf } from "../cli/repositoryCapabilities.js"
+import { CareDirectory } from "../../services/CareDirectory.js"
+import type { HostsShape, RecordServices } from "../../services/Hosts.js"
+import { Repository } from "../../services/Repository.js"
+import { capabilitiesOf } from "../adapters/cli/repositoryCapabilities.js"
 import { defaultWatcherProgram, handOff } from "../node/HandOff.js"
+import { readRunRecord } from "../node/RunRecord.js"
 import { readMessage, writeMessage } from "../protocol/Envelope.js"
 import { seedBuildRun } from "./SeedExamples.js"
 import { accept } from "../tools/accept.js"
@@ -14,6 +15,9 @@ import { hook } from "../tools/hook.js"
 import { runTool } from "../tools/runTool.js"
 import { stage } from "../tools/stage.js"
 import type { Answer, Tool } from "../tools/Tool.js"
+import { makeLocalNode, users, type LocalNode } from "./LocalNode.js"
+import { fossil } from "./LocalServer.js"
+import { webLogin, webNewThread } from "./WebForms.js"
 
 // The main job on an embedded default: a local Fossil server with a demo repository and its
 // users, a build run and a refused run posted through the web forms as a person would, the
@@ -22,22 +26,37 @@ import type { Answer, Tool } from "../tools/Tool.js"
 const say = (line = "") => process.stdout.write(`${line}\n`)
 
 /** Seed 000 2.19's build, made concrete: builds trunk's image, sets a ci verdict, publishes the image. */
-export const buildRun = (world: Pick<NodeWorld, "serverCode">) => seedBuildRun({ serverCode: world.serverCode, buildUser: users.builder.login })
+export const buildRun = (world: Pick<LocalNode, "serverCode">) => seedBuildRun({ serverCode: world.serverCode, buildUser: users.builder.login })
+
+/** The demo's world, and its record and care directory as this host's node reads them. */
+interface DemoWorld extends LocalNode {
+  readonly read: <A, E>(effect: Effect.Effect<A, E, RecordServices>) => Promise<A>
+  /** whether a watcher still holds the run's lock */
+  readonly watched: (run: string) => Promise<boolean>
+}
+
+const demoWorld = (local: LocalNode, hosts: HostsShape): DemoWorld => ({
+  ...local,
+  read: (effect) => Effect.runPromise(effect.pipe(Effect.provide(hosts.record(local.repository)))),
+  watched: (run) =>
+    Effect.runPromise(CareDirectory.pipe(
+      Effect.flatMap((care) => care.probe(run)),
+      Effect.map((state) => state === "alive"),
+      Effect.provide(hosts.care(local.root))
+    ))
+})
 
 /** Until the run has ended and its watcher is done (its lock is free: kept logs, files and verdict written). */
-const waitForEnded = async (world: NodeWorld, run: string, seconds: number) => {
-  const lock = Path.join(world.root, "care", `${run}.lock`)
-  const watcherDone = () =>
-    !Fs.existsSync(lock) || ChildProcess.spawnSync("flock", ["--nonblock", "--shared", lock, "true"]).status === 0
+const waitForEnded = async (world: DemoWorld, run: string, seconds: number) => {
   for (let i = 0; i < seconds * 10; i++) {
-    if ((await world.record(run)).ended !== undefined && watcherDone()) return true
+    if ((await world.read(readRunRecord(run))).ended !== undefined && !(await world.watched(run))) return true
     await new Promise((r) => setTimeout(r, 100))
   }
   return false
 }
 
-const printThread = async (world: NodeWorld, run: string) => {
-  for (const post of await world.thread(run)) {
+const printThread = async (world: DemoWorld, run: string) => {
+  for (const post of await world.read(Effect.flatMap(Repository, (r) => r.thread(run)))) {
     const reading = readMessage(post.text)
     const kind = reading._tag === "Message" ? reading.kind : "plain post"
     say(`  --- ${post.hash.slice(0, 12)} from ${post.sender ?? "?"} (${kind})`)
@@ -49,7 +68,7 @@ const printThread = async (world: NodeWorld, run: string) => {
 const thisCheckout = (): string => Path.resolve(Path.dirname(Fs.realpathSync(process.argv[1]!)), "..")
 
 /** A tool called as alice on the served repository, as `ocx2 --repository REPO --user alice TOOL` does. */
-const asAdmin = async <O>(world: NodeWorld, tool: Tool<any, any, O>, input: object): Promise<Answer<O>> => {
+const asAdmin = async <O>(world: LocalNode, tool: Tool<any, any, O>, input: object): Promise<Answer<O>> => {
   const capabilities = await Effect.runPromise(capabilitiesOf(world.repository, users.admin.login))
   return Effect.runPromise(runTool(tool, input, {
     caller: { user: users.admin.login, capabilities, sandboxed: false },
@@ -59,7 +78,7 @@ const asAdmin = async <O>(world: NodeWorld, tool: Tool<any, any, O>, input: obje
 }
 
 /** The release and the hook, as a maintainer installs them: stage, accept, hook --node. */
-const installNode = async (world: NodeWorld): Promise<boolean> => {
+const installNode = async (world: LocalNode): Promise<boolean> => {
   say(`staging this checkout (${thisCheckout()}) into the release root: its gate, its build, a smoke test ...`)
   const staged = await asAdmin(world, stage, { checkout: thisCheckout(), root: world.root })
   if (staged.stopped.reason !== "completed") {
@@ -76,10 +95,11 @@ const installNode = async (world: NodeWorld): Promise<boolean> => {
   return accepted.stopped.reason === "completed" && installed.stopped.reason === "completed"
 }
 
-export const demo = async (options: { readonly wait: boolean }) => {
+/** The demo, reading its record and care directory through this host's layers (bin/ provides them). */
+export const demo = async (options: { readonly wait: boolean }, hosts: HostsShape) => {
   say("ocx2 demo: a local Fossil server, a node, and two runs posted as a person would post them")
   // the server serves the OCX pages from its extension root, linked as docs/operations.md says
-  const world = await makeNodeWorld({ fastHooks: true, pages: true })
+  const world = demoWorld(await makeLocalNode({ fastHooks: true, pages: true }), hosts)
   try {
     say(`repository: ${world.repository}`)
     // with --no-wait the server is gone when the demo ends: no address of it is printed at all

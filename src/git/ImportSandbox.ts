@@ -1,4 +1,5 @@
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -10,10 +11,8 @@ import { firstParentBranches, readNoFollow, relabelStream } from "./FastExportBr
 // writing only its work directory. The upstream is someone else's: its clone, its fast-export
 // and Fossil's importer reading that stream never run outside the sandbox.
 
-export class ImportFailed {
-  readonly _tag = "ImportFailed"
-  constructor(readonly message: string) {}
-}
+/** The import did not complete: which step, and what it said. */
+export class ImportFailed extends Schema.TaggedError<ImportFailed>()("ImportFailed", { message: Schema.String }) {}
 
 /** What the sandbox leaves in the work directory. */
 export interface Imported {
@@ -110,11 +109,11 @@ export const importInSandbox = (
           stdin: { lines: [], keepOpen: false },
           keep: { stdout: 16 * 1024, stderr: 16 * 1024 }
         }
-        const result = yield* launcher.run(spec).pipe(Effect.mapError((e) => new ImportFailed(`the import's sandbox: ${e.message}`)))
+        const result = yield* launcher.run(spec).pipe(Effect.mapError((e) => new ImportFailed({ message: `the import's sandbox: ${e.message}` })))
         const said = new TextDecoder().decode(result.stderr.tail).trim().split("\n").filter((l) => !/password is/i.test(l)).slice(-5).join("; ")
         if (result.ending.outcome !== "exited" || result.ending.exit !== 0) {
           const how = result.ending.outcome === "exited" ? `exited ${result.ending.exit}` : result.ending.outcome === "budget" ? `ran out of ${result.ending.limit}` : "was stopped"
-          return yield* Effect.fail(new ImportFailed(`${what} of ${options.upstream} ${how}${said !== "" ? `: ${said}` : ""}`))
+          return yield* Effect.fail(new ImportFailed({ message: `${what} of ${options.upstream} ${how}${said !== "" ? `: ${said}` : ""}` }))
         }
       })
     const inWork = (name: string) => Path.join(options.work, name)
@@ -126,13 +125,13 @@ export const importInSandbox = (
         relabelStream(inWork("stream"), inWork("stream.fossil"), labels)
         if ((process.getuid?.() ?? 0) === 0) Fs.chownSync(inWork("stream.fossil"), ids.uid, ids.gid)
       },
-      catch: (e) => new ImportFailed(`the import of ${options.upstream}: the branches of its commits: ${(e as Error).message}`)
+      catch: (e) => new ImportFailed({ message: `the import of ${options.upstream}: the branches of its commits: ${(e as Error).message}` })
     })
     yield* step("the import", importScript, [options.admin, options.work])
     // what the sandbox made is the caller's again (git refuses to read a repository of another owner)
     if ((process.getuid?.() ?? 0) === 0) {
       const r = ChildProcess.spawnSync("chown", ["-R", `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`, options.work])
-      if (r.status !== 0) return yield* Effect.fail(new ImportFailed(`chown -R ${options.work}: ${r.stderr?.toString().trim()}`))
+      if (r.status !== 0) return yield* Effect.fail(new ImportFailed({ message: `chown -R ${options.work}: ${r.stderr?.toString().trim()}` }))
     }
     const read = (name: string) => Fs.readFileSync(Path.join(options.work, name), "utf8")
     return {

@@ -3,10 +3,9 @@ import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
 import { Hosts } from "../../services/Hosts.js"
 import { Receipts } from "../../services/Receipts.js"
+import { type Act, CallRefused, finish, refuse } from "../operations/Operations.js"
 import { releasePaths } from "../release/ReleasePaths.js"
-import { Refusal, rootToActOn } from "../release/Served.js"
-import { OperationsLog } from "../tools/Operations.js"
-import type { Handled, ToolContext } from "../tools/Tool.js"
+import { rootToActOn } from "../release/Served.js"
 import { bootId, cloneEntryOf, readCloneRemote, writeCloneEntry } from "./CloneFiles.js"
 import { readPasswordsFile } from "./ClonePasswords.js"
 import { pullClone } from "../fossil/Pull.js"
@@ -14,7 +13,7 @@ import { clonePlaceOf, cloneRound } from "./CloneRound.js"
 import { canonicalRepository, cursorFileOf, readCursor } from "./HookFiles.js"
 import type { NodeConfig } from "./NodeConfig.js"
 import { finishLeftOutboxes } from "./Recovery.js"
-import { type Act, startNode, watcherOf } from "./Round.js"
+import { startNode, watcherOf } from "./Round.js"
 
 // ocx2 node --repository CLONE SERVER-URL PASSWORDS-FILE [--check] (seed 001, "Add a node on
 // another host"): the node on a clone's host, one call at a time, run from a timer. Each call
@@ -26,29 +25,29 @@ import { type Act, startNode, watcherOf } from "./Round.js"
 // the server was down when they wrote, then they were gone), so an outcome that exists is sent,
 // never answered lost.
 
-const text = (description: string) => Schema.String.annotations({ description })
+/** What a call asks: the tool's input (src/tools/node.ts). */
+export interface NodeRequest {
+  readonly server_url: string
+  readonly passwords_file: string
+  readonly check?: boolean
+  readonly root?: string
+}
 
-export const NodeInput = Schema.Struct({
-  server_url: text("the server's URL, as the clone remembers it (https://SERVER/REPO)"),
-  passwords_file: text("the node user's passwords file: {\"user\": LOGIN, \"password\": TEXT}, readable by this account alone"),
-  check: Schema.optionalWith(
-    Schema.Boolean.annotations({ description: "the node starting: act on every open run for the node user (lost, stopped, handed on)" }),
-    { exact: true }
-  ),
-  root: Schema.optionalWith(text("the release root (by default the root this program was released into)"), { exact: true })
-})
-export type NodeInput = typeof NodeInput.Type
+/** What a call did: the tool's output. */
+export interface NodeAnswer {
+  readonly repository: string
+  readonly server: string
+  readonly user: string
+  readonly root: string
+  readonly check: boolean
+  readonly why: string
+  readonly runs: ReadonlyArray<{ readonly run: string; readonly action: string }>
+}
 
-export const NodeOutput = Schema.Struct({
-  repository: Schema.String,
-  server: Schema.String,
-  user: Schema.String.annotations({ description: "the node user" }),
-  root: Schema.String,
-  check: Schema.Boolean.annotations({ description: "whether every open run was decided (the node starting)" }),
-  why: Schema.String.annotations({ description: "why this call checked every open run, or read what the pull brought" }),
-  runs: Schema.Array(Schema.Struct({ run: Schema.String, action: Schema.String }))
-})
-export type NodeOutput = typeof NodeOutput.Type
+/** The call failed (the pull, the server, the care directory): the first line of why, since a program's words can run to many. */
+export class NodeFailed extends Schema.TaggedError<NodeFailed>()("NodeFailed", {
+  message: Schema.String
+}) {}
 
 /** The same server, however its URL is written (a trailing slash, an explicit default port). */
 const sameServer = (a: string, b: string): boolean => {
@@ -62,55 +61,57 @@ const sameServer = (a: string, b: string): boolean => {
   }
 }
 
-const failure = (e: unknown): string => String((e as { message?: unknown })?.message ?? e).split("\n")[0]!
+const firstLine = (words: string): string => words.split("\n")[0]!
 
-export const runCloneNode = (input: NodeInput, context: ToolContext, programPath: string | undefined) => {
-  const log = new OperationsLog(context.dryRun)
-  const act: Act = (op, detail, effect) => log.perform(op, detail, effect)
+/**
+ * One call of the clone's node, as `ocx2 node` makes it and the clone's supervisor at its start:
+ * what it did recorded in `act` (a dry run's only recorded), its answer when it ran to the end.
+ */
+export const runCloneNode = (input: NodeRequest, context: { readonly repository: string | undefined }, act: Act, programPath: string | undefined) => {
   const program = Effect.gen(function*() {
     const hosts = yield* Hosts
     if (context.repository === undefined) {
-      return yield* Effect.fail(new Refusal("node works from a clone: name it with --repository CLONE before the tool's name"))
+      return yield* refuse("node works from a clone: name it with --repository CLONE before the tool's name")
     }
     const repository = canonicalRepository(context.repository)
-    if (!Fs.existsSync(repository)) return yield* Effect.fail(new Refusal(`no clone ${repository}`))
+    if (!Fs.existsSync(repository)) return yield* refuse(`no clone ${repository}`)
 
     const passwordsRead = readPasswordsFile(input.passwords_file)
-    if (passwordsRead._tag === "Refused") return yield* Effect.fail(new Refusal(`${passwordsRead.why}; nothing was done`))
+    if (passwordsRead._tag === "Refused") return yield* refuse(`${passwordsRead.why}; nothing was done`)
     const passwords = passwordsRead.passwords
-    log.note("passwords", `${passwords.file}: the password of ${passwords.user}, readable by this account alone`)
+    act.note("passwords", `${passwords.file}: the password of ${passwords.user}, readable by this account alone`)
 
     const cloneRead = readCloneRemote(repository)
-    if (cloneRead._tag === "Refused") return yield* Effect.fail(new Refusal(cloneRead.why))
+    if (cloneRead._tag === "Refused") return yield* refuse(cloneRead.why)
     const remote = cloneRead.remote
     if (remote.user !== passwords.user) {
-      return yield* Effect.fail(new Refusal(
+      return yield* refuse(
         `${repository} pulls as ${remote.user}, but the passwords file is ${passwords.user}'s: clone the server as ${passwords.user} (fossil clone --save-http-password)`
-      ))
+      )
     }
     if (!sameServer(remote.url, input.server_url)) {
-      return yield* Effect.fail(new Refusal(`${repository} is a clone of ${remote.url}, not of ${input.server_url}`))
+      return yield* refuse(`${repository} is a clone of ${remote.url}, not of ${input.server_url}`)
     }
-    log.note("clone", `${repository}: server-code ${remote.serverCode}, a clone of ${remote.url} as ${remote.user}`)
+    act.note("clone", `${repository}: server-code ${remote.serverCode}, a clone of ${remote.url} as ${remote.user}`)
 
     const root = yield* rootToActOn("node", input.root, programPath)
     if (!Fs.existsSync(releasePaths(root).current)) {
-      return yield* Effect.fail(new Refusal(`${root} serves no release (${releasePaths(root).current} is missing): no watcher could run a run; install a release first`))
+      return yield* refuse(`${root} serves no release (${releasePaths(root).current} is missing): no watcher could run a run; install a release first`)
     }
     if (passwords.file.startsWith(`${root}/`)) {
-      log.note("passwords", `${passwords.file} lies within ${root}; refusal 7 keeps runs away from it, but keep it outside the root`)
+      act.note("passwords", `${passwords.file} lies within ${root}; refusal 7 keeps runs away from it, but keep it outside the root`)
     }
 
     // signing in as the node user: a login that fails, or a node user holding admin or setup, is refused here
     const serverReceipts = yield* Receipts.pipe(Effect.provide(hosts.serverReceipts({ url: input.server_url, user: passwords.user, password: passwords.password })))
     const capabilities = yield* serverReceipts.capabilitiesOf(passwords.user).pipe(
-        Effect.mapError((e) => e._tag === "ReceiptsUnavailable" ? new Refusal(`signing in to ${input.server_url} as ${passwords.user}: ${e.reason}`) : e)
+        Effect.catchTag("ReceiptsUnavailable", (e) => refuse(`signing in to ${input.server_url} as ${passwords.user}: ${e.reason}`))
       )
-    if (capabilities === undefined) return yield* Effect.fail(new Refusal(`${input.server_url} has no user ${passwords.user}`))
+    if (capabilities === undefined) return yield* refuse(`${input.server_url} has no user ${passwords.user}`)
     if (/[as]/.test(capabilities)) {
-      return yield* Effect.fail(new Refusal(`${passwords.user} holds admin or setup on the server (${capabilities}): a node user holds o and i and nothing more`))
+      return yield* refuse(`${passwords.user} holds admin or setup on the server (${capabilities}): a node user holds o and i and nothing more`)
     }
-    log.note("sign in", `${input.server_url} as ${passwords.user}, holding ${capabilities}`)
+    act.note("sign in", `${input.server_url} as ${passwords.user}, holding ${capabilities}`)
 
     const config: NodeConfig = {
       root,
@@ -138,12 +139,12 @@ export const runCloneNode = (input: NodeInput, context: ToolContext, programPath
     yield* act("pull", `fossil pull -R ${repository} (as ${remote.user}, with the password the clone remembers)`, pullClone(repository))
 
     const watcherProgram = watcherOf(root)
-    const layer = hosts.clone(clonePlaceOf(config, passwords), { pull: !context.dryRun })
+    const layer = hosts.clone(clonePlaceOf(config, passwords), { pull: !act.dryRun })
     const left = yield* finishLeftOutboxes(act).pipe(Effect.provide(layer))
     let runs: ReadonlyArray<{ run: string; action: string }>
     if (check) {
-      log.note("check", `${why}: every open run for ${config.nodeUser} on this clone is decided again`)
-      const started = yield* startNode(config, act, { watcherProgram, dryRun: context.dryRun }).pipe(Effect.provide(layer))
+      act.note("check", `${why}: every open run for ${config.nodeUser} on this clone is decided again`)
+      const started = yield* startNode(config, act, { watcherProgram, dryRun: act.dryRun }).pipe(Effect.provide(layer))
       runs = started.decisions
       if (boot !== undefined) {
         yield* act("boot", `the node started on boot ${boot}`, Effect.sync(() => writeCloneEntry(root, repository, {
@@ -155,8 +156,8 @@ export const runCloneNode = (input: NodeInput, context: ToolContext, programPath
       runs = round.decisions
     }
     runs = [...left, ...runs]
-    for (const r of runs) log.note("run", `${r.run}: ${r.action}`)
-    const output: NodeOutput = {
+    for (const r of runs) act.note("run", `${r.run}: ${r.action}`)
+    const output: NodeAnswer = {
       repository,
       server: input.server_url,
       user: config.nodeUser,
@@ -167,12 +168,9 @@ export const runCloneNode = (input: NodeInput, context: ToolContext, programPath
     }
     return output
   })
-  return program.pipe(
-    Effect.map((output): Handled<NodeOutput> => ({ operations: log.operations, output })),
-    Effect.catchAll((e) =>
-      Effect.succeed<Handled<NodeOutput>>({
-        operations: log.operations,
-        stopped: { reason: (e as { _tag?: unknown })._tag === "Refusal" ? "refused" : "failed", message: failure(e) }
-      }))
-  )
+  return finish(act, program.pipe(
+    Effect.mapError((e) => e instanceof CallRefused
+      ? new CallRefused({ message: firstLine(e.message) })
+      : new NodeFailed({ message: firstLine(e.message) }))
+  ))
 }

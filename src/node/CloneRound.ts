@@ -1,4 +1,5 @@
 import * as Effect from "effect/Effect"
+import type { Act } from "../operations/Operations.js"
 import { CareDirectory } from "../../services/CareDirectory.js"
 import type { ClonePlace } from "../../services/Hosts.js"
 import { Receipts } from "../../services/Receipts.js"
@@ -6,11 +7,11 @@ import { Repository, serverOrder, type Cursor } from "../../services/Repository.
 import { releasePaths } from "../release/ReleasePaths.js"
 import type { Passwords } from "./ClonePasswords.js"
 import { deliverArrivals, whereSomeSessionListens } from "./Deliveries.js"
-import { readSessionFiles } from "./SessionFiles.js"
+import { readSessionFiles } from "../care/SessionFiles.js"
 import type { Arrival } from "../protocol/Subscriptions.js"
 import { advanceCursor, cursorFileOf, readCursor } from "./HookFiles.js"
 import type { NodeConfig } from "./NodeConfig.js"
-import { type Act, decideMessage, described, nodeMessagesAfter, type NodeMessage, type RunDecision } from "./Round.js"
+import { decideMessage, described, nodeMessagesAfter, type NodeMessage, type RunDecision } from "./Round.js"
 
 // One call of the node on a clone's host (seed 001, "Add a node on another host"), after the
 // pull: what the pull brought (the clone's receipts after the node's cursor) is read, the

@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Fs from "node:fs"
+import { actNow, recording } from "../operations/Operations.js"
 import { Hosts, type HostsShape, type NodeServices } from "../../services/Hosts.js"
 import { Receipts } from "../../services/Receipts.js"
 import { runCloneNode } from "./CloneNode.js"
@@ -8,7 +9,7 @@ import { readPasswordsFile } from "./ClonePasswords.js"
 import { pullClone } from "../fossil/Pull.js"
 import { clonePlaceOf, cloneRound } from "./CloneRound.js"
 import type { NodeConfig } from "./NodeConfig.js"
-import { actNow, watcherOf } from "./Round.js"
+import { watcherOf } from "./Round.js"
 import { ensureSpare } from "./SpareClient.js"
 import { processStartTime, readSupervisorInfo, type SupervisorFiles, type SupervisorInfo, writeSupervisorInfo } from "./SupervisorFiles.js"
 import { firstLine, logTo } from "./SupervisorLog.js"
@@ -149,7 +150,8 @@ export const superviseClone = (
       rounds++
       const answer = await Effect.runPromise(runCloneNode(
         { server_url: config.serverUrl!, passwords_file: config.passwordsFile!, root: config.root, check: true },
-        { caller: { user: config.nodeUser, capabilities: "", sandboxed: false }, dryRun: false, repository: config.repository, entryPoint: "cli" },
+        { repository: config.repository },
+        recording(false),
         program
       ).pipe(Effect.provideService(Hosts, hosts), Effect.provide(hosts.releaseRoot)))
       const did = answer.stopped !== undefined && answer.stopped.reason !== "completed"

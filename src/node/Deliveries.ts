@@ -7,7 +7,7 @@ import { releasePaths } from "../release/ReleasePaths.js"
 import { cloneUsers } from "./CloneUsers.js"
 import type { NodeConfig } from "./NodeConfig.js"
 import { readRunRecord } from "./RunRecord.js"
-import { readSessionFiles, type SessionFile } from "./SessionFiles.js"
+import type { SessionFile } from "../care/SessionFiles.js"
 import { deliveryDiskBound, inboxWaiting } from "../watcher/Inbox.js"
 
 // 2.11 on the node's side: as the node acts on what arrived (the hook's round on the server, the
@@ -93,9 +93,9 @@ export const deliverArrivals = (config: NodeConfig, arrivals: ReadonlyArray<Arri
   Effect.gen(function*() {
     const did: Array<string> = []
     if (arrivals.length === 0) return did
-    const sessions = readSessionFiles(config.root)
-    if (sessions.length === 0) return did
     const care = yield* CareDirectory
+    const sessions = yield* care.sessions
+    if (sessions.length === 0) return did
     const clones = yield* cloneUsers(releasePaths(config.root).node)
     // the lock is not probed: a file whose watcher died (and no recovery removed it yet) only has
     // lines appended to an inbox nobody reads, and recovery answers that run lost

@@ -7,7 +7,7 @@ import { rootOfProgram } from "../release/ReleasePaths.js"
 import { loadSibling } from "../siblings.js"
 import { exportDetached, exportWhenDue } from "../git/ExportHook.js"
 import { pollBackoffice, restoreHostFossilHome } from "./BackofficePoller.js"
-import { anySession } from "./SessionFiles.js"
+import { anySession } from "../care/SessionFiles.js"
 import { wakeSupervisor } from "./SupervisorFiles.js"
 import {
   advanceCursor, appendHookLog, canonicalRepository, type Cursor, cursorFileOf, type HookLogEntry, nodeOf, readCursor

@@ -4,6 +4,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { runFossil } from "../fossil/Command.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { canonicalRepository, hookLogOf } from "./HookFiles.js"
@@ -20,10 +21,8 @@ export interface FossilHook {
   readonly sequence: number
 }
 
-export class HookError {
-  readonly _tag = "HookError"
-  constructor(readonly message: string) {}
-}
+/** The repository's hooks could not be read or changed: the repository, or a Fossil command, says why. */
+export class HookError extends Schema.TaggedError<HookError>()("HookError", { message: Schema.String }) {}
 
 const quote = (word: string) => (/^[A-Za-z0-9_./=:@%+-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`)
 
@@ -44,7 +43,7 @@ const withDb = <A>(repository: string, f: (db: BetterSqlite3.Database) => A): Ef
         db.close()
       }
     },
-    catch: (e) => new HookError(`the repository ${repository} cannot be read: ${e instanceof Error ? e.message : String(e)}`)
+    catch: (e) => new HookError({ message: `the repository ${repository} cannot be read: ${e instanceof Error ? e.message : String(e)}` })
   })
 
 const configValue = (db: BetterSqlite3.Database, name: string): string | undefined => {
@@ -180,9 +179,9 @@ const fossilUser = () => process.env.USER ?? "root"
 const fossil = (args: ReadonlyArray<string>) =>
   Effect.tryPromise({
     try: () => runFossil(args, { user: fossilUser() }),
-    catch: (e) => new HookError(`fossil ${args.join(" ")}: ${e instanceof Error ? e.message : String(e)}`)
+    catch: (e) => new HookError({ message: `fossil ${args.join(" ")}: ${e instanceof Error ? e.message : String(e)}` })
   }).pipe(Effect.flatMap((r) =>
-    r.code === 0 ? Effect.succeed(r.stdout) : Effect.fail(new HookError(`fossil ${args.join(" ")} exited ${String(r.code)}: ${(r.stderr + r.stdout).trim()}`))))
+    r.code === 0 ? Effect.succeed(r.stdout) : Effect.fail(new HookError({ message: `fossil ${args.join(" ")} exited ${String(r.code)}: ${(r.stderr + r.stdout).trim()}` }))))
 
 export const addHook = (repository: string, command: string) =>
   fossil(["hook", "add", "--type", "after-receive", "--command", command, "-R", repository])
@@ -229,7 +228,7 @@ export const startPoller = (repository: string, hookProgram: string): Effect.Eff
       }
       return started
     },
-    catch: (e) => new HookError(`${hookProgram} --poll ${repository} could not start: ${e instanceof Error ? e.message : String(e)}`)
+    catch: (e) => new HookError({ message: `${hookProgram} --poll ${repository} could not start: ${e instanceof Error ? e.message : String(e)}` })
   })
 
 /** Ends a poller (SIGTERM) and waits, up to 5 s, until it is gone, for one of the node's to take its place. */
@@ -250,7 +249,7 @@ export const endPoller = (pid: number): Effect.Effect<void, HookError> =>
         await new Promise((resolve) => setTimeout(resolve, 20))
       }
     },
-    catch: (e) => new HookError(`the poller ${pid} could not be ended: ${e instanceof Error ? e.message : String(e)}`)
+    catch: (e) => new HookError({ message: `the poller ${pid} could not be ended: ${e instanceof Error ? e.message : String(e)}` })
   })
 
 /** The program a hook command runs: its first word, unquoted as hookCommandOf quotes it. */

@@ -1,4 +1,5 @@
 import * as Effect from "effect/Effect"
+import type { Act } from "../operations/Operations.js"
 import { CareDirectory } from "../../services/CareDirectory.js"
 import { endedLost } from "../protocol/Outcomes.js"
 import { endLeftovers } from "../sandbox/cgroups.js"
@@ -6,10 +7,9 @@ import { endingWords } from "../watcher/KeptLogs.js"
 import { endedMessage } from "../protocol/Messages.js"
 import type { NodeConfig } from "./NodeConfig.js"
 import { writeMessageWhereTheRunIs } from "./Reports.js"
-import { removeSessionFile } from "./SessionFiles.js"
 import { readRunRecord } from "./RunRecord.js"
 import { finishOutbox, outboxRuns, readOutbox } from "../watcher/Outbox.js"
-import type { Act, RunDecision } from "./Round.js"
+import type { RunDecision } from "./Round.js"
 
 // 2.13: a run no longer in its node's care is answered lost, its process ended first if it still
 // runs. "In care" is the watcher's lock: busy means the watcher lives; free means it is gone, and
@@ -34,7 +34,7 @@ export const recoverRun = (config: NodeConfig, run: string) =>
         return yield* Effect.fail(locked.left)
       }
       // no watcher holds it: a session file its watcher left says nothing true any more
-      removeSessionFile(config.root, run)
+      yield* care.removeSession(run).pipe(Effect.orDie)
       const left = yield* finishOutbox(run)
       if (left.length > 0) yield* care.appendLog(run, `${new Date().toISOString()} recovery: sent what its watcher left in its outbox: ${left.join("; ")}\n`).pipe(Effect.ignore)
       const record = yield* readRunRecord(run)

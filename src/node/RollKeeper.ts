@@ -2,14 +2,15 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { actNow } from "../operations/Operations.js"
 import { CareDirectory } from "../../services/CareDirectory.js"
 import { Repository } from "../../services/Repository.js"
 import type { NodeConfig } from "./NodeConfig.js"
-import { clearHanded } from "./ProcessUserFiles.js"
-import { actNow, decideRun, described, wakeWaitingOf } from "./Round.js"
+import { decideRun, described, wakeWaitingOf } from "./Round.js"
 import { processUserOf } from "./RunCheck.js"
 import { readRunRecord } from "./RunRecord.js"
 import { firstLine } from "./SupervisorLog.js"
+import { processUserFileName } from "../care/ProcessUserFiles.js"
 import { holderOf, runOfCareFile, WatcherRoll } from "./WatcherRoll.js"
 
 // What the supervisor does with its roll of watchers, the same on the server's host and on a
@@ -35,7 +36,7 @@ const decideEnded = (config: NodeConfig, run: string, handedOnly: boolean, watch
     const user = Option.isSome(record) && record.value.message !== undefined ? processUserOf(record.value.message) : undefined
     // handed a run and gone before it took the run's lock: its hand-off is over, so the run is not
     // written down behind its own hand-off when it is decided again
-    if (handedOnly && user !== undefined) clearHanded(careDir.path, user, run)
+    if (handedOnly && user !== undefined) yield* careDir.clearHanded(user, run)
     const decision = yield* careDir.withRoundLock(described(run, decideRun(config, serverCode, run, { _tag: "Check" }, actNow, { watcherProgram })))
     const woke = user !== undefined ? yield* wakeWaitingOf(config, user, watcherProgram) : undefined
     return { action: decision.action, woke, user }
@@ -181,7 +182,7 @@ export class RollKeeper {
       for (const user of [...this.waitingUsers]) {
         const woke = await this.host.run(wakeWaitingOf(this.host.config, user, this.host.watcherProgram()))
         if (woke !== undefined) this.host.log({ did: [`${user} was free and nobody was handing its runs on: handed ${woke}, the first run waiting for it`] })
-        else if (!Fs.existsSync(Path.join(this.host.care, `~${encodeURIComponent(user)}.waiting`))) this.waitingUsers.delete(user)
+        else if (!Fs.existsSync(Path.join(this.host.care, processUserFileName(user, "waiting")))) this.waitingUsers.delete(user)
       }
     } finally {
       if (this.waitingUsers.size > 0) this.lookAtWaitingSoon()

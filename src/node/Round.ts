@@ -5,6 +5,7 @@ import * as Fs from "node:fs"
 import { CareDirectory } from "../../services/CareDirectory.js"
 import { Hosts } from "../../services/Hosts.js"
 import { Repository, startCursor, type Cursor } from "../../services/Repository.js"
+import { type Act, actNow, recording } from "../operations/Operations.js"
 import { readMessage } from "../protocol/Envelope.js"
 import { decide, type LifeEvent, type Liveness } from "../protocol/Life.js"
 import { decodeRunMessage } from "../protocol/Run.js"
@@ -13,11 +14,10 @@ import type { Arrival } from "../protocol/Subscriptions.js"
 import { publicationText, publish } from "../watcher/Publications.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { arrivalOf, deliverArrivals } from "./Deliveries.js"
-import { anySession } from "./SessionFiles.js"
 import { watcherOf } from "./HandOff.js"
 import { handOffRun } from "./SpareClient.js"
-import { appendWaitingOnce, clearAllHanded, handedLately, handedNotes, markHanded, processUserFileName, readWaiting, waitingRuns } from "./ProcessUserFiles.js"
-import { passTurn, withTurn } from "./UserTurn.js"
+import { processUserFileName } from "../care/ProcessUserFiles.js"
+import { passTurn } from "../care/UserTurn.js"
 import { advanceCursor, cursorFileOf, readCursor, writeCursor } from "./HookFiles.js"
 import { repositoryName, type NodeConfig } from "./NodeConfig.js"
 import { writeWhereTheRunIs } from "./Reports.js"
@@ -32,11 +32,6 @@ import { readRunRecord, type RunRecord } from "./RunRecord.js"
 // itself: one code path writes a run's answers, and it always holds the run's lock. A stop for
 // a run in care goes to its watcher's inbox. The same decision serves the node starting
 // (`ocx2 hook --node USER`), which reads every open run, and its dry run.
-
-/** How an action is taken: at once, or (a dry run) only recorded. */
-export type Act = <A, E, R>(op: string, detail: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A | undefined, E, R>
-
-export const actNow: Act = (_op, _detail, effect) => effect
 
 export interface RunDecision {
   readonly run: string
@@ -136,33 +131,34 @@ export const decideRun = (
         const processUser = processUserOf(record.message)
         if (processUser !== undefined) {
           const careDir = care.path
+          const handedLately = care.handedLately(processUser).pipe(Effect.map(Option.getOrUndefined))
           // looked at and written holding the user's turn, so a run passed on meanwhile by another
           // cannot start beside this one, nor this one before it
-          const waits = yield* withTurn(careDir, processUser, Effect.gen(function*() {
+          const waits = yield* care.withTurn(processUser, Effect.gen(function*() {
             // a watcher took the run since it was looked at (its hand-off was on its way): it
             // starts it, and written down too the run would be handed on again once over
             if ((yield* care.probe(run)) === "alive") return "held" as const
             // handed a moment ago and its watcher not holding it yet: not written down behind its own hand-off
             // (the hand-off's watcher, were it gone, is the supervisor's to see, which hands the run again)
-            if (handedLately(careDir, processUser) === run) return "on its way" as const
+            if ((yield* handedLately) === run) return "on its way" as const
             const busy = yield* care.userBusy(processUser)
-            const before = busy || handedLately(careDir, processUser) !== undefined || readWaiting(careDir, processUser).length > 0
+            const before = busy || (yield* handedLately) !== undefined || (yield* care.waiting(processUser)).length > 0
             if (!before) {
-              yield* act("hand off", `note that ${run} is on its way to ${processUser}'s lock`, Effect.sync(() => markHanded(careDir, processUser, run)))
+              yield* act("hand off", `note that ${run} is on its way to ${processUser}'s lock`, care.markHanded(processUser, run))
               return undefined
             }
             yield* act("wait", `write ${run} down in ${careDir}/${processUserFileName(processUser, "waiting")}`,
-              Effect.try(() => appendWaitingOnce(careDir, processUser, {
+              care.addWaiting(processUser, {
                 run, ...(options.personStart === true ? { personStart: true } : {}), at: [record.rcvid, record.rid]
-              })))
+              }))
             return busy
-          }), act === actNow)
+          }), { hold: !act.dryRun })
           if (waits === "held") return "its watcher holds it"
           if (waits === "on its way") return "its watcher is on its way: it was handed the run a moment ago"
           if (waits !== undefined) {
             // nobody left to wake it (the run before was over meanwhile, or its watcher was killed):
             // the first waiting run, in the server's order, is handed to a watcher now
-            if (!(yield* care.userBusy(processUser)) && handedLately(careDir, processUser) === undefined) {
+            if (!(yield* care.userBusy(processUser)) && (yield* handedLately) === undefined) {
               yield* act("hand off", `hand the first run waiting for ${processUser} to the node's spare watcher, or start ${options.watcherProgram} for it`,
                 handNextWaiting(config, processUser, options.watcherProgram))
             }
@@ -207,7 +203,7 @@ const handNextWaiting = (config: NodeConfig, user: string, watcherProgram: strin
 export const wakeWaitingOf = (config: NodeConfig, user: string, watcherProgram: string) =>
   Effect.gen(function*() {
     const care = yield* CareDirectory
-    if (readWaiting(care.path, user).length === 0) return undefined
+    if ((yield* care.waiting(user)).length === 0) return undefined
     return yield* handNextWaiting(config, user, watcherProgram)
   })
 
@@ -345,7 +341,7 @@ export const hookRound = (
       const delivered: Array<string> = []
       let at = from
       for (let pass = 0; pass < 20; pass++) {
-        const found = yield* nodeMessagesAfter(config.nodeUser, at, { arrivals: anySession(config.root) })
+        const found = yield* nodeMessagesAfter(config.nodeUser, at, { arrivals: yield* care.anySession })
         if (pass > 0 && found.cursor.rcvid === at.rcvid && found.cursor.rid === at.rid) break
         // runs first, then what names them, so a stop or publish arriving with its run finds it decided
         for (const kind of ["run", "stop", "publish"] as const) {
@@ -365,7 +361,7 @@ export const hookRound = (
       // may hold a message, a timer's call) starts what waits behind nobody; with a holder alive,
       // or a hand-off on its way, nothing
       const woken: Array<string> = []
-      for (const { user } of options.passForgottenTurns === false ? [] : waitingRuns(care.path)) {
+      for (const { user } of options.passForgottenTurns === false ? [] : yield* care.waitingUsers) {
         const run = yield* wakeWaitingOf(config, user, options.watcherProgram).pipe(Effect.catchAll(() => Effect.succeed(undefined)))
         if (run !== undefined) woken.push(`${run}: its process user ${user} was free and nobody had passed the turn on: handed to a watcher`)
       }
@@ -389,9 +385,9 @@ export const startNode = (config: NodeConfig, act: Act, options: { readonly watc
     return yield* care.withRoundLock(Effect.gen(function*() {
       const { serverCode } = yield* repository.codes()
       // every open run is decided again: no hand-off noted before counts as on its way
-      const notes = handedNotes(care.path)
+      const notes = yield* care.handedNotes
       if (notes.length > 0) {
-        yield* act("hand off", `forget ${notes.join(", ")}: every open run is decided again`, Effect.sync(() => clearAllHanded(care.path)))
+        yield* act("hand off", `forget ${notes.join(", ")}: every open run is decided again`, care.clearAllHanded)
       }
       const found = yield* nodeMessagesAfter(config.nodeUser, startCursor)
       const decisions: Array<RunDecision> = []
@@ -426,10 +422,7 @@ export const personStart = (config: NodeConfig, run: string, act: Act) =>
     })
   })
 
-/** What a dry run does: decide, and do nothing. */
-export const dryAct: Act = () => Effect.succeed(undefined)
-
 /** `run` on the server's host, from a tool in another bundle (bin/ocx2-hook-round.ts). */
 export const servedPersonStart = (config: NodeConfig, run: string, dryRun: boolean) =>
   Effect.flatMap(Hosts, (hosts) =>
-    personStart(config, run, dryRun ? dryAct : actNow).pipe(Effect.provide(hosts.served(config))))
+    personStart(config, run, dryRun ? recording(true) : actNow).pipe(Effect.provide(hosts.served(config))))

@@ -15,7 +15,7 @@ import type { RunRecord } from "./RunRecord.js"
  * The process user a run's block names, as posted: read before the run is checked, since a run
  * refused for another key still holds a place in that user's queue and passes the turn on.
  */
-export const processUserOf = (message: Message): string | undefined => {
+export const processUserOf = (message: Pick<Message, "block">): string | undefined => {
   const run = message.block["run"]
   if (typeof run !== "object" || run === null) return undefined
   const process = (run as { readonly process?: unknown }).process

@@ -5,7 +5,7 @@ import { handOff, nodeArgs, type HandOffOptions } from "./HandOff.js"
 import type { NodeConfig } from "./NodeConfig.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { writeHandOff } from "./WatcherRoll.js"
-import { socketPathFits, spareFiles, sparePid, spareSetting, type SpareAnswer, type SpareRequest } from "./SpareFiles.js"
+import { socketPathFits, spareFiles, sparePid, spareSetting, type SpareAnswer, type SpareRequest } from "../care/SpareFiles.js"
 
 // The askers' side of the spare watcher: hand a run to the spare when one waits, else start a
 // watcher as before; and start a spare when none waits. Anything but a clear "taken" means the

@@ -1,8 +1,9 @@
 // 2.12 and 2.13: a run's life as one decision. The round (the hook's, a clone node's, the
-// supervisor's), --check and --dry-run ask it; the watcher asks it once it holds a run, and again
-// each time a process of its run ends (ProcessExit: end the run, or keep logs and go on). The
-// Delivery row states the seed's table whole for the round and the tests: a session's watcher
-// gives deliveries from its inbox in the mode the run names (src/watcher/Session.ts).
+// supervisor's), --check and --dry-run ask it; the watcher asks it once it holds a run
+// (src/watcher/HeldDecision.ts), and again each time a process of its run ends (decideExit: end the
+// run, or keep logs and go on). The Delivery row states the seed's table whole for the round and
+// the tests: a session's watcher gives deliveries from its inbox in the mode the run names
+// (src/watcher/Session.ts).
 import * as Either from "effect/Either"
 import { endedOfProcess, type EndedContent, type ProcessEnd } from "./Outcomes.js"
 import type { Refusal } from "./Refusals.js"

@@ -1,3 +1,5 @@
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
 import * as Path from "node:path"
 
 // Which installed packages a staged release needs beside its bundles. The bundles leave some
@@ -48,16 +50,22 @@ export interface PackageLookup {
   readonly isNative: (relativeDir: string) => boolean
 }
 
-export class MissingPackage {
-  readonly _tag = "MissingPackage"
-  constructor(readonly name: string, readonly neededBy: string) {}
+/** A package the release needs at run time that the checkout's node_modules does not hold. */
+export class MissingPackage extends Schema.TaggedError<MissingPackage>()("MissingPackage", {
+  name: Schema.String,
+  /** the package that loads it, or "the build (--external)" */
+  neededBy: Schema.String
+}) {
+  override get message() {
+    return `the checkout's node_modules has no ${this.name}, which ${this.neededBy} needs at run time`
+  }
 }
 
 /** Every package the externals load at run time, each once, in the order found. */
 export const runtimeClosure = (
   externals: ReadonlyArray<string>,
   lookup: PackageLookup
-): ReadonlyArray<RuntimePackage> | MissingPackage => {
+): Either.Either<ReadonlyArray<RuntimePackage>, MissingPackage> => {
   const found = new Map<string, RuntimePackage>()
   const queue: Array<{ name: string; from: string; neededBy: string; optional: boolean }> = externals.map((name) => ({
     name,
@@ -70,7 +78,7 @@ export const runtimeClosure = (
     const dir = lookup.resolve(next.from, next.name)
     if (dir === undefined) {
       if (next.optional) continue
-      return new MissingPackage(next.name, next.neededBy)
+      return Either.left(new MissingPackage({ name: next.name, neededBy: next.neededBy }))
     }
     if (found.has(dir)) continue
     found.set(dir, { name: next.name, relativeDir: dir, native: lookup.isNative(dir) })
@@ -78,7 +86,7 @@ export const runtimeClosure = (
       queue.push({ name: dep.name, from: dir, neededBy: next.name, optional: dep.optional })
     }
   }
-  return [...found.values()]
+  return Either.right([...found.values()])
 }
 
 /** The directories Node searches for `name` from `fromRelativeDir`, nearest first. */

@@ -2,20 +2,10 @@ import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type { Hosts } from "../../services/Hosts.js"
 import type { ReleaseRoot } from "../../services/ReleaseRoot.js"
+import { type Handled, Operation, StopReason } from "../operations/Operations.js"
 
 // One definition per tool (seed 001): the adapters (CLI, CGI, MCP) derive everything from
 // this and decide nothing, so a call is allowed or refused the same way from every entry point.
-
-/** One step a tool performed, or in a dry run would perform. */
-export const Operation = Schema.Struct({
-  op: Schema.String,
-  detail: Schema.String,
-  done: Schema.Boolean
-})
-export type Operation = typeof Operation.Type
-
-export const StopReason = Schema.Literal("completed", "dry_run", "refused", "failed")
-export type StopReason = typeof StopReason.Type
 
 /** Every answer has one shape: the operations log, the output when it ran to the end, and why it stopped. */
 export interface Answer<O> {
@@ -63,13 +53,6 @@ export interface ToolContext {
   readonly progress?: (stream: "stdout" | "stderr", text: string) => void
 }
 
-/** What a handler returns; runTool adds the tool's name and turns failures into answers. */
-export interface Handled<O> {
-  readonly operations: ReadonlyArray<Operation>
-  readonly output?: O
-  readonly stopped?: { readonly reason: StopReason; readonly message?: string }
-}
-
 /**
  * What a tool's handler may require: the layers of the host it acts on (Hosts) and the release
  * roots. runTool provides them, so an entry point runs any tool with nothing more to give.
@@ -101,9 +84,6 @@ export interface Tool<I = any, IE = any, O = any, OE = any, R = ToolServices> {
 }
 
 export const defineTool = <I, IE, O, OE, R>(tool: Tool<I, IE, O, OE, R>): Tool<I, IE, O, OE, R> => tool
-
-export const hasCapability = (caller: Caller, letters: string): boolean =>
-  [...letters].some((letter) => caller.capabilities.includes(letter))
 
 const entryPointNames: Record<EntryPoint, string> = { cli: "the command line (ocx2)", cgi: "the OCX web page", mcp: "MCP" }
 

@@ -1,7 +1,60 @@
 import * as Effect from "effect/Effect"
-import { acceptRelease, AcceptOutput, RootInput } from "../release/acceptRelease.js"
-import { needsSetup } from "./stage.js"
-import { defineTool } from "./Tool.js"
+import { ReleaseRoot } from "../../services/ReleaseRoot.js"
+import { finish, recording, refuse } from "../operations/Operations.js"
+import { hookTarget, releasePaths } from "../release/ReleasePaths.js"
+import { needsSetup } from "./support/permissions.js"
+import { checkReleaseRule, ensureHookLink, releaseToActOn, RootInput, Served, servedAfter } from "./support/releaseCall.js"
+import { defineTool, type ToolContext } from "./Tool.js"
+
+export const AcceptOutput = Served
+
+/** accept: serve next as current, keeping the release it replaces as previous. */
+export const acceptRelease = (input: RootInput, context: ToolContext, programPath: string | undefined) => {
+  const act = recording(context.dryRun)
+  return finish(
+    act,
+    Effect.scoped(Effect.gen(function*() {
+      const releases = yield* ReleaseRoot
+      const acting = yield* releaseToActOn("accept", input.root, programPath, context.entryPoint)
+      const root = acting.root
+      const paths = releasePaths(root)
+      if (!context.dryRun) yield* releases.lock(root)
+      const state = yield* releases.read(root)
+      // who may accept: read under the lock, so the links it judges are the ones it switches
+      yield* checkReleaseRule(act, "accept", acting, state, context.entryPoint)
+      const next = state.next
+      if (next === undefined) {
+        return yield* refuse(`nothing is staged as next (${paths.next}): stage a checkout first`)
+      }
+      if (!next.present) {
+        return yield* refuse(`next names ${next.name}, but ${paths.release(next.name)} is gone: stage it again`)
+      }
+      const current = state.current?.name
+      let previous = state.previous?.name
+      if (current === next.name) {
+        act.note("accept", `${next.name} is already served as current: nothing to switch`)
+      } else {
+        if (current !== undefined) {
+          yield* act(
+            "link",
+            `${paths.previous} -> ${paths.linkTarget(current)} (the release ${next.name} replaces)`,
+            releases.switchLink(root, "previous", paths.linkTarget(current))
+          )
+          previous = current
+        }
+        yield* act(
+          "link",
+          `${paths.current} -> ${paths.linkTarget(next.name)}${
+            current !== undefined ? ` (was ${paths.linkTarget(current)})` : " (the first release this root serves)"
+          }`,
+          releases.switchLink(root, "current", paths.linkTarget(next.name))
+        )
+      }
+      yield* ensureHookLink(act, state, next.name)
+      return yield* servedAfter(state, { current: next.name, previous, hookLink: hookTarget })
+    }))
+  )
+}
 
 export const accept = defineTool({
   name: "accept",

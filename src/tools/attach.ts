@@ -5,9 +5,8 @@ import * as Path from "node:path"
 import { CareDirectory } from "../../services/CareDirectory.js"
 import { Hosts } from "../../services/Hosts.js"
 import { rootToActOn } from "../release/Served.js"
-import { OperationsLog } from "./Operations.js"
 import { connectTerminal, joinTerminal } from "./support/attachTerminal.js"
-import { finishTool, refuse } from "./support/finishTool.js"
+import { finish, recording, refuse } from "../operations/Operations.js"
 import { defineTool } from "./Tool.js"
 
 // 2.10: a run with process.terminal true runs on a terminal its watcher holds, "which a person
@@ -55,13 +54,11 @@ export const attach = defineTool({
   offeredBy: ["cli"],
   notOfferedBecause: "it joins a terminal on the node's host, for a person at that host's own terminal",
   handle: (input, context) => {
-    const log = new OperationsLog(context.dryRun)
-    return finishTool(
-      log,
+    const act = recording(context.dryRun)
+    return finish(
+      act,
       Effect.gen(function*() {
-        const root = yield* rootToActOn("attach", input.root, process.argv[1]).pipe(
-          Effect.catchTag("Refusal", (e) => refuse(e.message))
-        )
+        const root = yield* rootToActOn("attach", input.root, process.argv[1])
         const careDir = Path.join(root, "care")
         if (!Fs.existsSync(careDir)) return yield* refuse(`no run is in this host's care: ${careDir} is not there`)
         const named = runsNamed(careDir, input.run)
@@ -80,10 +77,10 @@ export const attach = defineTool({
           case "Failed":
             return yield* refuse(`cannot reach the terminal of ${run}: ${connected.reason}`)
         }
-        log.note("attach", `the terminal of ${run} (Ctrl-] leaves it, and the run goes on)`)
+        act.note("attach", `the terminal of ${run} (Ctrl-] leaves it, and the run goes on)`)
         if (context.dryRun) {
           connected.socket.destroy()
-          yield* log.perform("join", `your terminal to the run's`, Effect.void)
+          yield* act("join", `your terminal to the run's`, Effect.void)
           return { run, left: "detached" } satisfies AttachOutput
         }
         const left = yield* Effect.promise(() => joinTerminal(connected.socket, { input: process.stdin, output: process.stdout }))

@@ -5,11 +5,10 @@ import { composeTag } from "../fossil/Artifact.js"
 import { runFossil } from "../fossil/Command.js"
 import { isHashPrefix } from "../fossil/Hash.js"
 import { countedVerdicts, formatVerdict, parseVerdict, type VerdictTagEvent } from "../protocol/Verdicts.js"
-import { OperationsLog } from "./Operations.js"
-import { needsCheckIn } from "./post.js"
+import { needsCheckIn } from "./support/permissions.js"
 import { findCheckin } from "./support/checkin.js"
 import { putAndPush } from "./support/clonePush.js"
-import { finishTool, refuse, Refused } from "./support/finishTool.js"
+import { CallRefused, finish, recording, refuse } from "../operations/Operations.js"
 import { repositoryFile, writingUser } from "./support/repositoryFile.js"
 import { localLayers } from "./support/servedLayers.js"
 import { defineTool } from "./Tool.js"
@@ -54,9 +53,9 @@ export const audit = defineTool({
   output: AuditOutput,
   allow: needsCheckIn("audit", "a verdict is a tag artifact the server must take from you"),
   handle: (input, context) => {
-    const log = new OperationsLog(context.dryRun)
-    return finishTool(
-      log,
+    const act = recording(context.dryRun)
+    return finish(
+      act,
       Effect.flatMap(repositoryFile("audit", context), (file) =>
         Effect.gen(function*() {
           const user = yield* writingUser("audit", context, file)
@@ -67,7 +66,7 @@ export const audit = defineTool({
           if (isHashPrefix(against) && against.length !== 40 && against.length !== 64) {
             return yield* refuse(`against: ${against} looks like a hash prefix; a run is named by its full hash`)
           }
-          const found = yield* Effect.try({ try: () => findCheckin(file.path, input.checkin, file.role), catch: (e) => new Refused(`${file.path}: ${(e as Error).message}`) })
+          const found = yield* Effect.try({ try: () => findCheckin(file.path, input.checkin, file.role), catch: (e) => new CallRefused({ message: `${file.path}: ${(e as Error).message}` }) })
           if ("problem" in found) return yield* refuse(found.problem)
           if (found.user === user) return yield* refuse(`nobody audits their own check-in: ${found.hash} names ${user} as its user`)
           if (found.sender === user) return yield* refuse(`nobody audits their own check-in: the served repository received ${found.hash} from ${user}`)
@@ -76,7 +75,7 @@ export const audit = defineTool({
           const words = `the raw tag audited = "${value}" on ${found.hash} as ${user}`
 
           if (file.role === "served") {
-            const written = yield* log.perform("tag", words, repository.tag({ user, checkin: found.hash, name: "audited", value }))
+            const written = yield* act("tag", words, repository.tag({ user, checkin: found.hash, name: "audited", value }))
             const tags = yield* repository.tags(found.hash)
             const events: Array<VerdictTagEvent> = tags.history.flatMap((artifact) =>
               artifact.tags.map((t) => ({
@@ -91,13 +90,13 @@ export const audit = defineTool({
             return { checkin: found.hash, value, ...(written !== undefined ? { tag: written.hash } : {}), as: user, pushed: false, verdicts } satisfies AuditOutput
           }
           const artifact = composeTag({ user, date: new Date(), target: found.hash, name: "audited", value })
-          const pushed = yield* log.perform("push", `${words}, put into ${file.path} and pushed to ${file.url}`, putAndPush(file, artifact))
+          const pushed = yield* act("push", `${words}, put into ${file.path} and pushed to ${file.url}`, putAndPush(file, artifact))
           if (pushed !== undefined) {
             // read back: the server holds what it took, so a second push has nothing to send
             const again = yield* Effect.promise(() => runFossil(["push", "-R", file.path], { user }))
             const sent = /Artifacts sent:\s*(\d+)/.exec(`${again.stdout}${again.stderr}`)?.[1]
             if (sent !== "0") return yield* refuse(`the verdict is not given: a second push to ${file.url} still had ${sent ?? "an unknown number of"} artifacts to send`)
-            log.note("read back", "a second push sent nothing: the server holds the verdict")
+            act.note("read back", "a second push sent nothing: the server holds the verdict")
           }
           return { checkin: found.hash, value, ...(pushed !== undefined ? { tag: artifact.hash } : {}), as: user, pushed: true } satisfies AuditOutput
         }).pipe(Effect.provide(localLayers(file.path))))

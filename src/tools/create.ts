@@ -3,17 +3,18 @@ import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import { Repository } from "../../services/Repository.js"
 import { type Artifact, composeForumPost, composeTicketChange } from "../fossil/Artifact.js"
+import { processUserOf } from "../node/RunCheck.js"
 import { writeMessage } from "../protocol/Envelope.js"
 import { checkRun } from "../protocol/Refusals.js"
 import { isAdminOrSetup } from "../protocol/Senders.js"
-import { OperationsLog } from "./Operations.js"
 import { nodeActsAtOnce } from "./support/actAtOnce.js"
-import { finishTool, refuse } from "./support/finishTool.js"
+import { finish, recording, refuse } from "../operations/Operations.js"
 import { hostForCheck } from "./support/hostForCheck.js"
 import { mergeFields, readPattern } from "./support/pattern.js"
 import { servedFile } from "./support/repositoryFile.js"
 import { cloneUsersNow, localLayers } from "./support/servedLayers.js"
-import { type Caller, defineTool, hasCapability } from "./Tool.js"
+import { needsAdminOrSetup } from "./support/permissions.js"
+import { defineTool } from "./Tool.js"
 
 const optionalText = (description: string) => Schema.optionalWith(Schema.String.annotations({ description }), { exact: true })
 
@@ -50,9 +51,6 @@ export const CreateOutput = Schema.Struct({
 })
 export type CreateOutput = typeof CreateOutput.Type
 
-const needsAdminOrSetup = (tool: string, why: string) => (caller: Caller): string | undefined =>
-  hasCapability(caller, "as") ? undefined : `${tool} needs Fossil's admin (a) or setup (s) capability: ${why}`
-
 export const create = defineTool({
   name: "create",
   summary: "Write a run",
@@ -69,9 +67,9 @@ export const create = defineTool({
   output: CreateOutput,
   allow: needsAdminOrSetup("create", "a node runs only what they send (or what capability-R.json allows an R sender)"),
   handle: (input, context) => {
-    const log = new OperationsLog(context.dryRun)
-    return finishTool(
-      log,
+    const act = recording(context.dryRun)
+    return finish(
+      act,
       Effect.flatMap(servedFile("create", context), (served) =>
         Effect.gen(function*() {
           const places = [input.title, input.to, input.ticket].filter((p) => p !== undefined).length
@@ -86,7 +84,7 @@ export const create = defineTool({
           if (sender === undefined) return yield* refuse(`no user ${user} in the served repository ${served.path}`)
 
           // the three layers
-          const pattern = input.pattern === undefined ? undefined : yield* readPattern(input.pattern, served.path, log)
+          const pattern = input.pattern === undefined ? undefined : yield* readPattern(input.pattern, served.path, act)
           const named = {
             ...(input.objective !== undefined ? { objective: input.objective } : {}),
             ...(input.user !== undefined ? { process: { user: input.user } } : {})
@@ -121,8 +119,8 @@ export const create = defineTool({
           // checked as the run's node checks it (2.14): where it is this host's hook's node, on its
           // ROOT and its host, by the same code; a node elsewhere, as far as this host can see
           const { host, whose } = yield* hostForCheck(served.path, input.node)
-          const processUser = (fields["process"] as { user?: unknown } | undefined)?.user
-          const processUserCapabilities = typeof processUser === "string" ? (yield* repository.user(processUser))?.fullcap : undefined
+          const processUser = processUserOf({ block: message })
+          const processUserCapabilities = processUser !== undefined ? (yield* repository.user(processUser))?.fullcap : undefined
           const checked = checkRun({
             message: { block: message },
             runHash: artifact.hash,
@@ -134,10 +132,10 @@ export const create = defineTool({
           if (Either.isLeft(checked)) {
             return yield* refuse(`a node would refuse this run as written: refusal ${checked.left.number}: ${checked.left.note}`)
           }
-          log.note("check", `a node would take it: refusals 1 to 7 hold for none (${whose})`)
-          if (!isAdminOrSetup(sender.fullcap)) log.note("check", `${user} holds R alone: the run is within capability-R.json`)
+          act.note("check", `a node would take it: refusals 1 to 7 hold for none (${whose})`)
+          if (!isAdminOrSetup(sender.fullcap)) act.note("check", `${user} holds R alone: the run is within capability-R.json`)
 
-          const written = yield* log.perform(
+          const written = yield* act(
             "write",
             `${where.words} as ${user}, holding a run for ${input.node}`,
             repository.put(user, artifact)
@@ -161,5 +159,3 @@ export const create = defineTool({
     )
   }
 })
-
-export { needsAdminOrSetup }

@@ -7,10 +7,9 @@ import { exportUser } from "../git/ExportHook.js"
 import { readExportState, readMirrorState } from "../git/ExportFiles.js"
 import { exportNow } from "../git/ExportRun.js"
 import { canonicalRepository } from "../node/HookFiles.js"
-import { OperationsLog } from "./Operations.js"
-import { finishTool, refuse, Refused } from "./support/finishTool.js"
-import { needsSetup } from "./stage.js"
+import { CallRefused, finish, recording, refuse } from "../operations/Operations.js"
 import { defineTool } from "./Tool.js"
+import { needsSetup } from "./support/permissions.js"
 
 // export (seed 001, "Fetch the git export"): the served repository's git export brought up to
 // date now, under the export's lock (src/git/ExportRun.ts), as the hook does after each check-in.
@@ -79,8 +78,8 @@ export const gitExport = defineTool({
   allow: needsSetup("export"),
   offeredBy: ["cli", "cgi"], notOfferedBecause: "a sandbox has no served repository",
   handle: (input, context) => {
-    const log = new OperationsLog(context.dryRun)
-    return finishTool(log, Effect.gen(function*() {
+    const act = recording(context.dryRun)
+    return finish(act, Effect.gen(function*() {
       if (context.repository === undefined) {
         return yield* refuse("export acts on the served repository: name it with --repository REPO before the tool's name")
       }
@@ -98,7 +97,7 @@ export const gitExport = defineTool({
       }
       const status = yield* Effect.try({
         try: () => readMirrorState(repository, (path, readonly) => openDatabase(path, { readonly, fileMustExist: true })),
-        catch: (e) => new Refused(`the repository or its export's state cannot be read: ${(e as Error).message}`)
+        catch: (e) => new CallRefused({ message: `the repository or its export's state cannot be read: ${(e as Error).message}` })
       })
       const current = status.mirror
       const mirror = input.mirror ?? current
@@ -111,11 +110,11 @@ export const gitExport = defineTool({
         ? "every check-in (an export into a new directory)"
         : status.awaiting === 0 ? "up-to-date" : `${status.awaiting} check-in${status.awaiting === 1 ? "" : "s"} awaiting export`
       const autopush = input.autopush ?? status.autopush ?? "off"
-      log.note("awaits", `${awaits}, in ${mirror}`)
-      log.note("autopush", autopush)
-      if (state.failed !== undefined) log.note("last failure", `${state.failed.at}: ${state.failed.said}`)
+      act.note("awaits", `${awaits}, in ${mirror}`)
+      act.note("autopush", autopush)
+      if (state.failed !== undefined) act.note("last failure", `${state.failed.at}: ${state.failed.said}`)
       const args = ["git", "export", ...(input.mirror !== undefined ? [input.mirror] : []), ...(input.mainBranch !== undefined ? ["--mainbranch", input.mainBranch] : []), ...(input.autopush !== undefined ? ["--autopush", input.autopush, ...(input.autopush !== "off" ? ["--force"] : [])] : []), "-R", repository]
-      const result = yield* log.perform("export", `fossil ${args.join(" ")}, holding ${Path.basename(repository)}'s export lock`,
+      const result = yield* act("export", `fossil ${args.join(" ")}, holding ${Path.basename(repository)}'s export lock`,
         Effect.promise(() => exportNow(repository, {
           ...(input.mirror !== undefined ? { mirror: input.mirror } : {}),
           ...(input.mainBranch !== undefined ? { mainBranch: input.mainBranch } : {}),

@@ -1,5 +1,35 @@
-import { NodeInput, NodeOutput, runCloneNode } from "../node/CloneNode.js"
+import * as Schema from "effect/Schema"
+import { runCloneNode } from "../node/CloneNode.js"
+import { recording } from "../operations/Operations.js"
 import { defineTool } from "./Tool.js"
+
+// The node on a clone's host, as a tool: its call (src/node/CloneNode.ts) is the node's own, which
+// the clone's supervisor makes too when it starts.
+
+const text = (description: string) => Schema.String.annotations({ description })
+
+export const NodeInput = Schema.Struct({
+  server_url: text("the server's URL, as the clone remembers it (https://SERVER/REPO)"),
+  passwords_file: text("the node user's passwords file: {\"user\": LOGIN, \"password\": TEXT}, readable by this account alone"),
+  check: Schema.optionalWith(
+    Schema.Boolean.annotations({ description: "the node starting: act on every open run for the node user (lost, stopped, handed on)" }),
+    { exact: true }
+  ),
+  root: Schema.optionalWith(text("the release root (by default the root this program was released into)"), { exact: true })
+})
+export type NodeInput = typeof NodeInput.Type
+
+export const NodeOutput = Schema.Struct({
+  repository: Schema.String,
+  server: Schema.String,
+  user: Schema.String.annotations({ description: "the node user" }),
+  root: Schema.String,
+  check: Schema.Boolean.annotations({ description: "whether every open run was decided (the node starting)" }),
+  why: Schema.String.annotations({ description: "why this call checked every open run, or read what the pull brought" }),
+  runs: Schema.Array(Schema.Struct({ run: Schema.String, action: Schema.String }))
+})
+export type NodeOutput = typeof NodeOutput.Type
+
 
 export const node = defineTool({
   name: "node",
@@ -22,5 +52,5 @@ export const node = defineTool({
   allow: (caller) => (caller.sandboxed ? "node runs on its own host, never inside a run's sandbox" : undefined),
   offeredBy: ["cli"],
   notOfferedBecause: "it runs on its own host",
-  handle: (input, context) => runCloneNode(input, context, process.argv[1])
+  handle: (input, context) => runCloneNode(input, context, recording(context.dryRun), process.argv[1])
 })

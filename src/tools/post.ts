@@ -3,12 +3,12 @@ import * as Schema from "effect/Schema"
 import { Repository } from "../../services/Repository.js"
 import { composeForumPost, composeTicketChange } from "../fossil/Artifact.js"
 import { holdsMessage } from "../protocol/Envelope.js"
-import { OperationsLog } from "./Operations.js"
 import { putAndPush } from "./support/clonePush.js"
-import { finishTool, refuse } from "./support/finishTool.js"
+import { finish, recording, refuse } from "../operations/Operations.js"
 import { repositoryFile, writingUser } from "./support/repositoryFile.js"
 import { localLayers } from "./support/servedLayers.js"
-import { type Caller, defineTool, hasCapability } from "./Tool.js"
+import { needsCheckIn } from "./support/permissions.js"
+import { defineTool } from "./Tool.js"
 
 export const PostInput = Schema.Struct({
   to: Schema.String.annotations({ description: "the post whose thread the text joins, or the ticket it changes: a hash or a prefix" }),
@@ -25,10 +25,6 @@ export const PostOutput = Schema.Struct({
 })
 export type PostOutput = typeof PostOutput.Type
 
-/** Pushing an artifact, from a clone or into the served file, is Fossil's Check-In (i). */
-export const needsCheckIn = (tool: string, alternative: string) => (caller: Caller): string | undefined =>
-  hasCapability(caller, "ias") ? undefined : `${tool} needs Fossil's Check-In capability (i): ${alternative}`
-
 export const post = defineTool({
   name: "post",
   summary: "Write a plain post",
@@ -43,9 +39,9 @@ export const post = defineTool({
   allow: needsCheckIn("post", "without it, post in Fossil's own forum page"),
   offeredBy: ["cli", "mcp"], notOfferedBecause: "on the web, post in Fossil's own forum page",
   handle: (input, context) => {
-    const log = new OperationsLog(context.dryRun)
-    return finishTool(
-      log,
+    const act = recording(context.dryRun)
+    return finish(
+      act,
       Effect.flatMap(repositoryFile("post", context), (file) =>
         Effect.gen(function*() {
           if (holdsMessage(input.text)) {
@@ -71,7 +67,7 @@ export const post = defineTool({
           }
 
           if (file.role === "served") {
-            const written = yield* log.perform(
+            const written = yield* act(
               "write",
               `${words} as ${user}, on the served repository`,
               named !== undefined
@@ -84,7 +80,7 @@ export const post = defineTool({
           const artifact = named !== undefined
             ? composeForumPost({ user, date, root: named.root, replyTo: named.hash, text: input.text })
             : composeTicketChange({ user, date, ticket: ticket!, fields: { icomment: input.text } })
-          const pushed = yield* log.perform("push", `${words} as ${user}, put into ${file.path} and pushed to ${file.url}`, putAndPush(file, artifact))
+          const pushed = yield* act("push", `${words} as ${user}, put into ${file.path} and pushed to ${file.url}`, putAndPush(file, artifact))
           return { ...place, ...(pushed !== undefined ? { post: artifact.hash } : {}), as: user, pushed: true } satisfies PostOutput
         }).pipe(Effect.provide(localLayers(file.path))))
     )

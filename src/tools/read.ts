@@ -11,9 +11,8 @@ import { openDatabase } from "../fossil/Sqlite.js"
 import { readMessage } from "../protocol/Envelope.js"
 import { summarizeRuns } from "../runs/RunStates.js"
 import { findCheckin } from "./support/checkin.js"
-import { OperationsLog } from "./Operations.js"
 import { RunRow, rowOf } from "./runs.js"
-import { finishTool, Refused } from "./support/finishTool.js"
+import { type Act, CallRefused, finish, recording } from "../operations/Operations.js"
 import { repositoryFile, type RepositoryFile } from "./support/repositoryFile.js"
 import { type Caller, defineTool } from "./Tool.js"
 
@@ -140,43 +139,46 @@ const runOut = (db: BetterSqlite3.Database, file: RepositoryFile, row: MessageRo
 }
 
 /** Reads what `what` names, as the caller may read it; a refusal says what is wrong. */
-const readRecord = (file: RepositoryFile, input: ReadInput, caller: Caller, log: OperationsLog): ReadOutput => {
+/** The repository file could not be read (not a refusal: nothing the caller gave is wrong). */
+class ReadFailed extends Schema.TaggedError<ReadFailed>()("ReadFailed", { message: Schema.String }) {}
+
+const readRecord = (file: RepositoryFile, input: ReadInput, caller: Caller, act: Act): ReadOutput => {
   const db = openDatabase(file.path, { readonly: true, fileMustExist: true })
   try {
     const o = { senders: file.role === "served" }
     const mayX = grants(caller.capabilities, "x")
     const what = input.what.trim()
-    if (what === "") throw new Refused("what: name a post, thread, run, ticket or check-in, or a file's path")
+    if (what === "") throw new CallRefused({ message: "what: name a post, thread, run, ticket or check-in, or a file's path" })
     const named = input.at === undefined && isHashPrefix(what) && what.length >= 4 ? resolveName(db, what) : undefined
-    if (named?._tag === "Ambiguous") throw new Refused(`${what} names more than one ${named.what}: give more digits`)
-    if (named?._tag === "Other") throw new Refused(`${named.hash} is ${named.what}; read reads posts, threads, runs, tickets, check-ins and files of the code`)
+    if (named?._tag === "Ambiguous") throw new CallRefused({ message: `${what} names more than one ${named.what}: give more digits` })
+    if (named?._tag === "Other") throw new CallRefused({ message: `${named.hash} is ${named.what}; read reads posts, threads, runs, tickets, check-ins and files of the code` })
 
     if (named?._tag === "Post") {
-      if (!grants(caller.capabilities, "2")) throw new Refused(notYours("forum posts", "2", "Read Forum"))
+      if (!grants(caller.capabilities, "2")) throw new CallRefused({ message: notYours("forum posts", "2", "Read Forum") })
       const posts = threadPosts(db, named.root, o).filter((p) => !p.private || mayX)
       const post = posts.find((p) => p.hash === named.hash)
-      if (post === undefined) throw new Refused(`no post, ticket, check-in or file named ${what} that you may read`)
+      if (post === undefined) throw new CallRefused({ message: `no post, ticket, check-in or file named ${what} that you may read` })
       const rows = posts.map(postMessage).filter((r): r is MessageRow => r !== undefined)
       const title = posts[0]?.title
       const withTitle = rows.map((r) => ({ ...r, place: { _tag: "Thread" as const, root: posts[0]?.hash ?? r.hash, title } }))
       const own = withTitle.find((r) => r.hash === post.hash)
       if (own !== undefined && own.message.kind === "run" && own.message.to !== undefined) {
-        log.note("read", `the run ${post.hash} and its thread (${posts.length} posts)`)
+        act.note("read", `the run ${post.hash} and its thread (${posts.length} posts)`)
         return { kind: "run", name: post.hash, posts: posts.map((p) => postOut(p, own.message.to)), run: runOut(db, file, own, withTitle, caller) }
       }
       if (input.thread === true) {
-        log.note("read", `the thread of ${post.hash} (${posts.length} posts)`)
+        act.note("read", `the thread of ${post.hash} (${posts.length} posts)`)
         return { kind: "thread", name: posts[0]?.hash ?? post.hash, posts: posts.map((p) => postOut(p)) }
       }
-      log.note("read", `the post ${post.hash}`)
+      act.note("read", `the post ${post.hash}`)
       return { kind: "post", name: post.hash, posts: [postOut(post)] }
     }
 
     if (named?._tag === "Ticket") {
-      if (!grants(caller.capabilities, "r")) throw new Refused(notYours("tickets", "r", "Read Ticket"))
+      if (!grants(caller.capabilities, "r")) throw new CallRefused({ message: notYours("tickets", "r", "Read Ticket") })
       const ticket = ticketView(db, named.ticket, o)
       const changes = ticket.changes.filter((c) => !c.private || mayX)
-      if (named.change !== undefined && !changes.some((c) => c.hash === named.change)) throw new Refused(`no post, ticket, check-in or file named ${what} that you may read`)
+      if (named.change !== undefined && !changes.some((c) => c.hash === named.change)) throw new CallRefused({ message: `no post, ticket, check-in or file named ${what} that you may read` })
       const asPosts = changes.map((c): PostView => ({
         hash: c.hash, rid: c.rid, rcvid: c.rcvid, time: c.time, sender: c.sender, user: c.user, root: ticket.ticket,
         inReplyTo: undefined, editOf: undefined, title: undefined, mimetype: "text/x-markdown", text: c.text, private: c.private
@@ -188,18 +190,18 @@ const readRecord = (file: RepositoryFile, input: ReadInput, caller: Caller, log:
       const own = named.change !== undefined ? rows.find((r) => r.hash === named.change) : undefined
       const ticketOut = { id: ticket.ticket, fields: ticket.fields, changes: asPosts.map((p) => postOut(p, own?.message.to)) }
       if (own !== undefined && own.message.kind === "run" && own.message.to !== undefined) {
-        log.note("read", `the run ${own.hash} and its ticket ${ticket.ticket} (${changes.length} changes)`)
+        act.note("read", `the run ${own.hash} and its ticket ${ticket.ticket} (${changes.length} changes)`)
         return { kind: "run", name: own.hash, ticket: ticketOut, run: runOut(db, file, own, rows, caller) }
       }
-      log.note("read", `the ticket ${ticket.ticket} (${changes.length} changes)`)
+      act.note("read", `the ticket ${ticket.ticket} (${changes.length} changes)`)
       return { kind: "ticket", name: ticket.ticket, ticket: ticketOut }
     }
 
-    if (!grants(caller.capabilities, "o")) throw new Refused(notYours("check-ins and files of the code", "o", "Read"))
+    if (!grants(caller.capabilities, "o")) throw new CallRefused({ message: notYours("check-ins and files of the code", "o", "Read") })
     if (named?._tag === "Checkin") {
-      if (isPrivate(db, named.rid) && !mayX) throw new Refused(`no post, ticket, check-in or file named ${what} that you may read`)
+      if (isPrivate(db, named.rid) && !mayX) throw new CallRefused({ message: `no post, ticket, check-in or file named ${what} that you may read` })
       const c = checkinView(db, named.rid, named.hash, o)
-      log.note("read", `the check-in ${c.hash} (${c.files.length} files)`)
+      act.note("read", `the check-in ${c.hash} (${c.files.length} files)`)
       return {
         kind: "checkin", name: c.hash,
         checkin: {
@@ -214,25 +216,25 @@ const readRecord = (file: RepositoryFile, input: ReadInput, caller: Caller, log:
     const at = input.at ?? "trunk"
     const found = findCheckin(file.path, at, file.role)
     if ("problem" in found) {
-      throw new Refused(named?._tag === "None" && input.at === undefined
+      throw new CallRefused({ message: named?._tag === "None" && input.at === undefined
         ? `no post, ticket, check-in or file named ${what} that you may read`
-        : `at: ${found.problem}`)
+        : `at: ${found.problem}` })
     }
     const checkin = resolveName(db, found.hash)
-    if (checkin._tag !== "Checkin" || (isPrivate(db, checkin.rid) && !mayX)) throw new Refused(`at: no check-in named ${at} that you may read`)
+    if (checkin._tag !== "Checkin" || (isPrivate(db, checkin.rid) && !mayX)) throw new CallRefused({ message: `at: no check-in named ${at} that you may read` })
     const path = what.replace(/^\.?\/+/, "")
     const files = checkinView(db, checkin.rid, checkin.hash, o).files
     const entry = files.find((f) => f.path === path)
     if (entry === undefined) {
       const within = files.filter((f) => f.path.startsWith(`${path.replace(/\/$/, "")}/`)).slice(0, 20).map((f) => f.path)
-      throw new Refused(named?._tag === "None"
+      throw new CallRefused({ message: named?._tag === "None"
         ? `no post, ticket, check-in or file named ${what} that you may read`
-        : `no file ${path} in the check-in ${checkin.hash}${within.length > 0 ? `; it is a directory holding ${within.join(", ")}` : ""}`)
+        : `no file ${path} in the check-in ${checkin.hash}${within.length > 0 ? `; it is a directory holding ${within.join(", ")}` : ""}` })
     }
     const bytes = fileBytes(db, entry.hash)
-    if (bytes === undefined) throw new Refused(`the file ${path} at ${checkin.hash} is a phantom: the repository knows its name but not its content`)
+    if (bytes === undefined) throw new CallRefused({ message: `the file ${path} at ${checkin.hash} is a phantom: the repository knows its name but not its content` })
     const binary = bytes.subarray(0, 8000).includes(0)
-    log.note("read", `${path} at the check-in ${checkin.hash} (${bytes.length} bytes)`)
+    act.note("read", `${path} at the check-in ${checkin.hash} (${bytes.length} bytes)`)
     return {
       kind: "file", name: path,
       file: {
@@ -262,13 +264,13 @@ export const read = defineTool({
   allow: () => undefined,
   readOnly: true,
   handle: (input, context) => {
-    const log = new OperationsLog(context.dryRun)
-    return finishTool(
-      log,
+    const act = recording(context.dryRun)
+    return finish(
+      act,
       Effect.flatMap(repositoryFile("read", context), (file) =>
         Effect.try({
-          try: () => readRecord(file, input, context.caller, log),
-          catch: (e) => (e instanceof Refused ? e : { _tag: "ReadFailed", message: `the repository ${file.path} cannot be read: ${(e as Error).message}` })
+          try: () => readRecord(file, input, context.caller, act),
+          catch: (e) => (e instanceof CallRefused ? e : new ReadFailed({ message: `the repository ${file.path} cannot be read: ${(e as Error).message}` }))
         }))
     )
   }

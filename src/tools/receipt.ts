@@ -5,8 +5,7 @@ import { Repository } from "../../services/Repository.js"
 import { grants } from "../fossil/Fullcap.js"
 import { readMessage } from "../protocol/Envelope.js"
 import { processUserOf } from "../node/RunCheck.js"
-import { OperationsLog } from "./Operations.js"
-import { finishTool, refuse } from "./support/finishTool.js"
+import { finish, recording, refuse } from "../operations/Operations.js"
 import { servedFile } from "./support/repositoryFile.js"
 import { localLayers } from "./support/servedLayers.js"
 import { defineTool } from "./Tool.js"
@@ -100,9 +99,9 @@ export const receipt = defineTool({
   allow: () => undefined,
   readOnly: true,
   handle: (input, context) => {
-    const log = new OperationsLog(context.dryRun)
-    return finishTool(
-      log,
+    const act = recording(context.dryRun)
+    return finish(
+      act,
       Effect.flatMap(servedFile("receipt", context), (served) =>
         Effect.gen(function*() {
           const artifacts = input.artifacts ?? []
@@ -128,25 +127,25 @@ export const receipt = defineTool({
             answer._tag === "Received" && mayRead
               ? { hash: answer.hash, received: true, sender: answer.sender, capabilities: answer.capabilities, rcvid: answer.rcvid, rid: answer.rid }
               : { hash: answer.hash, received: false })
-          if (artifacts.length > 0) log.note("read", `the receipts of ${artifacts.length} artifact${artifacts.length === 1 ? "" : "s"} in ${served.path}`)
+          if (artifacts.length > 0) act.note("read", `the receipts of ${artifacts.length} artifact${artifacts.length === 1 ? "" : "s"} in ${served.path}`)
           let capabilitiesOf: ReceiptOutput["capabilities_of"]
           if (input.capabilities_of !== undefined) {
             const login = input.capabilities_of
             const capabilities = mayRead ? yield* receipts.capabilitiesOf(login, { caller }) : undefined
             capabilitiesOf = { user: login, ...(capabilities !== undefined ? { capabilities } : {}) }
-            log.note("read", `the capabilities of ${login}`)
+            act.note("read", `the capabilities of ${login}`)
           }
           let newest: number | undefined
           if (input.newer_than !== undefined && mayRead) {
             newest = yield* receipts.newest(input.newer_than, (input.wait ?? 0) * 1000, { caller })
-            log.note("read", `the newest receipt's number${input.wait !== undefined && input.wait > 0 ? `, waiting up to ${input.wait} s for one newer than ${input.newer_than}` : ""}`)
+            act.note("read", `the newest receipt's number${input.wait !== undefined && input.wait > 0 ? `, waiting up to ${input.wait} s for one newer than ${input.newer_than}` : ""}`)
           }
           let arrived: ArrivedOutput | undefined
           if (input.arrived === true && input.newer_than !== undefined && newest !== undefined) {
             arrived = newest > input.newer_than
               ? yield* arrivedBetween(input.newer_than, newest, caller, context.caller.user)
               : { receipts: [], process_users: [], complete: true }
-            log.note("read", `the receipts of ${arrived.receipts.length} artifacts received after ${input.newer_than} and ${arrived.process_users.length} process users' capabilities`)
+            act.note("read", `the receipts of ${arrived.receipts.length} artifacts received after ${input.newer_than} and ${arrived.process_users.length} process users' capabilities`)
           }
           return {
             receipts: rows,

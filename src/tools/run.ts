@@ -2,14 +2,13 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { Repository } from "../../services/Repository.js"
 import { readRunRecord } from "../node/RunRecord.js"
-import { needsAdminOrSetup } from "./create.js"
-import { OperationsLog } from "./Operations.js"
 import { fullHashOf } from "./stop.js"
 import { loadRound, thisHostNode } from "./support/actAtOnce.js"
-import { finishTool, refuse } from "./support/finishTool.js"
+import { finish, recording, refuse } from "../operations/Operations.js"
 import { servedFile } from "./support/repositoryFile.js"
 import { localLayers } from "./support/servedLayers.js"
 import { defineTool } from "./Tool.js"
+import { needsAdminOrSetup } from "./support/permissions.js"
 
 // Seed 001, "Start a manual run by hand": a run whose process.manual is true waits for a person;
 // `run RUN` has this host's node decide it as started by a person and hand it to a watcher.
@@ -39,9 +38,9 @@ export const run = defineTool({
   output: RunOutput,
   allow: needsAdminOrSetup("run", "a manual run waits for a user holding one of them"),
   handle: (input, context) => {
-    const log = new OperationsLog(context.dryRun)
-    return finishTool(
-      log,
+    const act = recording(context.dryRun)
+    return finish(
+      act,
       Effect.flatMap(servedFile("run", context), (served) =>
         Effect.gen(function*() {
           const repository = yield* Repository
@@ -68,8 +67,8 @@ export const run = defineTool({
           // the node's own words decide whether it was started or refused, and why
           // a run whose process user has another run in care is handed on too, and starts once that one is over
           if (!/handed to a watcher, which starts it|has another run in this node's care; it starts once/.test(acted)) return yield* refuse(`this host's node does not start the run ${hash}: ${acted}`)
-          log.note("node", `${node.nodeUser} on ${node.root}: ${acted}`)
-          yield* log.perform("start", `the watcher of ${hash}, as started by ${context.caller.user ?? "a person"}`, Effect.void)
+          act.note("node", `${node.nodeUser} on ${node.root}: ${acted}`)
+          yield* act("start", `the watcher of ${hash}, as started by ${context.caller.user ?? "a person"}`, Effect.void)
           return { run: hash, to, acted } satisfies RunOutput
         }).pipe(Effect.provide(localLayers(served.path))))
     )

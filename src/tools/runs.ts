@@ -1,16 +1,15 @@
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { grants } from "../fossil/Fullcap.js"
 import { capabilitiesReader } from "../fossil/ReadMessages.js"
 import { cachedMessages } from "../runs/MessagesCache.js"
 import { openDatabase } from "../fossil/Sqlite.js"
 import type { RunSummary } from "../runs/RunStates.js"
 import { summarizeRuns } from "../runs/RunStates.js"
 import { parseMoment, queryRuns, stateFilters } from "../runs/RunsQuery.js"
-import { OperationsLog } from "./Operations.js"
-import { finishTool, refuse, Refused } from "./support/finishTool.js"
+import { CallRefused, finish, recording, refuse } from "../operations/Operations.js"
+import { mayReadRun } from "./support/permissions.js"
 import { repositoryFile } from "./support/repositoryFile.js"
-import { defineTool, type Caller } from "./Tool.js"
+import { defineTool } from "./Tool.js"
 
 const optional = <A, I>(schema: Schema.Schema<A, I>, description: string) =>
   Schema.optionalWith(schema.annotations({ description }), { exact: true })
@@ -64,10 +63,6 @@ export const RunsOutput = Schema.Struct({
 export type RunsOutput = typeof RunsOutput.Type
 
 const iso = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z")
-
-/** Whether the caller may read a run where it is, as Fossil decides it: forum posts need 2, tickets r, private x. */
-export const mayReadRun = (caller: Caller, run: Pick<RunSummary, "place" | "private">): boolean =>
-  grants(caller.capabilities, run.place._tag === "Ticket" ? "r" : "2") && (!run.private || grants(caller.capabilities, "x"))
 
 export const rowOf = (run: RunSummary, now: number): RunRow => {
   const ended = run.ended
@@ -128,9 +123,9 @@ export const runs = defineTool({
   allow: () => undefined,
   readOnly: true,
   handle: (input, context) => {
-    const log = new OperationsLog(context.dryRun)
-    return finishTool(
-      log,
+    const act = recording(context.dryRun)
+    return finish(
+      act,
       Effect.flatMap(repositoryFile("runs", context), (file) =>
         Effect.gen(function*() {
           const now = Date.now()
@@ -143,14 +138,14 @@ export const runs = defineTool({
           const until = yield* moment("until", input.until)
           const read = yield* Effect.try({
             try: () => readRuns(file.path, file.role),
-            catch: (e) => new Refused(`the repository ${file.path} cannot be read: ${(e as Error).message}`)
+            catch: (e) => new CallRefused({ message: `the repository ${file.path} cannot be read: ${(e as Error).message}` })
           })
           const all = read.runs
           const visible = all.filter((run) => mayReadRun(context.caller, run))
           const found = queryRuns(visible, {
             node: input.node, state: input.state, sender: input.sender, since, until, limit: input.limit ?? 50
           })
-          log.note("read", `${all.length} run${all.length === 1 ? "" : "s"} in ${file.path} (${read.from === "cache" ? "the messages read before, and what arrived since" : "every post"})${visible.length < all.length ? `, ${visible.length} of them yours to read` : ""}; ${found.total} matched`)
+          act.note("read", `${all.length} run${all.length === 1 ? "" : "s"} in ${file.path} (${read.from === "cache" ? "the messages read before, and what arrived since" : "every post"})${visible.length < all.length ? `, ${visible.length} of them yours to read` : ""}; ${found.total} matched`)
           return {
             repository: file.path,
             senders: file.role === "served" ? "receipts" : "as written",

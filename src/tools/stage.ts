@@ -1,10 +1,114 @@
 import * as Effect from "effect/Effect"
-import { StageInput, StageOutput, stageRelease } from "../release/stageRelease.js"
-import { type Caller, defineTool, hasCapability } from "./Tool.js"
+import * as Path from "node:path"
+import * as Schema from "effect/Schema"
+import { ReleaseRoot } from "../../services/ReleaseRoot.js"
+import { finish, recording, refuse } from "../operations/Operations.js"
+import { releaseNameOf, releasePaths } from "../release/ReleasePaths.js"
+import { rootToActOn } from "../release/Served.js"
+import { smokeArguments } from "../release/smokeAnswer.js"
+import { needsSetup } from "./support/permissions.js"
+import { servedAfter, servedFields } from "./support/releaseCall.js"
+import { defineTool, type ToolContext } from "./Tool.js"
 
-/** stage, accept and rollback each need Fossil's setup capability, and say so in these words. */
-export const needsSetup = (tool: string) => (caller: Caller): string | undefined =>
-  hasCapability(caller, "s") ? undefined : `${tool} needs Fossil's setup capability (s)`
+export const StageInput = Schema.Struct({
+  checkout: Schema.String.annotations({ description: "the git or Fossil checkout to check, build and stage" }),
+  root: Schema.optionalWith(
+    Schema.String.annotations({ description: "the release root (by default the root this program was released into)" }),
+    { exact: true }
+  )
+})
+export type StageInput = typeof StageInput.Type
+
+export const StageOutput = Schema.Struct({
+  ...servedFields,
+  staged: Schema.String.annotations({ description: "the release staged: its check-in's first twelve hex digits" }),
+  checkin: Schema.String.annotations({ description: "the checkout's check-in, in full" }),
+  vcs: Schema.Literal("git", "fossil"),
+  modified: Schema.Boolean.annotations({ description: "whether the checkout held changes not checked in" }),
+  programs: Schema.optionalWith(Schema.Array(Schema.String), { exact: true })
+})
+export type StageOutput = typeof StageOutput.Type
+
+/** stage CHECKOUT: gate, build, copy, smoke, and offer the copy as next. */
+export const stageRelease = (input: StageInput, context: ToolContext, programPath: string | undefined) => {
+  const act = recording(context.dryRun)
+  return finish(
+    act,
+    Effect.scoped(Effect.gen(function*() {
+      const releases = yield* ReleaseRoot
+      const root = yield* rootToActOn("stage", input.root, programPath)
+      const paths = releasePaths(root)
+      const checkout = Path.resolve(input.checkout)
+      const checkin = yield* releases.checkinOf(checkout)
+      const name = releaseNameOf(checkin.hash)
+      act.note("checkout", `${checkout} is a ${checkin.vcs} checkout of check-in ${checkin.hash}: its release is ${name}`)
+      if (checkin.modified) {
+        act.note("checkout", `${checkout} holds changes not checked in: ${name} is built from them as they stand`)
+      }
+      if (!context.dryRun) yield* releases.lock(root)
+      const state = yield* releases.read(root)
+      for (const link of ["current", "previous"] as const) {
+        if (state[link]?.name === name) {
+          return yield* refuse(`${name} is served as ${link} (${paths.release(name)}); a served release is never replaced`)
+        }
+      }
+      const plan = yield* releases.planCopy(checkout)
+      const carried = plan.packages.map((p) => p.relativeDir)
+      act.note(
+        "plan",
+        plan.externals.length === 0
+          ? "the build bundles everything: the release carries no packages"
+          : `the build leaves ${plan.externals.join(", ")} out of its bundles: the release carries ${carried.join(", ")}`
+      )
+
+      yield* act(
+        "gate",
+        `npm run -s gate in ${checkout}, its output written to ${paths.gateLog} as it runs`,
+        releases.runScript(checkout, "gate", paths.gateLog)
+      )
+      yield* act(
+        "build",
+        `npm run -s build in ${checkout}, its output written to ${paths.buildLog}`,
+        releases.runScript(checkout, "build", paths.buildLog)
+      )
+      const partial = paths.partial(name)
+      const programs = yield* act(
+        "copy",
+        `each ${Path.join(checkout, "dist")}/PROGRAM.mjs as the executable PROGRAM, a package.json of type module, release.json${
+          carried.length > 0 ? ` and ${carried.join(", ")}` : ""
+        } into ${partial}`,
+        releases.assemble(checkout, plan, partial, { name, checkin, buildLog: paths.buildLog })
+      )
+      yield* act(
+        "smoke",
+        `${Path.join(partial, "ocx2")} ${smokeArguments.join(" ")} must answer as the list tool answers; its output written to ${paths.smokeLog}`,
+        releases.smoke(partial, paths.smokeLog).pipe(Effect.tapError(() => releases.remove(partial)))
+      )
+      // an earlier copy of this check-in, served as next or not at all, is replaced whole
+      const replaced = state.next?.name === name || (yield* releases.hasProgram(root, name, ""))
+      yield* act(
+        "place",
+        `${partial} becomes ${paths.release(name)}${replaced ? ", replacing the copy staged before" : ""}`,
+        releases.place(partial, paths.release(name))
+      )
+      yield* act(
+        "link",
+        `${paths.next} -> ${paths.linkTarget(name)}${state.next !== undefined ? ` (was ${paths.linkTarget(state.next.name)})` : ""}`,
+        releases.switchLink(root, "next", paths.linkTarget(name))
+      )
+      const served = yield* servedAfter(state, { next: name })
+      const output: StageOutput = {
+        ...served,
+        staged: name,
+        checkin: checkin.hash,
+        vcs: checkin.vcs,
+        modified: checkin.modified,
+        ...(programs !== undefined ? { programs } : {})
+      }
+      return output
+    }))
+  )
+}
 
 export const stage = defineTool({
   name: "stage",

@@ -1,4 +1,4 @@
-import { hookStatus, RootOnlyInput, StatusOutput } from "../node/HookSetup.js"
+import { hookStatus, RootOnlyInput, StatusOutput } from "./support/hookSetup.js"
 import { defineTool } from "./Tool.js"
 
 export const status = defineTool({

@@ -5,13 +5,12 @@ import { sha1, sha3 } from "../fossil/Hash.js"
 import { writeWhereTheRunIs } from "../node/Reports.js"
 import { readRunRecord } from "../node/RunRecord.js"
 import { writeMessage } from "../protocol/Envelope.js"
-import { needsAdminOrSetup } from "./create.js"
-import { OperationsLog } from "./Operations.js"
 import { nodeActsAtOnce } from "./support/actAtOnce.js"
-import { finishTool, refuse } from "./support/finishTool.js"
+import { finish, recording, refuse } from "../operations/Operations.js"
 import { servedFile } from "./support/repositoryFile.js"
 import { localLayers } from "./support/servedLayers.js"
 import { defineTool } from "./Tool.js"
+import { needsAdminOrSetup } from "./support/permissions.js"
 
 export const StopInput = Schema.Struct({
   run: Schema.String.annotations({ description: "the run to stop: its hash or a prefix" })
@@ -45,9 +44,9 @@ export const stop = defineTool({
   output: StopOutput,
   allow: needsAdminOrSetup("stop", "a node acts on a stop only from a user holding one of them"),
   handle: (input, context) => {
-    const log = new OperationsLog(context.dryRun)
-    return finishTool(
-      log,
+    const act = recording(context.dryRun)
+    return finish(
+      act,
       Effect.flatMap(servedFile("stop", context), (served) =>
         Effect.gen(function*() {
           const user = context.caller.user
@@ -63,9 +62,9 @@ export const stop = defineTool({
           if (record.ended !== undefined) {
             return yield* refuse(`the run ${run} has ended (${record.ended.content.outcome}, ${record.ended.hash}): there is nothing to stop`)
           }
-          log.note("read", `the run ${run} for ${to}: ${record.started !== undefined ? "started" : "not started"}${record.stops.length > 0 ? `, ${record.stops.length} stop(s) counting already` : ""}`)
+          act.note("read", `the run ${run} for ${to}: ${record.started !== undefined ? "started" : "not started"}${record.stops.length > 0 ? `, ${record.stops.length} stop(s) counting already` : ""}`)
           const where = record.place._tag === "Ticket" ? `a change to ticket ${record.place.ticket}` : `a reply to ${run} in its thread`
-          const written = yield* log.perform(
+          const written = yield* act(
             "write",
             `${where} as ${user}: a stop of the run`,
             writeWhereTheRunIs(record, user, writeMessage({ ocx: 2, re: run, stop: {} }, `Stop the run ${run}.`))

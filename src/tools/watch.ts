@@ -2,20 +2,20 @@ import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 import * as Schema from "effect/Schema"
 import { releasePaths } from "../release/ReleasePaths.js"
-import { rootOfCall } from "../release/Served.js"
 import { stateWordsOf } from "../runs/RunWords.js"
 import { followThroughServer } from "../watch/AskServer.js"
 import { follow, readRunSummary, type WatchEvent } from "../watch/Follow.js"
-import { OperationsLog } from "./Operations.js"
 import { PostOut, read, RunOut } from "./read.js"
-import { mayReadRun, RunRow, rowOf } from "./runs.js"
+import { RunRow, rowOf } from "./runs.js"
 import { runTool } from "./runTool.js"
-import { finishTool, refuse, Refused } from "./support/finishTool.js"
+import { CallRefused, finish, recording, refuse } from "../operations/Operations.js"
 import { repositoryFile, type RepositoryFile } from "./support/repositoryFile.js"
 import { ensureStreamServer, streamSettings } from "../watch/StreamServer.js"
 import { signGrant, streamSecret } from "../watch/StreamToken.js"
 import * as Path from "node:path"
 import { defineTool, type ToolContext } from "./Tool.js"
+import { mayReadRun } from "./support/permissions.js"
+import { rootOfCall } from "./support/releaseCall.js"
 
 const optional = <A, I>(schema: Schema.Schema<A, I>, description: string) =>
   Schema.optionalWith(schema.annotations({ description }), { exact: true })
@@ -99,7 +99,7 @@ const careDirOf = (input: WatchInput, context: ToolContext) =>
     : rootOfCall("watch", input.root, process.argv[1], context.entryPoint).pipe(
       Effect.map((root): string | undefined => releasePaths(root).care),
       // a root named and unusable is the caller's to fix; none found, the record alone
-      Effect.catchAll((e) => (input.root !== undefined || context.entryPoint === "cgi" ? Effect.fail(new Refused(e.message)) : Effect.succeed(undefined)))
+      Effect.catchAll((e) => (input.root !== undefined || context.entryPoint === "cgi" ? Effect.fail(e) : Effect.succeed(undefined)))
     )).pipe(Effect.map((care) => {
       if (care === undefined) return undefined
       try {
@@ -137,14 +137,14 @@ export const watch = defineTool({
   allow: () => undefined,
   readOnly: true,
   handle: (input, context) => {
-    const log = new OperationsLog(context.dryRun)
-    return finishTool(
-      log,
+    const act = recording(context.dryRun)
+    return finish(
+      act,
       Effect.flatMap(repositoryFile("watch", context), (file) =>
         Effect.gen(function*() {
           const found = yield* Effect.try({
             try: () => readRunSummary(file, input.run),
-            catch: (e) => new Refused(`the repository ${file.path} cannot be read: ${(e as Error).message}`)
+            catch: (e) => new CallRefused({ message: `the repository ${file.path} cannot be read: ${(e as Error).message}` })
           })
           const careDir = yield* careDirOf(input, context)
           const events: Array<WatchEventOut> = []
@@ -169,9 +169,9 @@ export const watch = defineTool({
             const run = "summary" in found ? found.summary.run : input.run
             const remote = yield* Effect.tryPromise({
               try: (signal) => followThroughServer(file, run, keep(run), signal),
-              catch: (e) => new Refused((e as Error).message)
+              catch: (e) => new CallRefused({ message: (e as Error).message })
             })
-            log.note("follow", `the run ${remote.run} through the run page of ${file.url}${remote.live !== undefined ? " and its node's stream server" : ""}, as ${file.user}`)
+            act.note("follow", `the run ${remote.run} through the run page of ${file.url}${remote.live !== undefined ? " and its node's stream server" : ""}, as ${file.user}`)
             const { live: _live, ...rest } = remote
             return { ...rest, followed: "server", events } satisfies WatchOutput
           }
@@ -190,17 +190,17 @@ export const watch = defineTool({
               ...(input.offset !== undefined ? { offset: input.offset } : {}),
               ...(seconds !== undefined ? { deadline: Date.now() + seconds * 1000 } : {})
             }),
-            catch: (e) => new Refused((e as Error).message)
+            catch: (e) => new CallRefused({ message: (e as Error).message })
           })
-          log.note("follow", `the run ${run}${careDir !== undefined ? `, its output in ${careDir}` : ", its state in the record"}: ${followed.over ? "it ended" : "it goes on"}`)
+          act.note("follow", `the run ${run}${careDir !== undefined ? `, its output in ${careDir}` : ", its state in the record"}: ${followed.over ? "it ended" : "it goes on"}`)
           const record = yield* runTool(read, { what: run }, { ...context, entryPoint: context.entryPoint ?? "cli", dryRun: false })
           const reports = (record.output?.posts ?? record.output?.ticket?.changes ?? []).filter((p) => p.hash !== run)
           // the web page follows it live from the node's stream server, as the viewer Fossil signed in
           const live = context.entryPoint === "cgi" && !followed.over && careDir !== undefined && process.argv[1] !== undefined
             ? yield* Effect.tryPromise({
               try: () => liveStream(Path.dirname(careDir), process.argv[1]!, file, run, context, followed.offset),
-              catch: (e) => new Refused(`the run's live stream cannot be served: ${(e as Error).message}`)
-            }).pipe(Effect.tap((l) => Effect.sync(() => log.note("stream", `the node's stream server follows it at ${l.url}`))))
+              catch: (e) => new CallRefused({ message: `the run's live stream cannot be served: ${(e as Error).message}` })
+            }).pipe(Effect.tap((l) => Effect.sync(() => act.note("stream", `the node's stream server follows it at ${l.url}`))))
             : undefined
           return {
             run,

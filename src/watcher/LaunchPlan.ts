@@ -1,5 +1,6 @@
 import * as Either from "effect/Either"
-import type { LaunchSpec, Limits } from "../../services/SandboxLauncher.js"
+import * as Match from "effect/Match"
+import type { LaunchCheckError, LaunchSpec, Limits } from "../../services/SandboxLauncher.js"
 import { substitute, type Values } from "../protocol/Placeholders.js"
 import { refusal, type CheckedRun, type Refusal } from "../protocol/Refusals.js"
 import { cwdOf } from "../protocol/Run.js"
@@ -87,3 +88,15 @@ export const launchSpec = (checked: CheckedRun, values: Values, context: LaunchC
     terminal: process.terminal ? { rows: 24, cols: 80 } : undefined
   })
 }
+
+/**
+ * What the launcher's check found against the run's launch, as the run's refusal: a sandbox path
+ * is 7, a limit the host cannot keep 6, a malformed key 2. One row per error the check can give,
+ * so a new one does not compile until it is given its refusal here.
+ */
+export const refusalOfUnfit = (unfit: LaunchCheckError): Refusal =>
+  Match.valueTags(unfit, {
+    SandboxPathRefused: (e) => refusal(7, `${e.path}${e.resolved !== e.path ? ` (${e.resolved})` : ""}: ${e.reason}`),
+    LimitUnavailable: (e) => refusal(6, `${e.which}: ${e.reason}`),
+    InvalidLaunchSpec: (e) => refusal(2, `${e.key}: ${e.reason}`)
+  })

@@ -2,7 +2,8 @@ import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { CareDirectory } from "../../services/CareDirectory.js"
-import { Repository } from "../../services/Repository.js"
+import { ReceiptsUnavailable, ServerUnreachable } from "../../services/Receipts.js"
+import { Repository, RepositoryUnavailable, WriteFailed, WriteNotConfirmed } from "../../services/Repository.js"
 import { type Artifact, cardValue, composeForumPost, composeTicketChange, parseArtifact } from "../fossil/Artifact.js"
 import { sha3 } from "../fossil/Hash.js"
 import { readRunRecord, type RunRecord } from "../node/RunRecord.js"
@@ -360,24 +361,13 @@ export const finishOutbox = (run: string) =>
  * Whether a failure means the server did not answer (or answered, mid-restart, with an error):
  * what is waited out. Anything else is not an outage.
  */
-export const serverDown = (e: unknown): boolean => {
-  const error = e as { _tag?: unknown; reason?: unknown; message?: unknown }
-  switch (error?._tag) {
-    case "ServerUnreachable":
-    case "ReceiptsUnavailable":
-      return true
-    case "WriteNotConfirmed":
-      // the server not returning what was pushed, or no receipt yet; not a receipt naming another sender
-      return /server|does not return/.test(String(error.reason ?? "")) && !/received it from/.test(String(error.reason ?? ""))
-    case "WriteFailed":
-      return /says:|xfer|HTTP|fetch|connect|socket|timed? ?out/i.test(String(error.reason ?? ""))
-    case "RepositoryUnavailable":
-      // a clone's pull that failed
-      return /fossil pull -R/.test(String(error.reason ?? ""))
-    default:
-      return false
-  }
-}
+export const serverDown = (e: unknown): boolean =>
+  e instanceof ServerUnreachable || e instanceof ReceiptsUnavailable ||
+  // the server not returning what was pushed, or no receipt yet; not a receipt naming another sender
+  (e instanceof WriteNotConfirmed && /server|does not return/.test(e.reason) && !/received it from/.test(e.reason)) ||
+  (e instanceof WriteFailed && /says:|xfer|HTTP|fetch|connect|socket|timed? ?out/i.test(e.reason)) ||
+  // a clone's pull that failed
+  (e instanceof RepositoryUnavailable && /fossil pull -R/.test(e.reason))
 
 /** The first wait after a failure, doubling up to the last (2.15: "sent when the server takes it again"). */
 export const backoff = { firstMillis: 1000, lastMillis: 30_000 } as const

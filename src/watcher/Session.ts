@@ -11,7 +11,7 @@ import { endedBudget, endedStopped } from "../protocol/Outcomes.js"
 import type { Run } from "../protocol/Run.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import type { RunRecord } from "../node/RunRecord.js"
-import type { SessionFile } from "../node/SessionFiles.js"
+import type { SessionFile } from "../care/SessionFiles.js"
 import type { InboxEntry } from "./Inbox.js"
 import { processEndOf } from "./ProcessExit.js"
 

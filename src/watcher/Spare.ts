@@ -1,8 +1,8 @@
 import * as Fs from "node:fs"
 import * as Net from "node:net"
-import { flockNow } from "../node/FlockNow.js"
+import { flockNow } from "../care/FlockNow.js"
 import type { NodeConfig } from "../node/NodeConfig.js"
-import { programIdentity, socketPathFits, spareFiles, spareSetting, type SpareAnswer, type SpareRequest } from "../node/SpareFiles.js"
+import { programIdentity, socketPathFits, spareFiles, spareSetting, type SpareAnswer, type SpareRequest } from "../care/SpareFiles.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 
 // The spare's side (docs/architecture.md, "The spare watcher"). It takes at most one run: on the

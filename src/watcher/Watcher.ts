@@ -9,11 +9,11 @@ import { CareDirectory, type RunLock } from "../../services/CareDirectory.js"
 import { Receipts } from "../../services/Receipts.js"
 import { Repository, WriteNotConfirmed } from "../../services/Repository.js"
 import { SandboxLauncher, type LaunchResult, type LaunchSpec, type RunningProcess } from "../../services/SandboxLauncher.js"
-import { decide, decideExit, type LifeEvent } from "../protocol/Life.js"
+import { decideExit } from "../protocol/Life.js"
 import { endedMessage, startedMessage, startedValues } from "../protocol/Messages.js"
 import { endedLost, endedOfProcess, endedStopped, type EndedContent } from "../protocol/Outcomes.js"
 import { isStepPlaceholder, type Values } from "../protocol/Placeholders.js"
-import { endedOfRefusal, refusal, type CheckedRun, type Refusal } from "../protocol/Refusals.js"
+import { endedOfRefusal, type CheckedRun, type Refusal } from "../protocol/Refusals.js"
 import { ciVerdict, formatVerdict } from "../protocol/Verdicts.js"
 import { composeTag } from "../fossil/Artifact.js"
 import { isFullHash } from "../fossil/Hash.js"
@@ -21,13 +21,12 @@ import { releasePaths } from "../release/ReleasePaths.js"
 import { endLeftovers } from "../sandbox/cgroups.js"
 import { nodeArgs, watcherOf } from "../node/HandOff.js"
 import { askSpare, handOffRun, spareStarting } from "../node/SpareClient.js"
-import { appendWaitingOnce, clearHanded, removeWaiting } from "../node/ProcessUserFiles.js"
-import { passTurn, withTurn } from "../node/UserTurn.js"
+import { passTurn } from "../care/UserTurn.js"
 import { checkRecord, processUserOf } from "../node/RunCheck.js"
 import { launchOwnPaths, type NodeConfig } from "../node/NodeConfig.js"
 import { writeMessage } from "../protocol/Envelope.js"
 import { readRunRecord, type RunRecord } from "../node/RunRecord.js"
-import { removeSessionFile, writeSessionFile, type SessionFile } from "../node/SessionFiles.js"
+import type { SessionFile } from "../care/SessionFiles.js"
 import type { Run } from "../protocol/Run.js"
 import { endingWords, keptLogText } from "./KeptLogs.js"
 import { followInbox } from "./Inbox.js"
@@ -38,7 +37,8 @@ import {
 import { deliveryBound, makeSessionInbox, sessionOf, startEach } from "./Session.js"
 import { runPagePath } from "../watch/RunPageLink.js"
 import { runStreamFile } from "../watch/StreamFile.js"
-import { launchSpec } from "./LaunchPlan.js"
+import { decideHeld, formOf } from "./HeldDecision.js"
+import { launchSpec, refusalOfUnfit } from "./LaunchPlan.js"
 import { processEndOf } from "./ProcessExit.js"
 import { planPublications } from "./Publications.js"
 import { serveTerminal } from "./TerminalServer.js"
@@ -85,16 +85,19 @@ const describeCause = (cause: Cause.Cause<unknown>): string => {
   return `the watcher failed: ${failure instanceof Error ? failure.message : String(failure)}`.split("\n")[0]!
 }
 
+/** Watches the run under its lock: "busy" when another watcher holds the lock, and nothing was done. */
 export const watchRun = (options: WatcherOptions, recordLayer: RecordLayer) =>
   Effect.gen(function*() {
     const held: HeldUser = { user: undefined, known: undefined }
-    yield* Effect.scoped(
+    return yield* Effect.scoped(
       Effect.gen(function*() {
         const care = yield* CareDirectory
         yield* crash(options, "handed")
-        const lock = yield* care.lockRun(options.run)
+        const lock = yield* care.lockRun(options.run).pipe(Effect.catchTag("RunBusy", () => Effect.succeed(undefined)))
+        if (lock === undefined) return "busy" as const
         yield* crash(options, "locked")
-        return yield* runInCare(options, held).pipe(Effect.provide(recordLayer(lock)))
+        yield* runInCare(options, held).pipe(Effect.provide(recordLayer(lock)))
+        return "watched" as const
       })
     ).pipe(Effect.ensuring(wakeWaiting(options, held)))
   })
@@ -118,7 +121,7 @@ interface HeldUser {
  * passes the turn on the same way, as does any watcher of the user's that finds the user free and
  * no hand-off on its way, so no run is left waiting behind a run that is not there. That includes a
  * watcher that wrote its own run down as waiting: while it still held the run, a holder ending
- * meanwhile left the run waiting (src/node/UserTurn.ts), so it looks once it has let the run go.
+ * meanwhile left the run waiting (src/care/UserTurn.ts), so it looks once it has let the run go.
  * A watcher killed before this leaves them to the node's next start, which decides every open run.
  */
 const wakeWaiting = (options: WatcherOptions, held: HeldUser) =>
@@ -168,31 +171,32 @@ const takeProcessUser = (options: WatcherOptions, held: HeldUser, user: unknown,
   Effect.gen(function*() {
     if (typeof user !== "string") return false
     const care = yield* CareDirectory
-    const took = () => {
+    const took = Effect.sync(() => {
       held.user = user
+    }).pipe(
       // the hand-off (this one's or another's) has arrived: the next arrival of the user's waits
-      clearHanded(care.path, user)
-      return false
-    }
+      Effect.zipRight(care.clearHanded(user)),
+      Effect.as(false)
+    )
     if (Option.isSome(yield* care.lockUser(user))) {
       // the run written down as waiting before this watcher took it (decided again while its
       // hand-off was on its way): left there, it would be handed on once over, or by the
       // supervisor's look as the user's next run while this one was still being answered. Looked
       // at holding the turn, which a round writing a run down holds while it sees the run's lock
-      yield* withTurn(care.path, user, Effect.try(() => removeWaiting(care.path, user, options.run))).pipe(Effect.ignore)
-      return took()
+      yield* care.withTurn(user, care.removeWaiting(user, options.run)).pipe(Effect.ignore)
+      return yield* took
     }
     // written down and tried again holding the user's turn: a holder that ends before this looks
     // finds the run waiting and its hand-off over, one that ends after leaves the lock free to take
-    return yield* withTurn(care.path, user, Effect.gen(function*() {
-      yield* Effect.try(() => appendWaitingOnce(care.path, user, { run: options.run, ...(options.personStart === true ? { personStart: true } : {}), at }))
+    return yield* care.withTurn(user, Effect.gen(function*() {
+      yield* care.addWaiting(user, { run: options.run, ...(options.personStart === true ? { personStart: true } : {}), at })
       if (Option.isSome(yield* care.lockUser(user))) {
-        yield* Effect.try(() => removeWaiting(care.path, user, options.run)).pipe(Effect.ignore)
-        return took()
+        yield* care.removeWaiting(user, options.run).pipe(Effect.ignore)
+        return yield* took
       }
       // this run's hand-off came to nothing: the holder passes the turn on when it is over, or this
       // watcher does, once it has let the run go (wakeWaiting)
-      clearHanded(care.path, user, options.run)
+      yield* care.clearHanded(user, options.run)
       return true
     }))
   })
@@ -261,31 +265,17 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
     if (processUser !== undefined) held.known = processUser
     if (record.ended !== undefined) return yield* log("the run has ended; nothing to do")
     if (record.message === undefined) return yield* log("the artifact holds no run; nothing to do")
-    if (record.started !== undefined) {
-      // 2.13: its started counts, the lock was free: its watcher went down without writing ended
-      removeSessionFile(config.root, run)
-      const leftovers = endLeftovers(run)
-      yield* log(`started counts and no watcher holds the run: answering lost${leftovers > 0 ? ` (ended ${leftovers} leftover processes)` : ""}`)
-      return yield* writeEnded(endedLost("its watcher ended without writing ended"))
-    }
-
-    yield* log("read the record")
-    const check = yield* checkRecord(config, { ...record, message: record.message }, {
+    const started = record.started !== undefined
+    if (!started) yield* log("read the record")
+    // a started run's row reads only its form: such a run is answered lost with no one asked
+    const check = started ? formOf(record.message) : yield* checkRecord(config, { ...record, message: record.message }, {
       askServer: (question) => untilServerAnswers(question, "asking the server for the process user", log),
       keepCloneUsers: false
     })
-    const event: LifeEvent = options.personStart === true ? { _tag: "PersonStart" } : { _tag: "Arrival" }
-    const startable = Either.isRight(check) && record.stops.length === 0 && (!check.right.run.process.manual || options.personStart === true)
+    const startable = !started && Either.isRight(check) && record.stops.length === 0 &&
+      (!check.right.run.process.manual || options.personStart === true)
     const processUserBusy = startable ? yield* takeProcessUser(options, held, processUser, [record.rcvid, record.rid]) : false
-    const action = decide({
-      senderKnown: record.sender !== undefined,
-      check,
-      record: { started: false, ended: false, stopped: record.stops.length > 0 },
-      care: "none",
-      processUserBusy,
-      workspaceKept: false,
-      event
-    })
+    const action = decideHeld({ record, check, processUserBusy, personStart: options.personStart === true })
     switch (action._tag) {
       case "Refuse":
         yield* log(`refused: refusal ${action.refusal.number}: ${action.refusal.note}`)
@@ -293,10 +283,17 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
       case "EndStopped":
         yield* log("a stop came first")
         return yield* writeEnded(endedStopped)
+      case "Lost": {
+        // its started counts and this watcher found the lock free: the watcher before it is gone
+        yield* care.removeSession(run).pipe(Effect.orDie)
+        const leftovers = endLeftovers(run)
+        yield* log(`started counts and no watcher holds the run: answering lost${leftovers > 0 ? ` (ended ${leftovers} leftover processes)` : ""}`)
+        return yield* writeEnded(endedLost(action.note))
+      }
       case "Start":
         break
       default:
-        return yield* log(`not started: ${"reason" in action ? action.reason : action._tag}`)
+        return yield* log(`${started ? "not answered" : "not started"}: ${"reason" in action ? action.reason : action._tag}`)
     }
     yield* log("checked: starting")
     const checked = (check as Either.Right<Refusal, CheckedRun>).right
@@ -342,14 +339,7 @@ const startChecked = (
     // what the process prints goes to ROOT/care/RUN.stream too, for those who watch it
     const spec = { ...planned.right, streamFile: runStreamFile(care.path, run) }
     const unfit = yield* launcher.check(spec).pipe(Effect.flip, Effect.option)
-    if (unfit._tag === "Some") {
-      const e = unfit.value
-      return yield* refuse(
-        e._tag === "SandboxPathRefused" ? refusal(7, `${e.path}${e.resolved !== e.path ? ` (${e.resolved})` : ""}: ${e.reason}`)
-        : e._tag === "LimitUnavailable" ? refusal(6, `${e.which}: ${e.reason}`)
-        : refusal(2, `${e.key}: ${e.reason}`)
-      )
-    }
+    if (Option.isSome(unfit)) return yield* refuse(refusalOfUnfit(unfit.value))
 
     // started is written while the sandbox is being set up (a gated launch runs nothing until
     // released), and the program is released only once started is in the record (2.13)
@@ -369,14 +359,14 @@ const startChecked = (
         ? untilServerAnswers(confirmReceived(hash, config.nodeUser), "reading the server's receipt of started", log)
         : Effect.void),
       Effect.tap((hash) => log(`wrote started: ${hash}`)),
-      Effect.tap((hash) => session === undefined ? Effect.void : placeStarted(config.root, sessionFile!, hash, log))
+      Effect.tap((hash) => session === undefined ? Effect.void : placeStarted(sessionFile!, hash, log))
     )
 
     // a session is known to the node's rounds before its started is written, so no arrival after
     // started finds it missing (2.11); the file goes when the run is over
     const session = checked.run.process.session ? checked.run.process : undefined
     const sessionFile = session === undefined ? undefined : sessionOf(run, checked.run, record)
-    if (sessionFile !== undefined) writeSessionFile(config.root, sessionFile)
+    if (sessionFile !== undefined) yield* care.writeSession(sessionFile).pipe(Effect.orDie)
     const afterEach = (result: LaunchResult) =>
       writeKeptLogs(config, record, checked, result, endedOfProcess(processEndOf(result.ending)), log).pipe(
         Effect.provideService(Repository, repository),
@@ -391,7 +381,7 @@ const startChecked = (
       () => launchAndWait(options, { ...spec, gated: true }, checked.run, writeStarted, startedWritten, decided, lastResult, afterEach, log),
       (_, exit) =>
         Effect.gen(function*() {
-          if (sessionFile !== undefined) removeSessionFile(config.root, run)
+          if (sessionFile !== undefined) yield* care.removeSession(run).pipe(Effect.orDie)
           // no started in the record: nothing ran, and the run is decided again later (recovery)
           if (!(yield* Ref.get(startedWritten))) return
           const outcome = yield* Ref.get(decided)
@@ -431,11 +421,11 @@ const startedWords = (config: NodeConfig, run: string): string =>
   `Started on ${config.nodeUser}. Follow it on [its run page](${runPagePath(run)}).`
 
 /** started's place in the server's order, for the node's rounds deciding what the session is given. */
-const placeStarted = (root: string, session: SessionFile, hash: string, log: (line: string) => Effect.Effect<void>) =>
+const placeStarted = (session: SessionFile, hash: string, log: (line: string) => Effect.Effect<void>) =>
   Effect.gen(function*() {
     const [answer] = yield* (yield* Receipts).receipts([hash])
     if (answer?._tag !== "Received") return
-    writeSessionFile(root, { ...session, started: { hash, rcvid: answer.rcvid, rid: answer.rid } })
+    yield* (yield* CareDirectory).writeSession({ ...session, started: { hash, rcvid: answer.rcvid, rid: answer.rid } })
   }).pipe(Effect.catchAll((e) => log(`the session file keeps no started (the rounds read it from the record): ${String(e)}`)))
 
 /** A kept report sent, the server's outage waited out; one it will not take stays in the outbox. */

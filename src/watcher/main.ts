@@ -11,7 +11,7 @@ import { readPasswordsFile } from "../node/ClonePasswords.js"
 import { clonePlaceOf } from "../node/CloneRound.js"
 import { watcherOf } from "../node/HandOff.js"
 import { ensureSpare } from "../node/SpareClient.js"
-import { spareFiles } from "../node/SpareFiles.js"
+import { spareFiles } from "../care/SpareFiles.js"
 import { warmUp } from "./Rehearsal.js"
 import { serveAsSpare } from "./Spare.js"
 import type { NodeConfig } from "../node/NodeConfig.js"
@@ -148,10 +148,7 @@ const watch = (options: WatcherOptions, hosts: HostsShape) => {
     onClone !== undefined
       ? hosts.cloneRecord(clonePlaceOf(onClone.config, onClone.passwords), { holdFds: [lock.fd] })
       : hosts.record(options.config.repository, { holdFds: [lock.fd] })).pipe(
-      Effect.catchIf(
-        (e): e is { readonly _tag: "RunBusy" } => typeof e === "object" && e !== null && (e as { _tag?: unknown })._tag === "RunBusy",
-        () => Effect.sync(() => logLine("another watcher holds the run"))
-      ),
+      Effect.flatMap((watched) => watched === "busy" ? Effect.sync(() => logLine("another watcher holds the run")) : Effect.void),
       Effect.tapErrorCause((cause) => Effect.sync(() => logLine(`watcher failed: ${Cause.pretty(cause)}`))),
       // the next run's watcher waits ready: started once this run's process has had its start to
       // itself (a run that ends sooner starts it at its end), from the served release

@@ -1,5 +1,5 @@
 /**
- * A process user's turn passed on (src/node/UserTurn.ts) never hands a waiting run whose watcher
+ * A process user's turn passed on (src/care/UserTurn.ts) never hands a waiting run whose watcher
  * still holds it: that watcher wrote the run down (its user held) and has not let it go yet, and a
  * second watcher handed the run would meet its lock and drop it, its line gone and its hand-off
  * noted, every run after it waiting behind nobody (issue 13 item 2). Locks, not timing: the run's
@@ -12,8 +12,8 @@ import * as Path from "node:path"
 import * as Effect from "effect/Effect"
 import { afterAll, describe, expect, it } from "vitest"
 import * as CareDirectoryFs from "../../layers/CareDirectoryFs.js"
-import { appendWaitingOnce, handedLately, readWaiting } from "../../src/node/ProcessUserFiles.js"
-import { passTurn } from "../../src/node/UserTurn.js"
+import { appendWaitingOnce, handedLately, readWaiting } from "../../src/care/ProcessUserFiles.js"
+import { passTurn } from "../../src/care/UserTurn.js"
 import { waitFor } from "./hookWorld.js"
 
 const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-turn-"))

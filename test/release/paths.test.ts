@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest"
+import * as Either from "effect/Either"
 import { isReleaseName, ownPaths, releaseNameOf, releaseOfLinkTarget, releasePaths, rootOfProgram } from "../../src/release/ReleasePaths.js"
 import { externalsOfBuild, keepInRelease, MissingPackage, resolutionCandidates, runtimeClosure, runtimeDependencies } from "../../src/release/runtimeModules.js"
 import { checkSmokeAnswer } from "../../src/release/smokeAnswer.js"
@@ -73,13 +74,13 @@ describe("what a release carries beside its bundles", () => {
       manifest: (dir: string) => installed[dir]!,
       isNative: (dir: string) => dir === "node_modules/a"
     }
-    expect(runtimeClosure(["a"], lookup)).toEqual([
+    expect(runtimeClosure(["a"], lookup)).toEqual(Either.right([
       { name: "a", relativeDir: "node_modules/a", native: true },
       { name: "b", relativeDir: "node_modules/b", native: false },
       { name: "c", relativeDir: "node_modules/a/node_modules/c", native: false },
       { name: "c", relativeDir: "node_modules/c", native: false }
-    ])
-    expect(runtimeClosure(["a", "nope"], lookup)).toEqual(new MissingPackage("nope", "the build (--external)"))
+    ]))
+    expect(runtimeClosure(["a", "nope"], lookup)).toEqual(Either.left(new MissingPackage({ name: "nope", neededBy: "the build (--external)" })))
   })
 
   it("of a native package only its compiled addon is kept of build/, and never its sources", () => {

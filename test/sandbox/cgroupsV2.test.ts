@@ -5,7 +5,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { hostLimits } from "../../src/node/HookSetup.js"
+import { hostLimits } from "../../src/tools/support/hookSetup.js"
 import {
   type CgroupHost, describeController, endLeftovers, LaunchCgroups, leftoverName, probeController, realHost, versionOf
 } from "../../src/sandbox/cgroups.js"

@@ -76,7 +76,7 @@ describe("runs", () => {
     const copy = Path.join(world.dir, "copy.fossil")
     Fs.copyFileSync(world.repository, copy)
     const { runTool } = await import("../../src/tools/runTool.js")
-    const { capabilitiesOf } = await import("../../src/cli/repositoryCapabilities.js")
+    const { capabilitiesOf } = await import("../../src/adapters/cli/repositoryCapabilities.js")
     const Effect = await import("effect/Effect")
     const call = async () => Effect.runPromise(runTool(runs, { limit: 0 }, {
       caller: { user: users.admin.login, capabilities: await Effect.runPromise(capabilitiesOf(copy, users.admin.login)), sandboxed: false },

@@ -23,7 +23,8 @@ let world: NodeWorld
 beforeAll(async () => {
   world = await makeNodeWorld()
   // the points run at once, and a node keeps one run per process user: each point has its own user
-  await addUsers(world.repository, crashPoints.map((point) => ({ login: processUserOf(point), capabilities: "oi", password: `${point}-pw` })))
+  await addUsers(world.repository, [...crashPoints.map((point) => ({ login: processUserOf(point), capabilities: "oi", password: `${point}-pw` })),
+    { login: "crash-again", capabilities: "oi", password: "again-pw" }])
 }, 60_000)
 afterAll(async () => {
   await world?.close()
@@ -101,4 +102,24 @@ describe("a watcher killed at any point", () => {
     },
     240_000
   )
+})
+
+describe("a watcher started again for a run whose watcher was killed while it ran", () => {
+  it("finds the run's lock free and answers it lost itself, in Life.decide's words", async () => {
+    const run = await world.post(shellRun(world, "", {
+      user: "crash-again",
+      command: ["sh", "-c", "echo launched >> $$workspace$$/launches; sleep 0.3"]
+    }))
+    expect((await world.watch(run, { OCX2_CRASH_AT: "running" })).signal).toBe("SIGKILL")
+    expect(await world.watch(run)).toEqual({ code: 0, signal: null })
+    const log = Fs.readFileSync(Path.join(world.root, "care", `${run}.log`), "utf8")
+    expect(log).toMatch(/started counts and no watcher holds the run: answering lost/)
+    const ended = (await world.thread(run)).flatMap((post) => {
+      const reading = readMessage(post.text)
+      return reading._tag === "Message" && reading.re === run && reading.kind === "ended" ? [reading.content] : []
+    })
+    expect(ended).toEqual([{ outcome: "lost", note: "its watcher ended without writing ended" }])
+    expect((await reports(run)).sort()).toEqual(["ended", "started"])
+    expect(launches(run)).toBe(1)
+  }, 60_000)
 })

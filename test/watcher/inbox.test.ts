@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest"
 import { arrivalOf, whereSomeSessionListens } from "../../src/node/Deliveries.js"
-import type { SessionFile } from "../../src/node/SessionFiles.js"
+import type { SessionFile } from "../../src/care/SessionFiles.js"
 import { deliveryLine } from "../../src/protocol/Subscriptions.js"
 import { defaultDeliveryDiskBound, deliveryDiskBound, parseInboxLine } from "../../src/watcher/Inbox.js"
 import { defaultDeliveryBound, deliveryBound } from "../../src/watcher/Session.js"

@@ -5,8 +5,7 @@ import { cardValue, parseArtifact } from "../../fossil/Artifact.js"
 import { content } from "../../fossil/Content.js"
 import * as Read from "../../fossil/Read.js"
 import { isAdminOrSetup } from "../../protocol/Senders.js"
-import type { OperationsLog } from "../Operations.js"
-import { refuse, Refused } from "./finishTool.js"
+import { type Act, CallRefused, refuse } from "../../operations/Operations.js"
 import { servedBaseUrls } from "./repositoryFile.js"
 
 // create's first layer, the pattern (seed 001, "Write a run").
@@ -93,7 +92,7 @@ export const firstJsonBlock = (text: string): string | undefined => {
 const isObject = (value: unknown): value is Readonly<Record<string, unknown>> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
-const fieldsOfText = (text: string, source: string): Effect.Effect<Readonly<Record<string, unknown>>, Refused> => {
+const fieldsOfText = (text: string, source: string): Effect.Effect<Readonly<Record<string, unknown>>, CallRefused> => {
   const block = firstJsonBlock(text)
   if (block === undefined) return refuse(`the pattern ${source} holds no fenced json block`)
   let value: unknown
@@ -141,7 +140,7 @@ export const wikiVersionByAdmin = (repository: string, page: string): { readonly
   }
 }
 
-const fetchText = (url: URL): Effect.Effect<string, Refused> =>
+const fetchText = (url: URL): Effect.Effect<string, CallRefused> =>
   Effect.tryPromise({
     try: async () => {
       const response = await fetch(url, { redirect: "follow", signal: AbortSignal.timeout(15_000) })
@@ -152,29 +151,29 @@ const fetchText = (url: URL): Effect.Effect<string, Refused> =>
     },
     catch: (e) => {
       const error = e as Error & { cause?: Error }
-      return new Refused(`the pattern ${url.href} cannot be fetched: ${error.cause?.message ?? error.message}`)
+      return new CallRefused({ message: `the pattern ${url.href} cannot be fetched: ${error.cause?.message ?? error.message}` })
     }
   })
 
 /** Reads a pattern's fields; every step is a read, done in a dry run too. */
-export const readPattern = (pattern: string, served: string, log: OperationsLog): Effect.Effect<PatternRead, Refused> =>
+export const readPattern = (pattern: string, served: string, act: Act): Effect.Effect<PatternRead, CallRefused> =>
   Effect.gen(function*() {
-    const source = patternSource(pattern, yield* Effect.try({ try: () => servedBaseUrls(served), catch: (e) => new Refused(`${served}: ${(e as Error).message}`) }))
+    const source = patternSource(pattern, yield* Effect.try({ try: () => servedBaseUrls(served), catch: (e) => new CallRefused({ message: `${served}: ${(e as Error).message}` }) }))
     if (typeof source === "string") return yield* refuse(source)
     if (source._tag === "Url") {
       const text = yield* fetchText(source.url)
-      log.note("pattern", `fetched ${source.url.href} without signing in`)
+      act.note("pattern", `fetched ${source.url.href} without signing in`)
       return { fields: yield* fieldsOfText(text, source.url.href), source: source.url.href }
     }
     const { version, passedBy } = yield* Effect.try({
       try: () => wikiVersionByAdmin(served, source.page),
-      catch: (e) => new Refused(`the wiki page ${source.page} cannot be read: ${(e as Error).message}`)
+      catch: (e) => new CallRefused({ message: `the wiki page ${source.page} cannot be read: ${(e as Error).message}` })
     })
     const others = passedBy === 0 ? "" : ` (${passedBy} newer version${passedBy === 1 ? "" : "s"} by users without admin or setup passed by)`
     if (version === undefined) {
       return yield* refuse(`the pattern ${source.page}: no version of that wiki page of the served repository was written by a user holding admin or setup${others}`)
     }
-    log.note("pattern", `read wiki page ${source.page} of the served repository: version ${version.hash} by ${version.sender}${others}`)
+    act.note("pattern", `read wiki page ${source.page} of the served repository: version ${version.hash} by ${version.sender}${others}`)
     const fields = yield* fieldsOfText(version.text, `wiki page ${source.page}`)
     return { fields, source: `wiki/${source.page}`, version: version.hash, sender: version.sender }
   })

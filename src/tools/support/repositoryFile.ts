@@ -5,7 +5,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Repository, type ReadError } from "../../../services/Repository.js"
 import type { ToolContext } from "../Tool.js"
-import { refuse, type Refused } from "./finishTool.js"
+import { type CallRefused, refuse } from "../../operations/Operations.js"
 
 // Which repository file a call acts on, and whether it is the served repository or a clone.
 //
@@ -44,7 +44,7 @@ const config = (path: string): Map<string, string> => {
 }
 
 /** The repository file named for the call, with its role; refused when none is named or it cannot be read. */
-export const repositoryFile = (tool: string, context: ToolContext): Effect.Effect<RepositoryFile, Refused> =>
+export const repositoryFile = (tool: string, context: ToolContext): Effect.Effect<RepositoryFile, CallRefused> =>
   Effect.suspend(() => {
     if (context.repository === undefined) {
       return refuse(`${tool} acts on a repository file, and none was named (ocx2 --repository FILE; OCX_REPOSITORY for ocx2-mcp)`)
@@ -75,7 +75,7 @@ export const repositoryFile = (tool: string, context: ToolContext): Effect.Effec
   })
 
 /** The served repository, or a refusal saying the tool acts there and not on a clone. */
-export const servedFile = (tool: string, context: ToolContext): Effect.Effect<ServedFile, Refused> =>
+export const servedFile = (tool: string, context: ToolContext): Effect.Effect<ServedFile, CallRefused> =>
   Effect.flatMap(repositoryFile(tool, context), (file) =>
     file.role === "served"
       ? Effect.succeed(file)
@@ -104,7 +104,7 @@ export const writingUser = (
   tool: string,
   context: ToolContext,
   file: RepositoryFile
-): Effect.Effect<string, Refused | ReadError, Repository> =>
+): Effect.Effect<string, CallRefused | ReadError, Repository> =>
   Effect.gen(function*() {
     const caller = context.caller.user
     if (caller === undefined) return yield* refuse(`${tool} writes as your user, and this call names none: sign in`)

@@ -4,17 +4,17 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { PassThrough } from "node:stream"
 import { afterAll, describe, expect, it } from "vitest"
-import { frontDoor } from "../../src/cli/front.js"
-import { lookOf, plainLook, rootHelp, toolHelp } from "../../src/cli/help.js"
-import { readJsonArgument } from "../../src/cli/jsonArgument.js"
-import { repositoryFileProblem } from "../../src/cli/caller.js"
-import { usage } from "../../src/tools/fields.js"
-import { tools } from "../../src/tools/registry.js"
-import { offeredBy } from "../../src/tools/Tool.js"
-import { makeTempDir } from "../support/fossilServer.js"
+import { frontDoor } from "../../../src/adapters/cli/front.js"
+import { lookOf, plainLook, rootHelp, toolHelp } from "../../../src/adapters/cli/help.js"
+import { readJsonArgument } from "../../../src/adapters/cli/jsonArgument.js"
+import { repositoryFileProblem } from "../../../src/adapters/cli/caller.js"
+import { usage } from "../../../src/tools/fields.js"
+import { tools } from "../../../src/tools/registry.js"
+import { offeredBy } from "../../../src/tools/Tool.js"
+import { makeTempDir } from "../../support/fossilServer.js"
 
 // The command line's front door, in-process: where ocx2's own options may stand, what help
-// looks like, and the errors it gives. test/cli/program.test.ts runs the bundled program itself.
+// looks like, and the errors it gives. test/adapters/cli/program.test.ts runs the bundled program itself.
 
 const cliTools = offeredBy("cli", tools)
 const front = (...args: Array<string>) => frontDoor(args, cliTools)

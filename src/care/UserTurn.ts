@@ -3,7 +3,8 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Effect from "effect/Effect"
 import { CareDirectory } from "../../services/CareDirectory.js"
-import { clearHanded, handedLately, markHanded, readWaiting, takeNextWaiting, type WaitingRun } from "./ProcessUserFiles.js"
+import * as Option from "effect/Option"
+import type { WaitingRun } from "./ProcessUserFiles.js"
 
 // A process user's turn (one run of the user's in care at a time, 2.13) is passed on by whoever
 // sees it free: the watcher whose run is over, a watcher handed a run it did not take, the round
@@ -28,7 +29,7 @@ const takeTurn = (careDir: string, user: string): number | undefined => {
   return undefined
 }
 
-/** `effect` run holding the user's turn; `hold: false` (a dry run) takes nothing. */
+/** `effect` run holding the user's turn; `hold: false` (a dry run) takes nothing (CareDirectory's `withTurn`). */
 export const withTurn = <A, E, R>(careDir: string, user: string, effect: Effect.Effect<A, E, R>, hold = true) =>
   Effect.acquireUseRelease(
     Effect.sync(() => (hold ? takeTurn(careDir, user) : undefined)),
@@ -53,15 +54,16 @@ export const withTurn = <A, E, R>(careDir: string, user: string, effect: Effect.
 export const passTurn = (user: string, own?: string) =>
   Effect.gen(function*() {
     const care = yield* CareDirectory
-    return yield* withTurn(care.path, user, Effect.gen(function*() {
-      if (own !== undefined) clearHanded(care.path, user, own)
+    return yield* care.withTurn(user, Effect.gen(function*() {
+      if (own !== undefined) yield* care.clearHanded(user, own)
       const none = { next: undefined as WaitingRun | undefined, dropped: 0 }
       if (yield* care.userBusy(user)) return none
-      if (handedLately(care.path, user) !== undefined) return none
-      const first = readWaiting(care.path, user)[0]
+      if (Option.isSome(yield* care.handedLately(user))) return none
+      const first = (yield* care.waiting(user))[0]
       if (first !== undefined && (yield* care.probe(first.run).pipe(Effect.orElseSucceed(() => "absent" as const))) === "alive") return none
-      const taken = takeNextWaiting(care.path, user)
-      if (taken.next !== undefined) markHanded(care.path, user, taken.next.run)
+      // a file that cannot be taken is a defect here, as it always was: the callers log the cause
+      const taken = yield* care.takeNextWaiting(user).pipe(Effect.orDie)
+      if (taken.next !== undefined) yield* care.markHanded(user, taken.next.run)
       return taken
     }))
   })

@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import type { Caller } from "../tools/Tool.js"
+import type { Caller } from "../../tools/Tool.js"
 
 // Who is calling from the command line or from ocx2-mcp: the user named (--user, or OCX_USER for
 // MCP), else the user the clone named by the repository remembers, else the account's USER; with

@@ -2,15 +2,15 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { tools } from "../../src/tools/registry.js"
-import { offeredBy } from "../../src/tools/Tool.js"
-import { createRepository, makeTempDir } from "../support/fossilServer.js"
+import { tools } from "../../../src/tools/registry.js"
+import { offeredBy } from "../../../src/tools/Tool.js"
+import { createRepository, makeTempDir } from "../../support/fossilServer.js"
 
 // The bundled program (npm test builds dist/ first), as a person or a script runs it: its
 // standard output a pipe, once with NO_COLOR=1. Issue 11: ocx2's own options after the tool's
 // name (defect 3); help, errors and exit statuses (defect 6).
 
-const program = Path.join(import.meta.dirname, "../../dist/ocx2.mjs")
+const program = Path.join(import.meta.dirname, "../../../dist/ocx2.mjs")
 const cliTools = offeredBy("cli", tools)
 
 interface Ran {

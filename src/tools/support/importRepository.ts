@@ -4,16 +4,15 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { Hosts } from "../../services/Hosts.js"
-import { runFossil } from "../fossil/Command.js"
-import { openDatabase } from "../fossil/Sqlite.js"
-import { canonicalRepository } from "../node/HookFiles.js"
-import { readHooks, runsOcx2Hook, backofficeOf, programOfHook, setBackofficeDisable, startPoller } from "../node/HookInstall.js"
-import { OperationsLog } from "../tools/Operations.js"
-import { finishTool, refuse, Refused } from "../tools/support/finishTool.js"
-import type { Handled, ToolContext } from "../tools/Tool.js"
-import { exportNow } from "./ExportRun.js"
-import { ImportFailed, type Imported, importInSandbox } from "./ImportSandbox.js"
+import { Hosts } from "../../../services/Hosts.js"
+import { runFossil } from "../../fossil/Command.js"
+import { openDatabase } from "../../fossil/Sqlite.js"
+import { canonicalRepository } from "../../node/HookFiles.js"
+import { readHooks, runsOcx2Hook, backofficeOf, programOfHook, setBackofficeDisable, startPoller } from "../../node/HookInstall.js"
+import { CallRefused, finish, type Handled, recording, refuse } from "../../operations/Operations.js"
+import type { ToolContext } from "../Tool.js"
+import { exportNow } from "../../git/ExportRun.js"
+import { ImportFailed, type Imported, importInSandbox } from "../../git/ImportSandbox.js"
 
 // import (seed 001, "Import a git repository"): a new repository of a git repository, beside the
 // served one, served beside it, its git export seeded with the upstream's own commits, its admin
@@ -77,7 +76,7 @@ const config = (repository: string, names: ReadonlyArray<string>): Map<string, s
 
 const fossil = (args: ReadonlyArray<string>, user: string) =>
   Effect.flatMap(Effect.promise(() => runFossil(args, { user })), (r) =>
-    r.code === 0 ? Effect.succeed(r.stdout) : Effect.fail(new ImportFailed(`fossil ${args[0]} ${args[1] ?? ""}: ${(r.stderr + r.stdout).trim().split("\n").slice(-3).join("; ")}`)))
+    r.code === 0 ? Effect.succeed(r.stdout) : Effect.fail(new ImportFailed({ message: `fossil ${args[0]} ${args[1] ?? ""}: ${(r.stderr + r.stdout).trim().split("\n").slice(-3).join("; ")}` })))
 
 const gitIn = (dir: string, args: ReadonlyArray<string>) =>
   Effect.try({
@@ -89,7 +88,7 @@ const gitIn = (dir: string, args: ReadonlyArray<string>) =>
       if (r.status !== 0) throw new Error((r.stderr ?? "").trim() || `exited ${r.status}`)
       return r.stdout
     },
-    catch: (e) => new ImportFailed(`git ${args[0]}: ${(e as Error).message}`)
+    catch: (e) => new ImportFailed({ message: `git ${args[0]}: ${(e as Error).message}` })
   })
 
 /**
@@ -125,7 +124,7 @@ const seedMirror = (mirror: string, imported: Imported) =>
           db.close()
         }
       },
-      catch: (e) => new ImportFailed(`the git export's mirror state: ${(e as Error).message}`)
+      catch: (e) => new ImportFailed({ message: `the git export's mirror state: ${(e as Error).message}` })
     })
   })
 
@@ -144,7 +143,7 @@ const urlFor = (servedUrl: string | undefined, name: string): string | undefined
 }
 
 export const importRepository = (input: ImportInput, context: ToolContext): Effect.Effect<Handled<ImportOutput>, never, Hosts> => {
-  const log = new OperationsLog(context.dryRun)
+  const act = recording(context.dryRun)
   // what was made so far, undone in reverse when a later step fails
   const undo: Array<{ readonly what: string; readonly effect: Effect.Effect<unknown, unknown> }> = []
   const program = Effect.gen(function*() {
@@ -178,14 +177,14 @@ export const importRepository = (input: ImportInput, context: ToolContext): Effe
     }
     const mirror = Path.join(mirrors, input.name)
     if (Fs.existsSync(mirror)) return yield* refuse(`the git export ${mirror} is already there`)
-    const hooks = (yield* readHooks(served).pipe(Effect.mapError((e) => new Refused(e.message)))).filter((h) => runsOcx2Hook(h.command))
+    const hooks = (yield* readHooks(served).pipe(Effect.mapError((e) => new CallRefused({ message: e.message })))).filter((h) => runsOcx2Hook(h.command))
     const group = settings.get("login-group-name")
     const groupName = group !== undefined && group !== "" ? group : Path.parse(served).name
     const url = urlFor(settings.get("email-url"), input.name)
-    log.note("upstream", upstream.local !== undefined ? `the directory ${upstream.local}, read-only in the sandbox` : `${upstream.url}, fetched from the sandbox`)
+    act.note("upstream", upstream.local !== undefined ? `the directory ${upstream.local}, read-only in the sandbox` : `${upstream.url}, fetched from the sandbox`)
 
     const work = Path.join(Path.dirname(served), `.${input.name}.ocx2-import.${process.pid}`)
-    const imported = yield* log.perform("import", `in a sandbox: git clone --bare ${upstream.url}; git fast-export --all | fossil import --git -A ${caller}, its own branch as trunk`,
+    const imported = yield* act("import", `in a sandbox: git clone --bare ${upstream.url}; git fast-export --all | fossil import --git -A ${caller}, its own branch as trunk`,
       Effect.gen(function*() {
         Fs.mkdirSync(work, { mode: 0o700 })
         undo.push({ what: `remove ${work}`, effect: Effect.sync(() => Fs.rmSync(work, { recursive: true, force: true })) })
@@ -194,46 +193,46 @@ export const importRepository = (input: ImportInput, context: ToolContext): Effe
           Effect.provide((yield* Hosts).sandbox())
         )
       }))
-    yield* log.perform("place", `${repository}, its admin ${caller} (its password random and kept nowhere)`, Effect.try({
+    yield* act("place", `${repository}, its admin ${caller} (its password random and kept nowhere)`, Effect.try({
       try: () => {
         // a link fails rather than replace one that appeared meanwhile; one name only, as SQLite wants
         Fs.linkSync(imported!.repository, repository)
         undo.push({ what: `remove ${repository}`, effect: Effect.sync(() => Fs.rmSync(repository, { force: true })) })
         Fs.unlinkSync(imported!.repository)
       },
-      catch: (e) => new ImportFailed(`${repository}: ${(e as Error).message}`)
+      catch: (e) => new ImportFailed({ message: `${repository}: ${(e as Error).message}` })
     }))
-    yield* log.perform("export", `git export in ${mirror}, seeded with the upstream's commits, ${imported?.mainBranch ?? "its own branch"} as trunk`, Effect.gen(function*() {
+    yield* act("export", `git export in ${mirror}, seeded with the upstream's commits, ${imported?.mainBranch ?? "its own branch"} as trunk`, Effect.gen(function*() {
       Fs.mkdirSync(mirror)
       undo.push({ what: `remove ${mirror}`, effect: Effect.sync(() => Fs.rmSync(mirror, { recursive: true, force: true })) })
       yield* seedMirror(mirror, imported!)
       const result = yield* Effect.promise(() => exportNow(repository, { mirror, waitSeconds: 60, user: caller }))
-      if (result._tag !== "Exported") return yield* Effect.fail(new ImportFailed(`the first export into ${mirror}: ${"said" in result ? result.said : result._tag}`))
+      if (result._tag !== "Exported") return yield* Effect.fail(new ImportFailed({ message: `the first export into ${mirror}: ${"said" in result ? result.said : result._tag}` }))
     }))
     const hookWords = hooks.length === 0 ? "none: the served repository has no ocx2-hook" : hooks.map((h) => `${h.type}: ${h.command}`).join("; ")
     for (const h of hooks) {
-      yield* log.perform("hook", `fossil hook add --type ${h.type} --command "${h.command}" -R ${repository}`, fossil(["hook", "add", "--type", h.type, "--command", h.command, "-R", repository], caller))
+      yield* act("hook", `fossil hook add --type ${h.type} --command "${h.command}" -R ${repository}`, fossil(["hook", "add", "--type", h.type, "--command", h.command, "-R", repository], caller))
     }
     if (hooks.length > 0) {
-      const backoffice = yield* backofficeOf(served).pipe(Effect.mapError((e) => new ImportFailed(e.message)))
+      const backoffice = yield* backofficeOf(served).pipe(Effect.mapError((e) => new ImportFailed({ message: e.message })))
       if (backoffice.disabled && backoffice.pollers.length > 0) {
         // the node's poller, run by the served repository's ocx2-hook (docs/locks.md: Fossil's own refuses people's posts)
         const program = programOfHook(hooks[0]!.command) ?? "ocx2-hook"
-        yield* log.perform("fast", `backoffice-disable on and ${program} --poll ${repository}, as the served repository's`,
+        yield* act("fast", `backoffice-disable on and ${program} --poll ${repository}, as the served repository's`,
           Effect.gen(function*() {
-            yield* setBackofficeDisable(repository).pipe(Effect.mapError((e) => new ImportFailed(e.message)))
-            const pid = yield* startPoller(repository, program).pipe(Effect.mapError((e) => new ImportFailed(e.message)))
+            yield* setBackofficeDisable(repository).pipe(Effect.mapError((e) => new ImportFailed({ message: e.message })))
+            const pid = yield* startPoller(repository, program).pipe(Effect.mapError((e) => new ImportFailed({ message: e.message })))
             undo.push({ what: `end the poller ${pid}`, effect: Effect.sync(() => process.kill(pid, "SIGTERM")) })
           }))
       }
     }
     if (url !== undefined) {
-      yield* log.perform("email-url", `${url}, the served one's with ${input.name}`, fossil(["sql", "-R", repository, `REPLACE INTO config(name, value, mtime) VALUES('email-url', '${url.replace(/'/g, "''")}', now())`], caller))
+      yield* act("email-url", `${url}, the served one's with ${input.name}`, fossil(["sql", "-R", repository, `REPLACE INTO config(name, value, mtime) VALUES('email-url', '${url.replace(/'/g, "''")}', now())`], caller))
     } else {
-      log.note("email-url", `the served repository has none: its administrator sets ${repository}'s`)
+      act.note("email-url", `the served repository has none: its administrator sets ${repository}'s`)
     }
     // last, so that little can fail after it; undone first
-    yield* log.perform("login group", `${repository} joins ${groupName}${group === undefined || group === "" ? ", made of it and the served repository" : ""}`,
+    yield* act("login group", `${repository} joins ${groupName}${group === undefined || group === "" ? ", made of it and the served repository" : ""}`,
       Effect.gen(function*() {
         undo.push({ what: "leave the login group", effect: leaveGroup(repository, served, group === undefined || group === "", caller) })
         yield* fossil(["login-group", "join", "-R", repository, "--name", groupName, served], caller)
@@ -245,7 +244,7 @@ export const importRepository = (input: ImportInput, context: ToolContext): Effe
     } satisfies ImportOutput
   })
   // undone on any end but success: a refusal, a failure, or a defect (a throw, a promise rejected)
-  return finishTool(log, program.pipe(
+  return finish(act, program.pipe(
     Effect.tapErrorCause(() =>
       Effect.forEach([...undo].reverse(), (step) => step.effect.pipe(Effect.catchAllCause(() => Effect.void)), { discard: true }))
   ))

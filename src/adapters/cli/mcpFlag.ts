@@ -1,4 +1,4 @@
-import { loadSibling } from "../siblings.js"
+import { loadSibling } from "../../siblings.js"
 
 // `ocx2 --mcp`, so a program's own configuration can start the tools as `ocx2 --mcp` where
 // ocx2-mcp is not installed. Loaded only when --mcp is given, from the MCP server's bundle beside
@@ -11,7 +11,7 @@ export interface McpFlag {
   readonly user: string | undefined
 }
 
-type McpModule = typeof import("../adapters/Mcp.js")
+type McpModule = typeof import("../Mcp.js")
 
 const loadMcp = (): Promise<McpModule> => {
   const fromSource = "../adapters/Mcp.js" // not followed by the bundler

@@ -1,9 +1,9 @@
-import { tools } from "../tools/registry.js"
-import { stateWords } from "../adapters/outputPages.js"
-import type { ReadOutput } from "../tools/read.js"
-import type { RunsOutput } from "../tools/runs.js"
-import type { WatchOutput } from "../tools/watch.js"
-import type { Answer, Tool } from "../tools/Tool.js"
+import { tools } from "../../tools/registry.js"
+import { stateWords } from "../outputPages.js"
+import type { ReadOutput } from "../../tools/read.js"
+import type { RunsOutput } from "../../tools/runs.js"
+import type { WatchOutput } from "../../tools/watch.js"
+import type { Answer, Tool } from "../../tools/Tool.js"
 import { type Look, plainLook, toolHelp, wrap, wrapUsage } from "./help.js"
 
 // Text for people; --json prints the answer itself. Known outputs read as prose, others as key: value.

@@ -2,18 +2,18 @@ import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { readHooks } from "../../src/node/HookInstall.js"
-import { hook } from "../../src/tools/hook.js"
-import { unhook } from "../../src/tools/unhook.js"
+import { readHooks } from "../../../src/node/HookInstall.js"
+import { hook } from "../../../src/tools/hook.js"
+import { unhook } from "../../../src/tools/unhook.js"
 import * as Effect from "effect/Effect"
-import { users } from "../support/nodeWorld.js"
-import { closeHookWorld, makeHookWorld, type HookWorld } from "../node/hookWorld.js"
+import { users } from "../../support/nodeWorld.js"
+import { closeHookWorld, makeHookWorld, type HookWorld } from "../../node/hookWorld.js"
 
 // `ocx2 hook --node USER --check` (issue 11, defect 3): the node's start on the server's host,
 // the restart recovery `node --check` is on a clone's, offered by the bundled program with
 // ocx2's own options after the tool's name.
 
-const program = Path.join(import.meta.dirname, "../../dist/ocx2.mjs")
+const program = Path.join(import.meta.dirname, "../../../dist/ocx2.mjs")
 const ocx2 = async (...args: Array<string>) => {
   try {
     const { stdout, stderr } = await promisify(ChildProcess.execFile)("node", [program, ...args], { env: { ...process.env, USER: "root" } })

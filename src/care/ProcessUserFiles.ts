@@ -123,7 +123,7 @@ export const takeNextWaiting = (careDir: string, user: string): { readonly next:
 /**
  * Takes `run` out of the user's waiting runs (a watcher that wrote its run down and then took the
  * lock after all): left there, the run would be handed on again once it is over. Called holding
- * the user's turn (src/node/UserTurn.ts), as every writer of the file is.
+ * the user's turn (src/care/UserTurn.ts), as every writer of the file is.
  */
 export const removeWaiting = (careDir: string, user: string, run: string): void => {
   const file = userPath(careDir, user, "waiting")

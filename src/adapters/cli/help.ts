@@ -1,5 +1,5 @@
-import { type Field, fieldsOf, metavar, optionName, takesObject, usage } from "../tools/fields.js"
-import type { Tool } from "../tools/Tool.js"
+import { type Field, fieldsOf, metavar, optionName, takesObject, usage } from "../../tools/fields.js"
+import type { Tool } from "../../tools/Tool.js"
 import { builtInOptions, globalOptions } from "./front.js"
 
 // Help for people, rendered from the tool definitions (not by @effect/cli, whose help is coloured

@@ -3,7 +3,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { appendWaitingOnce, readWaiting, removeWaiting, takeNextWaiting } from "../../src/node/ProcessUserFiles.js"
+import { appendWaitingOnce, readWaiting, removeWaiting, takeNextWaiting } from "../../src/care/ProcessUserFiles.js"
 
 const care = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-waiting-"))
 afterAll(() => Fs.rmSync(care, { recursive: true, force: true }))

@@ -2,28 +2,28 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { Hosts } from "../../services/Hosts.js"
-import { rootOfProgram, releasePaths } from "../release/ReleasePaths.js"
-import { Refusal, rootOfCall } from "../release/Served.js"
-import { describeController, realHost, versionOf } from "../sandbox/cgroups.js"
-import { hostTools } from "../sandbox/hostTools.js"
-import type { HostCapabilities } from "../../services/SandboxLauncher.js"
-import { OperationsLog } from "../tools/Operations.js"
-import type { Handled, ToolContext } from "../tools/Tool.js"
-import { canonicalRepository, hookLogOf, lastHookLogEntry, nodeOf, nodesFileOf, writeNode } from "./HookFiles.js"
+import { Hosts } from "../../../services/Hosts.js"
+import { rootOfProgram, releasePaths } from "../../release/ReleasePaths.js"
+import { describeController, realHost, versionOf } from "../../sandbox/cgroups.js"
+import { hostTools } from "../../sandbox/hostTools.js"
+import type { HostCapabilities } from "../../../services/SandboxLauncher.js"
+import { finish, recording, refuse } from "../../operations/Operations.js"
+import type { ToolContext } from "../Tool.js"
+import { rootOfCall } from "./releaseCall.js"
+import { canonicalRepository, hookLogOf, lastHookLogEntry, nodeOf, nodesFileOf, writeNode } from "../../node/HookFiles.js"
 import {
   addHook, backofficeOf, deleteHook, type FossilHook, hookCommandOf, HookError, readHooks, readUser, repositoryUrl,
   runsOcx2Hook, setBackofficeDisable, startPoller, endPoller
-} from "./HookInstall.js"
-import type { NodeConfig } from "./NodeConfig.js"
-import { waitingRuns } from "./ProcessUserFiles.js"
-import { readSessionFiles } from "./SessionFiles.js"
-import { runningSupervisor } from "./SupervisorFiles.js"
-import { type Act, startNode, watcherOf } from "./Round.js"
-import { finishLeftOutboxes } from "./Recovery.js"
+} from "../../node/HookInstall.js"
+import type { NodeConfig } from "../../node/NodeConfig.js"
+import { waitingRuns } from "../../care/ProcessUserFiles.js"
+import { readSessionFiles } from "../../care/SessionFiles.js"
+import { runningSupervisor } from "../../node/SupervisorFiles.js"
+import { startNode, watcherOf } from "../../node/Round.js"
+import { finishLeftOutboxes } from "../../node/Recovery.js"
 
-// hook, unhook and status (seed 001, "Install or remove the hook"): what each does, once; the
-// tools in src/tools only name them.
+// hook, unhook and status (seed 001, "Install or remove the hook"): what each does, once, and
+// the schemas they share; the tools' files (hook.ts, unhook.ts, status.ts) name them.
 
 const optionalText = (description: string) => Schema.optionalWith(Schema.String.annotations({ description }), { exact: true })
 
@@ -148,25 +148,13 @@ export const StatusOutput = Schema.Struct({
 })
 export type StatusOutput = typeof StatusOutput.Type
 
-type Failure = Refusal | HookError | { readonly _tag: string; readonly message: string }
-
-const finishHook = <O, R>(log: OperationsLog, program: Effect.Effect<O, Failure, R>): Effect.Effect<Handled<O>, never, R> =>
-  program.pipe(
-    Effect.map((output): Handled<O> => ({ operations: log.operations, output })),
-    Effect.catchAll((failure) =>
-      Effect.succeed<Handled<O>>({
-        operations: log.operations,
-        stopped: { reason: failure._tag === "Refusal" ? "refused" : "failed", message: failure.message }
-      }))
-  )
-
 const servedRepository = (tool: string, context: ToolContext) =>
   Effect.gen(function*() {
     if (context.repository === undefined) {
-      return yield* Effect.fail(new Refusal(`${tool} acts on the served repository: name it with --repository REPO before the tool's name`))
+      return yield* refuse(`${tool} acts on the served repository: name it with --repository REPO before the tool's name`)
     }
     const repository = canonicalRepository(context.repository)
-    if (!Fs.existsSync(repository)) return yield* Effect.fail(new Refusal(`no repository file ${repository}`))
+    if (!Fs.existsSync(repository)) return yield* refuse(`no repository file ${repository}`)
     return repository
   })
 
@@ -175,79 +163,78 @@ const describeHook = (h: FossilHook) => `${h.type}: ${h.command}`
 
 /** hook [--node USER [--check]] [--root ROOT] [--server-url URL] [--fast] */
 export const installHook = (input: HookInput, context: ToolContext, programPath: string | undefined) => {
-  const log = new OperationsLog(context.dryRun)
-  const act: Act = (op, detail, effect) => log.perform(op, detail, effect)
-  return finishHook(log, Effect.gen(function*() {
+  const act = recording(context.dryRun)
+  return finish(act, Effect.gen(function*() {
     const hosts = yield* Hosts
     const repository = yield* servedRepository("hook", context)
     const root = yield* rootOfCall("hook", input.root, programPath, context.entryPoint)
     if (input.check === true && input.node === undefined) {
       // the node's start decides the runs of one node user, and the call names it
       const recorded = nodeOf(root, repository)
-      return yield* Effect.fail(new Refusal(
+      return yield* refuse(
         `hook --check is the node starting, and decides the open runs of its node user: name it with --node USER` +
           (recorded !== undefined ? ` (${nodesFileOf(root)} names ${recorded.user} for ${repository}: hook --node ${recorded.user} --check)` : "")
-      ))
+      )
     }
     const paths = releasePaths(root)
     if (!Fs.existsSync(paths.current)) {
-      return yield* Effect.fail(new Refusal(`${root} serves no release (${paths.current} is missing): the hook would run nothing; stage and accept a release first`))
+      return yield* refuse(`${root} serves no release (${paths.current} is missing): the hook would run nothing; stage and accept a release first`)
     }
     if (!Fs.existsSync(paths.hook)) {
-      return yield* Effect.fail(new Refusal(`${paths.hook} does not reach a program: the hook would run nothing; accept a release that holds ocx2-hook`))
+      return yield* refuse(`${paths.hook} does not reach a program: the hook would run nothing; accept a release that holds ocx2-hook`)
     }
     const command = hookCommandOf(root)
     const hooks = yield* readHooks(repository)
     const ours = hooks.filter((h) => runsOcx2Hook(h.command))
     let state: "installed" | "unchanged" = "unchanged"
     if (ours.length === 1 && ours[0]!.command === command && ours[0]!.type === "after-receive") {
-      log.note("hook", `already installed on ${repository}: ${command}`)
+      act.note("hook", `already installed on ${repository}: ${command}`)
     } else {
       // from the highest index down, so each index still names its hook
       for (const h of [...ours].sort((a, b) => b.index - a.index)) {
-        yield* log.perform("unhook", `fossil hook delete ${h.index} -R ${repository} (it ran ${h.command})`, deleteHook(repository, h.index))
+        yield* act("unhook", `fossil hook delete ${h.index} -R ${repository} (it ran ${h.command})`, deleteHook(repository, h.index))
       }
-      yield* log.perform("hook", `fossil hook add --type after-receive --command "${command}" -R ${repository}`, addHook(repository, command))
+      yield* act("hook", `fossil hook add --type after-receive --command "${command}" -R ${repository}`, addHook(repository, command))
       state = "installed"
     }
-    for (const h of others(hooks)) log.note("other hook", `left as it is: ${describeHook(h)}`)
+    for (const h of others(hooks)) act.note("other hook", `left as it is: ${describeHook(h)}`)
 
     let runs: HookOutput["runs"]
     let why: string | undefined
     if (input.node !== undefined) {
       const user = yield* readUser(repository, input.node)
-      if (user === undefined) return yield* Effect.fail(new Refusal(`no user ${input.node} in ${repository}: create it, holding no capability of its own`))
+      if (user === undefined) return yield* refuse(`no user ${input.node} in ${repository}: create it, holding no capability of its own`)
       if (/[as]/.test(user.capabilities)) {
-        return yield* Effect.fail(new Refusal(`${input.node} holds admin or setup (${user.capabilities}): a node user holds no capability of its own`))
+        return yield* refuse(`${input.node} holds admin or setup (${user.capabilities}): a node user holds no capability of its own`)
       }
       const serverUrl = input.serverUrl ?? (yield* repositoryUrl(repository))
-      yield* log.perform("node", `${nodesFileOf(root)}: ${repository} is node ${input.node}${serverUrl !== undefined ? ` at ${serverUrl}` : ""}`,
+      yield* act("node", `${nodesFileOf(root)}: ${repository} is node ${input.node}${serverUrl !== undefined ? ` at ${serverUrl}` : ""}`,
         Effect.sync(() => writeNode(root, repository, { user: input.node!, ...(serverUrl !== undefined ? { serverUrl } : {}) })))
       const config: NodeConfig = { root, repository, nodeUser: input.node, serverUrl, passwordsFile: undefined }
       why = input.check === true
         ? "asked with --check: the node starts, and every open run for its user is decided again"
         : "installing with --node is the node starting: every open run for its user is decided"
-      log.note("check", `${why} (${input.node})`)
+      act.note("check", `${why} (${input.node})`)
       // what dead watchers left unsent (kept logs after an ended that counts, say) goes first
       const left = yield* finishLeftOutboxes(act).pipe(
         Effect.provide(hosts.served(config)),
-        Effect.mapError((e) => new HookError(`the node could not send what its watchers left: ${String((e as { message?: unknown }).message ?? e)}`))
+        Effect.mapError((e) => new HookError({ message: `the node could not send what its watchers left: ${String((e as { message?: unknown }).message ?? e)}` }))
       )
       const started = yield* startNode(config, act, { watcherProgram: watcherOf(root), dryRun: context.dryRun }).pipe(
         Effect.provide(hosts.served(config)),
-        Effect.mapError((e) => new HookError(`the node could not check its runs: ${String((e as { message?: unknown }).message ?? e)}`))
+        Effect.mapError((e) => new HookError({ message: `the node could not check its runs: ${String((e as { message?: unknown }).message ?? e)}` }))
       )
-      log.note("node", `${started.decisions.length} open run${started.decisions.length === 1 ? "" : "s"} for ${input.node} checked`)
+      act.note("node", `${started.decisions.length} open run${started.decisions.length === 1 ? "" : "s"} for ${input.node} checked`)
       runs = [...left, ...started.decisions]
     }
 
     let backoffice = yield* backofficeOf(repository)
     if (input.fast === true) {
       if (!backoffice.disabled) {
-        yield* log.perform("fast", `fossil settings backoffice-disable on -R ${repository}`, setBackofficeDisable(repository))
+        yield* act("fast", `fossil settings backoffice-disable on -R ${repository}`, setBackofficeDisable(repository))
       }
       if (backoffice.pollers.length === backoffice.fossilPollers.length) {
-        yield* log.perform("fast",
+        yield* act("fast",
           `start ${paths.hook} --poll ${repository} detached (better: run it as a service, docs/operations.md)`,
           startPoller(repository, paths.hook))
       }
@@ -255,14 +242,14 @@ export const installHook = (input: HookInput, context: ToolContext, programPath:
       // (docs/locks.md): ended once the node's runs (never before: a poller that failed to start
       // would leave the repository with none)
       for (const pid of backoffice.fossilPollers) {
-        yield* log.perform("fast",
+        yield* act("fast",
           `end Fossil's own poller (fossil backoffice --poll, pid ${pid}), which refuses people's posts now and then; ` +
             `a service that starts it must run ${paths.hook} --poll ${repository} instead (docs/operations.md)`,
           endPoller(pid))
       }
       if (!context.dryRun) backoffice = yield* backofficeOf(repository)
     }
-    log.note("backoffice", backoffice.words)
+    act.note("backoffice", backoffice.words)
     const output: HookOutput = {
       root, repository, command, hook: state,
       otherHooks: others(hooks).map(describeHook),
@@ -277,8 +264,8 @@ export const installHook = (input: HookInput, context: ToolContext, programPath:
 
 /** unhook [--root ROOT]: every hook that runs ocx2-hook goes; the others and the log stay. */
 export const removeHook = (input: RootOnlyInput, context: ToolContext, programPath: string | undefined) => {
-  const log = new OperationsLog(context.dryRun)
-  return finishHook(log, Effect.gen(function*() {
+  const act = recording(context.dryRun)
+  return finish(act, Effect.gen(function*() {
     const repository = yield* servedRepository("unhook", context)
     // on the web a root in the request is refused, not passed over: the page acts on its own release's root
     if (context.entryPoint === "cgi" && input.root !== undefined) {
@@ -289,13 +276,13 @@ export const removeHook = (input: RootOnlyInput, context: ToolContext, programPa
       : undefined
     const hooks = yield* readHooks(repository)
     const ours = hooks.filter((h) => runsOcx2Hook(h.command))
-    if (ours.length === 0) log.note("unhook", `no hook runs ocx2-hook on ${repository}: nothing to remove`)
+    if (ours.length === 0) act.note("unhook", `no hook runs ocx2-hook on ${repository}: nothing to remove`)
     for (const h of [...ours].sort((a, b) => b.index - a.index)) {
-      yield* log.perform("unhook", `fossil hook delete ${h.index} -R ${repository} (it ran ${h.command})`, deleteHook(repository, h.index))
+      yield* act("unhook", `fossil hook delete ${h.index} -R ${repository} (it ran ${h.command})`, deleteHook(repository, h.index))
     }
-    for (const h of others(hooks)) log.note("other hook", `left as it is: ${describeHook(h)}`)
+    for (const h of others(hooks)) act.note("other hook", `left as it is: ${describeHook(h)}`)
     const kept = root !== undefined && root._tag === "Some" ? hookLogOf(root.value) : undefined
-    if (kept !== undefined) log.note("log", `${kept} is left as it is`)
+    if (kept !== undefined) act.note("log", `${kept} is left as it is`)
     const output: UnhookOutput = {
       repository,
       removed: ours.map((h) => h.command),
@@ -464,8 +451,8 @@ export const workspaceSizes = (root: string, bound: { readonly entries: number; 
 }
 
 export const hookStatus = (input: RootOnlyInput, context: ToolContext, programPath: string | undefined) => {
-  const log = new OperationsLog(context.dryRun)
-  return finishHook(log, Effect.gen(function*() {
+  const act = recording(context.dryRun)
+  return finish(act, Effect.gen(function*() {
     const caller = { ...(context.caller.user !== undefined ? { user: context.caller.user } : {}), capabilities: context.caller.capabilities }
     // on the web, the root of the release serving the page, never one from the request
     const root = rootForStatus(context.entryPoint === "cgi" ? undefined : input.root, programPath)

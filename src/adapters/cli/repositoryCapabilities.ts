@@ -1,6 +1,6 @@
 import * as Effect from "effect/Effect"
-import * as Read from "../fossil/Read.js"
-import { openDatabase } from "../fossil/Sqlite.js"
+import * as Read from "../../fossil/Read.js"
+import { openDatabase } from "../../fossil/Sqlite.js"
 
 // Loaded only when a repository is named: opening a repository costs the native SQLite addon.
 

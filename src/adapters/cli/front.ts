@@ -1,5 +1,5 @@
-import { type Field, fieldsOf, metavar as metavarOf, optionName, usage } from "../tools/fields.js"
-import type { Tool } from "../tools/Tool.js"
+import { type Field, fieldsOf, metavar as metavarOf, optionName, usage } from "../../tools/fields.js"
+import type { Tool } from "../../tools/Tool.js"
 
 // The command line's front door: what a call's arguments ask for, read before @effect/cli parses
 // them (seed 001). ocx2's own options (--json, --repository, --user, --mcp) go before the tool's
