@@ -18,10 +18,12 @@
  *    and, the baseline, by a bare `node`.
  *  - pickup on a clone's host with its supervisor, BENCH_CLONE_RUNS runs each way (default 10), alternating in
  *    one world, the supervisor pulling when the server's OCX page answers the question it holds (receipt
- *    --newer-than N --wait S) and the node's spare waiting: asking the server every receipt each time
- *    (OCX2_RECEIPT_MEMO_MS=0, the baseline) and remembering a receipt the server gave for 5 s. With
- *    BENCH_CLONE_MODES=all, also pulling every half second (--short-cycle) with no spare, and the held
- *    question with no spare. Each way's median stages are printed from the supervisor's and the
+ *    --newer-than N --wait S) and the node's spare waiting, a receipt the server gave remembered 5 s: the
+ *    page answering with the number alone (OCX2_ASK_AHEAD=0, the baseline) and asking ahead (the held
+ *    question with --arrived: the receipts and process users' capabilities the round would ask next; a
+ *    record's receipts with its process user's capabilities). With
+ *    BENCH_CLONE_MODES=all, also pulling every half second (--short-cycle) with no spare, the held
+ *    question with no spare, and every receipt asked of the server each time (OCX2_RECEIPT_MEMO_MS=0). Each way's median stages are printed from the supervisor's and the
  *    watcher's logs. Target: median < 1.5 s.
  *  - BENCH_PARTS=fast,supervisor,clone,default (all by default) names the parts measured.
  *  - pickup, Fossil's default backoffice, for comparison: BENCH_DEFAULT_RUNS runs (default 3),
@@ -211,8 +213,9 @@ if (parts.includes("clone")) {
         { name: "a pull every half second (--short-cycle), no spare (as before)", args: ["--short-cycle"], spare: false },
         { name: "a pull when the server's page answers its held question, no spare", args: [], spare: false }
       ] : []),
-      { name: "the held question, the spare waiting, every receipt asked of the server each time (before)", args: [], spare: true, env: { OCX2_RECEIPT_MEMO_MS: "0" } },
-      { name: "the held question, the spare waiting, a receipt the server gave remembered 5 s in the process", args: [], spare: true }
+      ...(allModes ? [{ name: "the held question, the spare waiting, every receipt asked of the server each time", args: [], spare: true, env: { OCX2_RECEIPT_MEMO_MS: "0" } }] : []),
+      { name: "each question by itself, receipts remembered 5 s (before)", args: [], spare: true, env: { OCX2_ASK_AHEAD: "0" } },
+      { name: "asking ahead: the held question answered with what arrived, a record's receipts with its process user", args: [], spare: true }
     ]
     const spareSetting = Path.join(lab.root, "settings", "spare-watcher")
     const took = new Map<string, Array<number>>(modes.map((m) => [m.name, []]))

@@ -2,6 +2,8 @@
 // the clone, whose writes are pushed to the server as the node user, the server's receipts asked
 // over HTTP as that user, ROOT/care, and the sandbox with the node's measure of the host.
 import * as Layer from "effect/Layer"
+import * as Path from "node:path"
+import { releasePaths } from "../src/release/ReleasePaths.js"
 import type { ClonePlace, RecordOptions } from "../services/Hosts.js"
 import * as BwrapSandbox from "./BwrapSandbox.js"
 import * as CareDirectoryFs from "./CareDirectoryFs.js"
@@ -15,7 +17,9 @@ const repositoryConfig = (place: ClonePlace, options: RecordOptions): FossilRepo
   ...(options.holdFds !== undefined ? { holdFds: options.holdFds } : {})
 })
 
-const receipts = (place: ClonePlace) => RemoteReceipts.layer({ url: place.serverUrl, user: place.user, password: place.password })
+// what the server said shared by the node's processes here: a watcher reads what the supervisor just learnt
+const receipts = (place: ClonePlace) =>
+  RemoteReceipts.layer({ url: place.serverUrl, user: place.user, password: place.password, shareWith: Path.join(releasePaths(place.root).node, "receipts-remembered.json") })
 
 /** The clone's record, a run's record read after a pull (a watcher builds its own care directory and sandbox). */
 export const record = (place: ClonePlace, options: RecordOptions = {}) =>

@@ -8,7 +8,9 @@
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Fs from "node:fs"
 import { isFullHash } from "../src/fossil/Hash.js"
+import { readShared, type Shared, writeShared } from "./SharedReceipts.js"
 import {
   InvalidHash, type ReceiptAnswer, Receipts, ReceiptsUnavailable, type ReceiptsService, ServerUnreachable
 } from "../services/Receipts.js"
@@ -22,6 +24,11 @@ export interface RemoteReceiptsConfig {
   /** the CGI's path under the base URL (default ext/ocx2-cgi) */
   readonly extension?: string
   readonly timeoutMs?: number
+  /**
+   * A file where what the server gave is shared with the node's other processes on this host
+   * (layers/SharedReceipts.ts): a watcher reads there what the supervisor learnt a moment before.
+   */
+  readonly shareWith?: string
 }
 
 /** Hashes asked per request: each is 67 bytes of JSON, far under the CGI's 1 MiB body. */
@@ -38,6 +45,17 @@ const rememberMs = (() => {
   return Number.isFinite(n) && n >= 0 ? n : 5000
 })()
 
+/**
+ * Whether a question carries the one that would follow it (each a CGI process on the server's host):
+ * the long poll asks what arrived with it (the receipt tool's arrived: the receipts and process users'
+ * capabilities the round after the pull needs), and a record's receipts ask the capabilities of its
+ * process user (capabilitiesNext); what comes back is remembered as receipts are. OCX2_ASK_AHEAD=0 asks
+ * each question by itself (bench/pickup's baseline).
+ */
+const askAhead = process.env.OCX2_ASK_AHEAD !== "0"
+/** The most rows an arrived answer may hold (the page gives at most 200); more is refused as malformed. */
+const maxArrivedRows = 1000
+
 interface ReceiptRow {
   readonly hash: string
   readonly received: boolean
@@ -53,7 +71,54 @@ interface Answer {
     readonly receipts?: ReadonlyArray<ReceiptRow>
     readonly capabilities_of?: { readonly user: string; readonly capabilities?: string }
     readonly newest?: number
+    readonly arrived?: unknown
   }
+}
+
+/** What a long poll's answer says arrived, checked: the receipts and the process users' capabilities. */
+export interface Arrived {
+  readonly receipts: ReadonlyArray<ReceiptAnswer & { readonly _tag: "Received" }>
+  readonly processUsers: ReadonlyArray<{ readonly user: string; readonly capabilities: string | undefined }>
+}
+
+const isCount = (n: unknown): n is number => typeof n === "number" && Number.isSafeInteger(n) && n > 0
+
+/**
+ * The page's arrived, checked before anything in it is believed: every row a receipt (a full hash, a
+ * sender, capabilities, a place) received after `after` and at most `newest`, each hash once, each
+ * process user once. A string says what is wrong: the whole answer is refused, none of it remembered.
+ */
+export const checkArrived = (arrived: unknown, after: number, newest: number): Arrived | string => {
+  if (typeof arrived !== "object" || arrived === null) return "arrived is not an object"
+  const { receipts, process_users: users } = arrived as { receipts?: unknown; process_users?: unknown }
+  if (!Array.isArray(receipts) || !Array.isArray(users)) return "arrived lacks its receipts or process_users list"
+  if (receipts.length > maxArrivedRows || users.length > maxArrivedRows) return `arrived holds more than ${maxArrivedRows} rows`
+  const rows: Array<ReceiptAnswer & { readonly _tag: "Received" }> = []
+  const hashes = new Set<string>()
+  for (const [i, row] of receipts.entries()) {
+    const r = (typeof row === "object" && row !== null ? row : {}) as Record<string, unknown>
+    const what = `arrived's receipt ${i}`
+    if (typeof r["hash"] !== "string" || !isFullHash(r["hash"])) return `${what} has no full hash`
+    if (hashes.has(r["hash"])) return `${what} repeats ${r["hash"]}`
+    if (r["received"] !== true) return `${what} (${r["hash"]}) is not a receipt`
+    if (typeof r["sender"] !== "string" || r["sender"] === "") return `${what} (${r["hash"]}) names no sender`
+    if (typeof r["capabilities"] !== "string") return `${what} (${r["hash"]}) gives no capabilities`
+    if (!isCount(r["rcvid"]) || !isCount(r["rid"])) return `${what} (${r["hash"]}) has no receipt number or row number`
+    if (r["rcvid"] <= after || r["rcvid"] > newest) return `${what} (${r["hash"]}) has receipt ${r["rcvid"]}, not after ${after} up to ${newest}`
+    hashes.add(r["hash"])
+    rows.push({ _tag: "Received", hash: r["hash"], sender: r["sender"], capabilities: r["capabilities"], rcvid: r["rcvid"], rid: r["rid"] })
+  }
+  const processUsers: Array<Arrived["processUsers"][number]> = []
+  const logins = new Set<string>()
+  for (const [i, entry] of users.entries()) {
+    const u = (typeof entry === "object" && entry !== null ? entry : {}) as Record<string, unknown>
+    if (typeof u["user"] !== "string" || u["user"] === "") return `arrived's process user ${i} has no login`
+    if (logins.has(u["user"])) return `arrived's process user ${i} repeats ${u["user"]}`
+    if (u["capabilities"] !== undefined && typeof u["capabilities"] !== "string") return `arrived's process user ${u["user"]} has capabilities that are not a string`
+    logins.add(u["user"])
+    processUsers.push({ user: u["user"], capabilities: u["capabilities"] as string | undefined })
+  }
+  return { receipts: rows, processUsers }
 }
 
 const reasonOf = (e: unknown): string => {
@@ -93,7 +158,7 @@ export const make = (config: RemoteReceiptsConfig): ReceiptsService => {
     return found
   })
 
-  const ask = (input: { artifacts?: ReadonlyArray<string>; capabilities_of?: string; newer_than?: number; wait?: number }, waitMs = 0) =>
+  const ask = (input: { artifacts?: ReadonlyArray<string>; capabilities_of?: string; newer_than?: number; wait?: number; arrived?: boolean }, waitMs = 0) =>
     Effect.gen(function*() {
       const signedIn = yield* login
       const response = yield* Effect.tryPromise({
@@ -128,20 +193,69 @@ export const make = (config: RemoteReceiptsConfig): ReceiptsService => {
     const kept = remembered.get(hash)
     return kept !== undefined && now - kept.at < rememberMs ? kept.answer : undefined
   }
+  /** process users' capabilities as a long poll's answer or a record's question gave them, remembered as receipts are */
+  const rememberedCapabilities = new Map<string, { readonly capabilities: string | undefined; readonly at: number }>()
+  const capabilitiesKnown = (login: string, now: number) => {
+    const kept = rememberedCapabilities.get(login)
+    return kept !== undefined && now - kept.at < rememberMs
+  }
+  /** false once the page refused arrived (a release that predates it): the number alone is asked */
+  let pageSaysArrived = askAhead && rememberMs > 0
+
+  // what the node's other processes on this host learnt from the server, and what this one learns
+  const shared = askAhead && rememberMs > 0 ? config.shareWith : undefined
+  let sharedSeen = ""
+  const absorbShared = () => {
+    if (shared === undefined) return
+    let seen: string
+    try {
+      const stat = Fs.statSync(shared)
+      seen = `${stat.mtimeMs}:${stat.size}:${stat.ino}`
+    } catch {
+      return
+    }
+    if (seen === sharedSeen) return
+    sharedSeen = seen
+    const told = readShared(shared, base, config.user, rememberMs)
+    for (const { at, ...r } of told.receipts) {
+      if ((remembered.get(r.hash)?.at ?? -Infinity) < at) remembered.set(r.hash, { answer: { _tag: "Received", ...r }, at })
+    }
+    for (const { at, user, capabilities } of told.capabilities) {
+      if ((rememberedCapabilities.get(user)?.at ?? -Infinity) < at) rememberedCapabilities.set(user, { capabilities, at })
+    }
+  }
+  const shareLearnt = (learnt: Shared) => {
+    if (shared === undefined || (learnt.receipts.length === 0 && learnt.capabilities.length === 0)) return
+    writeShared(shared, base, config.user, rememberMs, learnt)
+  }
 
   return {
-    receipts: (hashes) =>
+    receipts: (hashes, options) =>
       Effect.gen(function*() {
         const bad = hashes.find((h) => !isFullHash(h))
         if (bad !== undefined) return yield* new InvalidHash({ hash: bad })
+        absorbShared()
         const now = Date.now()
         for (const [hash, kept] of remembered) if (now - kept.at >= rememberMs) remembered.delete(hash)
         // only receipts the server gave are remembered: one not received yet may arrive any moment
         const toAsk = [...new Set(hashes.filter((h) => recall(h, now) === undefined))]
         const fresh = new Map<string, ReceiptAnswer>()
+        // the capabilities asked next, with the first batch: one request where there were two
+        const next = options?.capabilitiesNext
+        let alsoAsk = askAhead && rememberMs > 0 && next !== undefined && toAsk.length > 0 && !capabilitiesKnown(next, now) ? next : undefined
         for (let at = 0; at < toAsk.length; at += batch) {
           const asked = toAsk.slice(at, at + batch)
-          const output = yield* ask({ artifacts: asked })
+          const output = yield* ask({ artifacts: asked, ...(alsoAsk !== undefined ? { capabilities_of: alsoAsk } : {}) })
+          if (alsoAsk !== undefined) {
+            const told = output.capabilities_of
+            if (told?.user !== alsoAsk || (told.capabilities !== undefined && typeof told.capabilities !== "string")) {
+              return yield* unavailable(`the answer's capabilities_of does not name ${alsoAsk}, as asked`)
+            }
+            const at = Date.now()
+            rememberedCapabilities.set(alsoAsk, { capabilities: told.capabilities, at })
+            shareLearnt({ receipts: [], capabilities: [{ user: alsoAsk, capabilities: told.capabilities, at }] })
+            alsoAsk = undefined
+          }
           const rows = output.receipts ?? []
           for (const [i, hash] of asked.entries()) {
             const row = rows[i]
@@ -153,17 +267,48 @@ export const make = (config: RemoteReceiptsConfig): ReceiptsService => {
             if (answer._tag === "Received" && rememberMs > 0) remembered.set(hash, { answer, at: Date.now() })
           }
         }
+        shareLearnt({
+          receipts: [...fresh.values()].flatMap((a) => (a._tag === "Received" ? [{ hash: a.hash, sender: a.sender, capabilities: a.capabilities, rcvid: a.rcvid, rid: a.rid, at: remembered.get(a.hash)?.at ?? Date.now() }] : [])),
+          capabilities: []
+        })
         return hashes.map((h) => fresh.get(h) ?? recall(h, now)!)
       }),
-    capabilitiesOf: (login) => Effect.map(ask({ capabilities_of: login }), (output) => output.capabilities_of?.capabilities),
+    capabilitiesOf: (login) => {
+      absorbShared()
+      if (capabilitiesKnown(login, Date.now())) return Effect.succeed(rememberedCapabilities.get(login)!.capabilities)
+      return Effect.map(ask({ capabilities_of: login }), (output) => output.capabilities_of?.capabilities)
+    },
     // a page of a release that predates newer-than refuses it as an argument it does not know:
-    // undefined, so that the caller pulls on a timer instead
+    // undefined, so that the caller pulls on a timer instead; one that predates arrived is asked
+    // without it from then on
     newest: (after, waitMs) =>
-      ask({ newer_than: after, wait: Math.ceil(waitMs / 1000) }, waitMs).pipe(
-        Effect.map((output) => output.newest),
+      Effect.gen(function*() {
+        // only a held question: the first (wait 0, after 0) is followed by a pull of everything anyway
+        const withArrived = pageSaysArrived && waitMs > 0
+        const output = yield* ask({ newer_than: after, wait: Math.ceil(waitMs / 1000), ...(withArrived ? { arrived: true } : {}) }, waitMs)
+        const newest = output.newest
+        if (newest === undefined) return undefined
+        if (!Number.isSafeInteger(newest) || newest < 0) return yield* unavailable(`the page's newest is not a receipt number: ${JSON.stringify(newest)}`)
+        if (withArrived && newest !== after) {
+          if (output.arrived === undefined) return yield* unavailable("the page's answer to newer-than with arrived holds no arrived")
+          const arrived = checkArrived(output.arrived, after, newest)
+          if (typeof arrived === "string") return yield* unavailable(`the page's answer to newer-than is refused: ${arrived}`)
+          const at = Date.now()
+          for (const [user, kept] of rememberedCapabilities) if (at - kept.at >= rememberMs) rememberedCapabilities.delete(user)
+          for (const answer of arrived.receipts) remembered.set(answer.hash, { answer, at })
+          for (const { user, capabilities } of arrived.processUsers) rememberedCapabilities.set(user, { capabilities, at })
+          shareLearnt({ receipts: arrived.receipts.map(({ _tag, ...r }) => ({ ...r, at })), capabilities: arrived.processUsers.map((u) => ({ ...u, at })) })
+        }
+        return newest
+      }).pipe(
         Effect.catchIf(
-          (e): e is ReceiptsUnavailable => e._tag === "ReceiptsUnavailable" && /\bnewer_than: is unexpected\b/.test(e.reason),
-          () => Effect.succeed(undefined)
+          (e): e is ReceiptsUnavailable =>
+            e._tag === "ReceiptsUnavailable" && (/\bnewer_than: is unexpected\b/.test(e.reason) || (pageSaysArrived && /\barrived: is unexpected\b/.test(e.reason))),
+          (e) => {
+            if (/\bnewer_than: is unexpected\b/.test(e.reason)) return Effect.succeed(undefined)
+            pageSaysArrived = false
+            return Effect.succeed(after) // the same number pulls nothing: asked again at once, without arrived
+          }
         )
       )
   }

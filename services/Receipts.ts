@@ -64,6 +64,12 @@ export interface ReceiptOptions {
    * sees every receipt; a remote layer asks as its signed-in user instead.
    */
   readonly caller?: string
+  /**
+   * A user whose capabilities the asker will ask next (the process user of the run whose record is
+   * read): a remote layer asks them in the same request and remembers the answer a few seconds, as
+   * it remembers receipts; the local layer, which asks nobody, has no use for it.
+   */
+  readonly capabilitiesNext?: string
 }
 
 export interface ReceiptsService {

@@ -6,6 +6,7 @@ import { readMessage, type Message } from "../protocol/Envelope.js"
 import { decodeEnded, decodeStarted, type StartedContent } from "../protocol/Messages.js"
 import type { EndedContent } from "../protocol/Outcomes.js"
 import { compareServerOrder, replyCounts, type ReplyKind, type Sender } from "../protocol/Senders.js"
+import { processUserOf } from "./RunCheck.js"
 
 // A run's record as the served repository holds it: the run, where it is, who sent it, and the
 // replies that count (2.4), each decided by the server's receipts, never by the artifact's U card.
@@ -99,7 +100,9 @@ export const readRunRecord = (hash: string) =>
     const replies = entries.filter((e) => e.hash !== hash).map((e) => ({ ...e, message: messageOf(e.text) }))
     // only the run and the replies naming it need a sender; ask for them in one call
     const asked = [hash, ...replies.filter((r) => r.message?.re === hash).map((r) => r.hash)]
-    const answers = yield* receipts.receipts(asked)
+    // the process user's capabilities, which the run's check asks next, asked with them (a clone's one request)
+    const processUser = message !== undefined ? processUserOf(message) : undefined
+    const answers = yield* receipts.receipts(asked, processUser !== undefined ? { capabilitiesNext: processUser } : {})
     const senders = new Map<string, Sender>()
     const order = new Map<string, { rcvid: number; rid: number }>()
     for (const answer of answers) {

@@ -91,7 +91,8 @@ const newestSourceTime = (project: string): number => {
  * build): bundled as `bundle` does. Returns the program's file.
  */
 export const builtProgram = async (name: string, outdir: string): Promise<string> => {
-  const project = join(import.meta.dirname, "..", "..")
+  // the checkout, found upwards: a bundled bench (bench/*.out.mjs) is one folder shallower than this file
+  const project = dirname(nodeModulesAbove(import.meta.dirname))
   const dist = join(project, "dist")
   const loader = join(dist, `${name}.mjs`)
   const code = join(dist, `${name}.cjs`)

@@ -1,7 +1,9 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import * as FossilReceipts from "../../layers/FossilReceipts.js"
+import * as FossilRepository from "../../layers/FossilRepository.js"
+import { writeMessage } from "../../src/protocol/Envelope.js"
 import * as RemoteReceipts from "../../layers/RemoteReceipts.js"
 import { Receipts } from "../../services/Receipts.js"
 import { fossil } from "../support/fossilServer.js"
@@ -88,6 +90,32 @@ describe("RemoteReceipts", () => {
     expect(await Effect.runPromise(service.newest(newest!, 20_000))).toBe(newer)
     // a user without Read is told nothing, and not held
     expect(await Effect.runPromise(remote(wanda).newest(0, 20_000))).toBeUndefined()
+  }, 60_000)
+
+  it("takes from the held question's answer what arrived: the run's receipt and its process user's capabilities, asked no more", async () => {
+    const service = remote(users.builder)
+    const newest = (await Effect.runPromise(service.newest(0, 0)))!
+    const held = Effect.runPromise(service.newest(newest, 20_000))
+    const posted = await Effect.runPromise(Effect.scoped(Effect.flatMap(FossilRepository.make({ path: world.repository }), (r) =>
+      r.post({ user: "alice", title: "a run", text: writeMessage({ ocx: 2, to: users.builder.login, run: { process: { user: "rita", command: ["true"] } } }) }))))
+    expect(await held).toBeGreaterThan(newest)
+    const fetched = vi.spyOn(globalThis, "fetch")
+    try {
+      const [answer] = await Effect.runPromise(service.receipts([posted.hash]))
+      expect(answer).toEqual((await local((r) => r.receipts([posted.hash])))[0])
+      expect(answer).toMatchObject({ _tag: "Received", sender: "alice" })
+      expect(await Effect.runPromise(service.capabilitiesOf("rita"))).toBe(world.fullcap("rita"))
+      expect(fetched).not.toHaveBeenCalled()
+      // a record's receipts with the capabilities asked next: one request, the capabilities remembered
+      const other = remote(users.builder)
+      await Effect.runPromise(other.receipts([world.trunk])) // signed in
+      fetched.mockClear()
+      expect(await Effect.runPromise(other.receipts([posted.hash], { capabilitiesNext: "rita" }))).toEqual([answer])
+      expect(await Effect.runPromise(other.capabilitiesOf("rita"))).toBe(world.fullcap("rita"))
+      expect(fetched).toHaveBeenCalledTimes(1)
+    } finally {
+      fetched.mockRestore()
+    }
   }, 60_000)
 
   it("fails with ServerUnreachable when the server is down", async () => {

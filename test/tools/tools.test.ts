@@ -340,4 +340,30 @@ describe("receipt", () => {
     const [hidden] = await throughEveryEntryPoint(world, { login: "wanda", tool: "receipt", input: { newer_than: 0 } })
     expect(hidden!.output).toEqual({ receipts: [] })
   })
+
+  it("says with arrived what was received after newer-than: receipts from the server's table, the process users of the runs to the caller", async () => {
+    const [before] = await throughEveryEntryPoint(world, { login: "rita", tool: "receipt", input: { newer_than: 0 } })
+    const after = before!.output.newest as number
+    // a run to rita (the caller) naming builder, a run to another node naming alice, a plain post
+    const mine = await writeRun(runFields(), { to: "rita" })
+    const other = await writeRun(runFields({ process: { user: "alice", command: ["true"] } }), { to: "lab" })
+    const plain = await repo((r) => r.post({ user: "builder", title: "plain", text: "no run here" }).pipe(Effect.map((w) => w.hash)))
+    const answers = await throughEveryEntryPoint(world, { login: "rita", tool: "receipt", input: { newer_than: after, arrived: true } })
+    for (const answer of answers) {
+      expect(answer.stopped.reason).toBe("completed")
+      const arrived = answer.output.arrived as { receipts: Array<{ hash: string; sender: string; rcvid: number; capabilities: string }>; process_users: unknown; complete: boolean }
+      expect(arrived.complete).toBe(true)
+      expect(arrived.receipts.map((r) => r.hash)).toEqual([mine, other, plain])
+      expect(arrived.receipts.map((r) => r.sender)).toEqual(["alice", "alice", "builder"])
+      expect(arrived.receipts[0]!.capabilities).toBe(world.fullcap("alice"))
+      expect(arrived.receipts.every((r) => r.rcvid > after && r.rcvid <= (answer.output.newest as number))).toBe(true)
+      expect(arrived.process_users).toEqual([{ user: "builder", capabilities: world.fullcap("builder") }])
+    }
+    // nothing newer: an empty arrived; a caller without Read is told nothing; arrived alone is refused
+    const [same] = await throughEveryEntryPoint(world, { login: "rita", tool: "receipt", input: { newer_than: answers[0]!.output.newest as number, arrived: true } })
+    expect(same!.output.arrived).toEqual({ receipts: [], process_users: [], complete: true })
+    const [hidden] = await throughEveryEntryPoint(world, { login: "wanda", tool: "receipt", input: { newer_than: after, arrived: true } })
+    expect(hidden!.output).toEqual({ receipts: [] })
+    refused(await throughEveryEntryPoint(world, { login: "rita", tool: "receipt", input: { arrived: true } }), "give newer-than N with it")
+  })
 })
