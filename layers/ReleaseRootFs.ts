@@ -1,3 +1,6 @@
+// The release root on the local file system, and the checkout's own programs run as child
+// processes. Links are relative (staged/NAME), so a root can be moved or bound elsewhere.
+
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -27,9 +30,6 @@ import {
   runtimeClosure
 } from "../src/release/runtimeModules.js"
 import { checkSmokeAnswer, smokeArguments } from "../src/release/smokeAnswer.js"
-
-// The release root on the local file system, and the checkout's own programs run as child
-// processes. Links are relative (staged/NAME), so a root can be moved or bound elsewhere.
 
 const reasonOf = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
 

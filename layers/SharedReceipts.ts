@@ -1,7 +1,3 @@
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-import { isFullHash } from "../src/fossil/Hash.js"
-
 // Part of the RemoteReceipts layer. What the server's page said a moment ago, shared by the node's processes on a clone's host
 // (ROOT/node/receipts-remembered.json): the supervisor's held question learns a run's receipt and its
 // process user's capabilities, and the watcher it hands the run to, a process of its own, reads its
@@ -10,6 +6,10 @@ import { isFullHash } from "../src/fossil/Hash.js"
 // and only while younger than the memory's span (RemoteReceipts: 5 s). The file is the node's own,
 // under ROOT beside its code; one that cannot be read or is malformed is ignored, and its answers
 // are asked of the server as before.
+
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { isFullHash } from "../src/fossil/Hash.js"
 
 export interface SharedReceipt {
   readonly hash: string

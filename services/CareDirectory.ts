@@ -1,3 +1,10 @@
+/**
+ * ROOT/care (2.15): the runs in this host's care, one watcher lock each, and round.lock; the
+ * process users' queue (~USER.lock, ~USER.waiting, ~USER.handed, under ~USER.turn); the sessions
+ * in care (RUN.session). The files' names and formats are src/care's, shared with the hook's plain
+ * fast path; everything an Effect does in ROOT/care goes through here.
+ */
+
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
@@ -6,13 +13,6 @@ import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type { WaitingRun } from "../src/care/ProcessUserFiles.js"
 import type { SessionFile } from "../src/care/SessionFiles.js"
-
-/**
- * ROOT/care (2.15): the runs in this host's care, one watcher lock each, and round.lock; the
- * process users' queue (~USER.lock, ~USER.waiting, ~USER.handed, under ~USER.turn); the sessions
- * in care (RUN.session). The files' names and formats are src/care's, shared with the hook's plain
- * fast path; everything an Effect does in ROOT/care goes through here.
- */
 
 /** "absent": not in care; "alive": its watcher holds RUN.lock; "gone": RUN.lock is there and free */
 export type RunCare = "absent" | "alive" | "gone"

@@ -1,3 +1,9 @@
+// The services of each kind of host, for code that learns where it acts only once it runs (a
+// round's node, a tool call's repository file, a watcher's run). Such code asks this service for
+// the layer of its host and provides it itself; which live layers make up a host is decided in
+// one place, the composition modules under layers/ that bin/ provides (docs/architecture.md,
+// "Layout"), and a test provides layers of its own.
+
 import * as Context from "effect/Context"
 import type * as Layer from "effect/Layer"
 import type { CareDirError, CareDirectory } from "./CareDirectory.js"
@@ -5,12 +11,6 @@ import type { Receipts } from "./Receipts.js"
 import type { ReleaseRoot } from "./ReleaseRoot.js"
 import type { Repository } from "./Repository.js"
 import type { SandboxLauncher } from "./SandboxLauncher.js"
-
-// The services of each kind of host, for code that learns where it acts only once it runs (a
-// round's node, a tool call's repository file, a watcher's run). Such code asks this service for
-// the layer of its host and provides it itself; which live layers make up a host is decided in
-// one place, the composition modules under layers/ that bin/ provides (docs/architecture.md,
-// "Layout"), and a test provides layers of its own.
 
 /** A node's repository on its host: the repository file, and the node's ROOT. */
 export interface NodePlace {

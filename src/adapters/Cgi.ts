@@ -1,14 +1,3 @@
-import * as Effect from "effect/Effect"
-import type * as Layer from "effect/Layer"
-import { resolve } from "node:path"
-import type { ReleaseRoot } from "../../services/ReleaseRoot.js"
-import { type ServingRelease, servingLine, servingOf } from "../release/Served.js"
-import { runTool } from "../tools/runTool.js"
-import { type Answer, type Caller, notOfferedMessage, offeredBy, type Tool } from "../tools/Tool.js"
-import { ocxPage, problemPage, toolPage } from "./html.js"
-import { fieldsOf } from "../tools/fields.js"
-import { FORMAT, fromForm, fromObject, type Decoded } from "./input.js"
-
 // The CGI adapter, run by Fossil from its extension root: Fossil authenticates the viewer and
 // passes FOSSIL_USER and FOSSIL_CAPABILITIES. It encodes requests and answers; runTool decides.
 //
@@ -33,6 +22,17 @@ import { FORMAT, fromForm, fromObject, type Decoded } from "./input.js"
 //   ocx2-cgi, ocx2-cgi-next -> ROOT/next/ocx2-cgi), never on one from the request. Their forms do
 //   not offer `root`, and the tools refuse one sent in a form, a query or a JSON body. Each page
 //   says which release serves it: the active release, or the pre-release candidate (ocx2-cgi-next).
+
+import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import { resolve } from "node:path"
+import type { ReleaseRoot } from "../../services/ReleaseRoot.js"
+import { type ServingRelease, servingLine, servingOf } from "../release/Served.js"
+import { runTool } from "../tools/runTool.js"
+import { type Answer, type Caller, notOfferedMessage, offeredBy, type Tool } from "../tools/Tool.js"
+import { ocxPage, problemPage, toolPage } from "./html.js"
+import { fieldsOf } from "../tools/fields.js"
+import { FORMAT, fromForm, fromObject, type Decoded } from "./input.js"
 
 export interface CgiRequest {
   readonly method: string

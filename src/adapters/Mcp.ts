@@ -1,14 +1,3 @@
-import { Server } from "@modelcontextprotocol/sdk/server/index.js"
-import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
-import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
-import * as Effect from "effect/Effect"
-import { resolveCaller } from "./cli/caller.js"
-import { tools as registryTools } from "../tools/registry.js"
-import { runTool } from "../tools/runTool.js"
-import { type Answer, type Caller, notOfferedMessage, offeredBy, type Tool } from "../tools/Tool.js"
-import { fromObject } from "./input.js"
-import { answerJsonSchema, inputJsonSchema } from "./jsonSchema.js"
-
 // The MCP adapter: every tool MCP offers (seed 001's table: not node, hook or unhook, since a
 // sandbox has no served repository) as ocx.TOOL (the SDK takes dots in tool names), its
 // arguments the tool's input plus dry_run, its result the answer of runTool as JSON text and as
@@ -20,6 +9,17 @@ import { answerJsonSchema, inputJsonSchema } from "./jsonSchema.js"
 // repository's clone remembers, else the account's; the capabilities are that user's in the
 // repository (OCX_REPOSITORY, or `ocx2 --repository`), read from the repository itself, never
 // from the environment, which the program controls. Without a repository it holds none.
+
+import { Server } from "@modelcontextprotocol/sdk/server/index.js"
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
+import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
+import * as Effect from "effect/Effect"
+import { resolveCaller } from "./cli/caller.js"
+import { tools as registryTools } from "../tools/registry.js"
+import { runTool } from "../tools/runTool.js"
+import { type Answer, type Caller, notOfferedMessage, offeredBy, type Tool } from "../tools/Tool.js"
+import { fromObject } from "./input.js"
+import { answerJsonSchema, inputJsonSchema } from "./jsonSchema.js"
 
 export const MCP_PREFIX = "ocx."
 

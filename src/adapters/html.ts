@@ -1,12 +1,12 @@
-import { fieldsOf, usage, type Field } from "../tools/fields.js"
-import type { Answer, Caller, Tool } from "../tools/Tool.js"
-import { DRY_RUN } from "./input.js"
-import { outputPages } from "./outputPages.js"
-
 // The CGI's pages. Fossil wraps text/html in its skin only when the whole body is one
 // <div class='fossil-doc' data-title='...'>, so every page is exactly that: the body content,
 // Fossil's own classes where they fit, and a small style block that keeps forms usable on a phone.
 // Links are absolute paths: Fossil's skin sets <base href> to the extension's own URL.
+
+import { fieldsOf, usage, type Field } from "../tools/fields.js"
+import type { Answer, Caller, Tool } from "../tools/Tool.js"
+import { DRY_RUN } from "./input.js"
+import { outputPages } from "./outputPages.js"
 
 export const escapeHtml = (text: string): string =>
   text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!)

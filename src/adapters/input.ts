@@ -1,8 +1,8 @@
-import { fieldsOf, type Field } from "../tools/fields.js"
-import type { Tool } from "../tools/Tool.js"
-
 // How an entry point turns what it received into a tool's raw input and the dry-run flag.
 // It only encodes: the tool's schema, in runTool, decides whether the input is right.
+
+import { fieldsOf, type Field } from "../tools/fields.js"
+import type { Tool } from "../tools/Tool.js"
 
 /** Names the adapters take for themselves; every other name is the tool's. */
 export const DRY_RUN = "dry_run"

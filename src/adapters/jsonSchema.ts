@@ -1,8 +1,8 @@
-import * as JSONSchema from "effect/JSONSchema"
-import { answerSchema, type Tool } from "../tools/Tool.js"
-
 // MCP offers each tool with JSON Schemas derived from its Effect Schemas; the one thing added
 // is dry_run, the entry point's own argument, which every tool takes.
+
+import * as JSONSchema from "effect/JSONSchema"
+import { answerSchema, type Tool } from "../tools/Tool.js"
 
 export type JsonObjectSchema = { readonly type: "object"; readonly properties: Record<string, object> } & Record<string, unknown>
 

@@ -1,10 +1,10 @@
+// The outputs that read better as a page of their own than as label and value: the runs list, a
+// table one line a run, as a CI's list of builds is. Plain HTML in Fossil's skin, no script.
+
 import type { PostOut, ReadOutput } from "../tools/read.js"
 import { stateWords as wordsOf } from "../runs/RunWords.js"
 import type { RunRow, RunsOutput } from "../tools/runs.js"
 import type { WatchOutput } from "../tools/watch.js"
-
-// The outputs that read better as a page of their own than as label and value: the runs list, a
-// table one line a run, as a CI's list of builds is. Plain HTML in Fossil's skin, no script.
 
 const escape = (text: string): string =>
   text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!)

@@ -1,10 +1,10 @@
-import * as Fs from "node:fs"
-
 // Whether a file is flock(2)-locked by anyone, read from the kernel's table of locks
 // (/proc/locks) without taking the lock. Looking by taking it (flock --nonblock, then letting go)
 // holds it for as long as the look takes, a spawned flock's life, and a watcher that tries to take
 // the lock in that instant is refused as if a run held it: the watcher of a run handed to it
 // exited, or a process user's next run wrote itself down as waiting behind nobody, and stayed.
+
+import * as Fs from "node:fs"
 
 /** The device and inode a line of /proc/locks names (`MAJ:MIN:INODE`, the first two in hex). */
 const lockedFiles = (table: string): Set<string> => {

@@ -1,10 +1,10 @@
-import * as ChildProcess from "node:child_process"
-
 // flock(1) on a descriptor this process holds, taken now or not at all, for code that is not an
 // Effect or must not wait (the release root's lock, a spare watcher's). The lock belongs to the
 // open file description, so it stays with this process after flock exits and goes when the
 // descriptor is closed or the process dies. (CareDirectoryFs takes the runs' locks the same way,
 // as Effects that may wait.)
+
+import * as ChildProcess from "node:child_process"
 
 const conflict = 75
 

@@ -1,9 +1,9 @@
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-
 // ROOT/care/~USER.lock and ~USER.waiting (one run per process user in a node's care, 2.13). "~"
 // begins no run's name, and the login is written as encodeURIComponent writes it, so every login
 // names files of its own and the login is read back from the name.
+
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 
 export const processUserFileName = (user: string, ext: "lock" | "waiting"): string => `~${encodeURIComponent(user)}.${ext}`
 

@@ -1,12 +1,12 @@
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-import { releasePaths } from "../release/ReleasePaths.js"
-
 // ROOT/care/RUN.session: a session in this host's care, as the node's rounds need it to decide
 // what each arrival is given to (2.11). Its watcher writes it before it writes started (so no
 // arrival after started can find the session missing) and again with started's place in the
 // server's order once the server has it; it removes it when the run is over. Plain node only:
 // the hook's fast path asks whether any exists on every receipt.
+
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { releasePaths } from "../release/ReleasePaths.js"
 
 export interface SessionFile {
   readonly run: string

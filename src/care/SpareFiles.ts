@@ -1,12 +1,12 @@
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-import { releasePaths } from "../release/ReleasePaths.js"
-
 // The spare watcher (docs/architecture.md, "The spare watcher"): a watcher started ahead of any
 // run, its program loaded, waiting on ROOT/care/spare/socket for the one run it will watch. A
 // hand-off to it skips Node's start and the program's load (about 200 ms of the path from a
 // run's arrival to its process). Its files live in a directory of their own so nothing that
 // lists the care directory's runs sees them.
+
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { releasePaths } from "../release/ReleasePaths.js"
 
 export interface SpareFiles {
   readonly dir: string

@@ -1,3 +1,10 @@
+// A process user's turn (one run of the user's in care at a time, 2.13) is passed on by whoever
+// sees it free: the watcher whose run is over, a watcher handed a run it did not take, the round
+// that writes a run down as waiting, the supervisor. Each looks (is the user held? is a hand-off
+// on its way?) and then takes the first waiting run and notes it as handed. Two doing that at once
+// would each hand a run, and the later of the two could start first; so the look and the take are
+// made holding ~USER.turn, for the few milliseconds they last, and never while a run is handed.
+
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -5,13 +12,6 @@ import * as Effect from "effect/Effect"
 import { CareDirectory } from "../../services/CareDirectory.js"
 import * as Option from "effect/Option"
 import type { WaitingRun } from "./ProcessUserFiles.js"
-
-// A process user's turn (one run of the user's in care at a time, 2.13) is passed on by whoever
-// sees it free: the watcher whose run is over, a watcher handed a run it did not take, the round
-// that writes a run down as waiting, the supervisor. Each looks (is the user held? is a hand-off
-// on its way?) and then takes the first waiting run and notes it as handed. Two doing that at once
-// would each hand a run, and the later of the two could start first; so the look and the take are
-// made holding ~USER.turn, for the few milliseconds they last, and never while a run is handed.
 
 const turnPath = (careDir: string, user: string) => Path.join(careDir, `~${encodeURIComponent(user)}.turn`)
 

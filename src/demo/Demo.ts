@@ -1,3 +1,7 @@
+// The main job on an embedded default: a local Fossil server with a demo repository and its
+// users, a build run and a refused run posted through the web forms as a person would, the
+// node acting on both, and each thread printed as Fossil holds it.
+
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Readline from "node:readline"
@@ -18,10 +22,6 @@ import type { Answer, Tool } from "../tools/Tool.js"
 import { makeLocalNode, users, type LocalNode } from "./LocalNode.js"
 import { fossil } from "./LocalServer.js"
 import { webLogin, webNewThread } from "./WebForms.js"
-
-// The main job on an embedded default: a local Fossil server with a demo repository and its
-// users, a build run and a refused run posted through the web forms as a person would, the
-// node acting on both, and each thread printed as Fossil holds it.
 
 const say = (line = "") => process.stdout.write(`${line}\n`)
 

@@ -1,14 +1,14 @@
-import * as Effect from "effect/Effect"
-import * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
-import { errorLines, runFossil } from "./Command.js"
-
 // A clone learns what the server holds only by pulling, and what a node writes from a clone is
 // pushed to the server, never into the clone: a record read from the clone is current only just
 // after a pull. So the clone node pulls at the start of each call, and every read of a run's
 // record on a clone's host (the round deciding a run, recovery under the run's lock, the watcher
 // before it writes started or ended) pulls first: a record read under the lock then holds every
 // started and ended the server had, and a second one is never written.
+
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import { errorLines, runFossil } from "./Command.js"
 
 export class PullFailed extends Schema.TaggedError<PullFailed>()("PullFailed", {
   clone: Schema.String,

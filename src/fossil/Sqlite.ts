@@ -1,9 +1,3 @@
-import type BetterSqlite3 from "better-sqlite3"
-import * as Fs from "node:fs"
-import { createRequire } from "node:module"
-import * as Path from "node:path"
-import { fileURLToPath } from "node:url"
-
 // better-sqlite3 is a native addon: loading it costs start-up time, and a V8 start-up snapshot
 // cannot hold it. So it is loaded on the first open, resolved from where the running program
 // really is: a checkout's dist/, or a release's ROOT/staged/NAME with its node_modules. A program
@@ -11,6 +5,12 @@ import { fileURLToPath } from "node:url"
 // ROOT/current/ocx2-cgi, possibly through more links), and Node's argv[1] is that link, not
 // followed: so the link is followed first. Then this bundle's own file (a CommonJS bundle's
 // __filename, an ES module's URL), which is also where the tests from source find it.
+
+import type BetterSqlite3 from "better-sqlite3"
+import * as Fs from "node:fs"
+import { createRequire } from "node:module"
+import * as Path from "node:path"
+import { fileURLToPath } from "node:url"
 
 let constructor: typeof BetterSqlite3 | undefined
 

@@ -1,11 +1,11 @@
-import type BetterSqlite3 from "better-sqlite3"
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-
 // The git export's own files, beside the served repository as its write lock is
 // (.REPO.ocx2-write.lock): the export's lock, so one export runs at a time, and its state (the
 // last export and the last failure), which the hook's cursor and export's dry run read. Plain
 // Node and SQLite only: the hook, which runs on every receipt, reads them.
+
+import type BetterSqlite3 from "better-sqlite3"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 
 export const exportLockOf = (repository: string): string =>
   Path.join(Path.dirname(repository), `.${Path.basename(repository)}.ocx2-export.lock`)

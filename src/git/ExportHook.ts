@@ -1,13 +1,13 @@
+// The hook keeps the git export current (seed 001, "Fetch the git export"): on a receipt that
+// brought a check-in after the last export, it starts the export detached and goes on, since
+// Fossil runs hooks one after another from its backoffice and an export of a large repository
+// takes a while. Posts, ticket changes and tags alone export nothing.
+
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import { openDatabase } from "../fossil/Sqlite.js"
 import { checkinAfter, exportMirrorOf, readExportState } from "./ExportFiles.js"
 import { exportNow, type ExportResult } from "./ExportRun.js"
-
-// The hook keeps the git export current (seed 001, "Fetch the git export"): on a receipt that
-// brought a check-in after the last export, it starts the export detached and goes on, since
-// Fossil runs hooks one after another from its backoffice and an export of a large repository
-// takes a while. Posts, ticket changes and tags alone export nothing.
 
 /** the user fossil runs as for the hook's exports: Fossil gives the hook no USER */
 export const exportUser = (): string => process.env["USER"] ?? process.env["LOGNAME"] ?? "ocx2"

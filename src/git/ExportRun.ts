@@ -1,12 +1,12 @@
+// One export of the served repository into its git mirror, under the export's lock: what both
+// the export tool and the hook's detached exporter run. Plain Node (no Effect), so the hook's
+// small bundle carries it.
+
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import { runFossil } from "../fossil/Command.js"
 import { openDatabase } from "../fossil/Sqlite.js"
 import { checkinAfter, exportLockOf, exportWaitingLockOf, exportMirrorOf, readExportState, writeExportState } from "./ExportFiles.js"
-
-// One export of the served repository into its git mirror, under the export's lock: what both
-// the export tool and the hook's detached exporter run. Plain Node (no Effect), so the hook's
-// small bundle carries it.
 
 export type ExportResult =
   | { readonly _tag: "Exported"; readonly mirror: string; readonly said: string; readonly rid: number }

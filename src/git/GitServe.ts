@@ -1,16 +1,16 @@
-import * as ChildProcess from "node:child_process"
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-import * as Zlib from "node:zlib"
-import { openDatabase } from "../fossil/Sqlite.js"
-import { exportMirrorOf } from "./ExportFiles.js"
-
 // The git program of the extension root (seed 001, "Fetch the git export"): the served
 // repository's git export, read-only over git's smart HTTP, through git's own http-backend.
 // Fossil has authenticated the viewer (FOSSIL_USER, FOSSIL_CAPABILITIES) and names the repository
 // the URL serves (FOSSIL_REPOSITORY); this program only decides what may reach http-backend:
 // fetches of that repository's export by a viewer who may read code, never a push, and never a
 // request over 50 MB, as sent or once expanded. Plain Node: it starts on every request of a fetch.
+
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as Zlib from "node:zlib"
+import { openDatabase } from "../fossil/Sqlite.js"
+import { exportMirrorOf } from "./ExportFiles.js"
 
 /** The most a request may carry, as sent and once expanded. */
 export const requestBound = 50 * 1024 * 1024

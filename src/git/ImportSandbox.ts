@@ -1,3 +1,8 @@
+// import's one untrusted step: cloning the upstream and turning its history into a Fossil
+// repository, in a sandbox as a run's process is (bubblewrap, its uid, the system read-only),
+// writing only its work directory. The upstream is someone else's: its clone, its fast-export
+// and Fossil's importer reading that stream never run outside the sandbox.
+
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as ChildProcess from "node:child_process"
@@ -5,11 +10,6 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { type LaunchSpec, SandboxLauncher } from "../../services/SandboxLauncher.js"
 import { firstParentBranches, readNoFollow, relabelStream } from "./FastExportBranches.js"
-
-// import's one untrusted step: cloning the upstream and turning its history into a Fossil
-// repository, in a sandbox as a run's process is (bubblewrap, its uid, the system read-only),
-// writing only its work directory. The upstream is someone else's: its clone, its fast-export
-// and Fossil's importer reading that stream never run outside the sandbox.
 
 /** The import did not complete: which step, and what it said. */
 export class ImportFailed extends Schema.TaggedError<ImportFailed>()("ImportFailed", { message: Schema.String }) {}

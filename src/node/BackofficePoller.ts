@@ -1,9 +1,3 @@
-import * as ChildProcess from "node:child_process"
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-import { fossilBinary } from "../fossil/Command.js"
-import { openDatabase } from "../fossil/Sqlite.js"
-
 // Fast mode's poller (docs/locks.md): `ROOT/ocx2-hook --poll REPOSITORY`, in place of Fossil's
 // `fossil backoffice --poll 1 REPOSITORY`. Like Fossil's, it runs `fossil backoffice --nodelay
 // --nolease REPOSITORY` whenever the file changed (looked at every second), and at least once an
@@ -25,6 +19,12 @@ import { openDatabase } from "../fossil/Sqlite.js"
 //   without a word when a push announced more artifacts (hook-embargo), and once a run made this
 //   way exited without running it; waiting for the file's next change would leave that receipt
 //   unheard until someone writes again.
+
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { fossilBinary } from "../fossil/Command.js"
+import { openDatabase } from "../fossil/Sqlite.js"
 
 /**
  * In rollback-journal mode (not WAL), where an exclusive backoffice is safe. Asked through SQLite,

@@ -1,9 +1,3 @@
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-import { openDatabase } from "../fossil/Sqlite.js"
-import { releasePaths } from "../release/ReleasePaths.js"
-import { canonicalRepository } from "./HookFiles.js"
-
 // The clone node's own files under ROOT/node (a clone's host), plain node only:
 //
 //   ROOT/node/clones.json   {"clones": {"/abs/CLONE.fossil": {"user", "serverUrl", "passwordsFile", "bootId"}}}
@@ -13,6 +7,12 @@ import { canonicalRepository } from "./HookFiles.js"
 // and where the passwords file is. The boot id says whether the host restarted since the last
 // call: a call after a restart is the node starting (--check), whether or not it was asked.
 // The node's cursor is HookFiles' cursor-ID-USER.json, over the clone's own receipts.
+
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { openDatabase } from "../fossil/Sqlite.js"
+import { releasePaths } from "../release/ReleasePaths.js"
+import { canonicalRepository } from "./HookFiles.js"
 
 export interface CloneEntry {
   readonly user: string

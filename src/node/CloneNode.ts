@@ -1,3 +1,13 @@
+// ocx2 node --repository CLONE SERVER-URL PASSWORDS-FILE [--check] (seed 001, "Add a node on
+// another host"): the node on a clone's host, one call at a time, run from a timer. Each call
+// checks the passwords file and the clone, signs in to the server as the node user, pulls, and
+// decides what the pull brought (CloneRound); with --check, or when it has never run here, or
+// when the host restarted since the call that last checked, it is the node starting and decides
+// every open run for its user instead (Round.startNode, as `hook --node` on the server's host).
+// Before either, it sends what dead watchers left unsent in their outboxes (ROOT/care/RUN.outbox:
+// the server was down when they wrote, then they were gone), so an outcome that exists is sent,
+// never answered lost.
+
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
@@ -14,16 +24,6 @@ import { canonicalRepository, cursorFileOf, readCursor } from "./HookFiles.js"
 import type { NodeConfig } from "./NodeConfig.js"
 import { finishLeftOutboxes } from "./Recovery.js"
 import { startNode, watcherOf } from "./Round.js"
-
-// ocx2 node --repository CLONE SERVER-URL PASSWORDS-FILE [--check] (seed 001, "Add a node on
-// another host"): the node on a clone's host, one call at a time, run from a timer. Each call
-// checks the passwords file and the clone, signs in to the server as the node user, pulls, and
-// decides what the pull brought (CloneRound); with --check, or when it has never run here, or
-// when the host restarted since the call that last checked, it is the node starting and decides
-// every open run for its user instead (Round.startNode, as `hook --node` on the server's host).
-// Before either, it sends what dead watchers left unsent in their outboxes (ROOT/care/RUN.outbox:
-// the server was down when they wrote, then they were gone), so an outcome that exists is sent,
-// never answered lost.
 
 /** What a call asks: the tool's input (src/tools/node.ts). */
 export interface NodeRequest {

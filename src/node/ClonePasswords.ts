@@ -1,11 +1,11 @@
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-
 // The passwords file of a node on a clone's host (2.15): {"user": LOGIN, "password": TEXT},
 // the node user's password on the server and nothing else (version 2 keeps no process user's
 // password). It is refused, and nothing is done, unless it is a regular file owned by the
 // account OCX runs as and readable by that account alone: a file others may read or write
 // would hand the node user's writes to them.
+
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 
 export interface Passwords {
   /** the file, its links followed */

@@ -1,3 +1,10 @@
+// One call of the node on a clone's host (seed 001, "Add a node on another host"), after the
+// pull: what the pull brought (the clone's receipts after the node's cursor) is read, the
+// server is asked who sent each run and stop (the clone's own receipts name only its pulls),
+// and each is decided in the server's order by the same decideRun the server's hook uses.
+// An artifact whose sender the server has not said is decided again at the next call: the
+// cursor stays before the first of them.
+
 import * as Effect from "effect/Effect"
 import type { Act } from "../operations/Operations.js"
 import { CareDirectory } from "../../services/CareDirectory.js"
@@ -12,13 +19,6 @@ import type { Arrival } from "../protocol/Subscriptions.js"
 import { advanceCursor, cursorFileOf, readCursor } from "./HookFiles.js"
 import type { NodeConfig } from "./NodeConfig.js"
 import { decideMessage, described, nodeMessagesAfter, type NodeMessage, type RunDecision } from "./Round.js"
-
-// One call of the node on a clone's host (seed 001, "Add a node on another host"), after the
-// pull: what the pull brought (the clone's receipts after the node's cursor) is read, the
-// server is asked who sent each run and stop (the clone's own receipts name only its pulls),
-// and each is decided in the server's order by the same decideRun the server's hook uses.
-// An artifact whose sender the server has not said is decided again at the next call: the
-// cursor stays before the first of them.
 
 export interface CloneRoundResult {
   readonly from: Cursor

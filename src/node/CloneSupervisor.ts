@@ -1,3 +1,13 @@
+// The node's supervisor on a clone's host (docs/architecture.md, "The supervisor"): `ocx2 node`'s
+// call (src/node/CloneNode.ts) made in the process, the node starting first (every open run
+// decided), then a pull and the round over what it brought each time the server says something
+// arrived. It asks the server's OCX page for its newest receipt's number and holds the question
+// open until a newer one arrives (the receipt tool's newer-than and wait: a long poll), and pulls
+// the moment it is answered. A page too old to hold the question, or `--short-cycle`, makes it pull
+// every half second instead; a server that fails is tried again less and less often. It keeps the
+// node's spare watcher waiting and the roll of its watchers, as the server's supervisor does: a
+// watcher's end is seen at once and its run decided again (lost, or handed on), between two pulls.
+
 import * as Effect from "effect/Effect"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Fs from "node:fs"
@@ -15,16 +25,6 @@ import { processStartTime, readSupervisorInfo, type SupervisorFiles, type Superv
 import { firstLine, logTo } from "./SupervisorLog.js"
 import { RollKeeper } from "./RollKeeper.js"
 import { releasePaths } from "../release/ReleasePaths.js"
-
-// The node's supervisor on a clone's host (docs/architecture.md, "The supervisor"): `ocx2 node`'s
-// call (src/node/CloneNode.ts) made in the process, the node starting first (every open run
-// decided), then a pull and the round over what it brought each time the server says something
-// arrived. It asks the server's OCX page for its newest receipt's number and holds the question
-// open until a newer one arrives (the receipt tool's newer-than and wait: a long poll), and pulls
-// the moment it is answered. A page too old to hold the question, or `--short-cycle`, makes it pull
-// every half second instead; a server that fails is tried again less and less often. It keeps the
-// node's spare watcher waiting and the roll of its watchers, as the server's supervisor does: a
-// watcher's end is seen at once and its run decided again (lost, or handed on), between two pulls.
 
 /** How long a clone's supervisor waits between two pulls on the short cycle (from the end of one to the start of the next). */
 export const cloneEveryMs = 500

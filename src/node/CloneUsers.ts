@@ -1,3 +1,7 @@
+// Refusal 4 needs "any clone's user": a login named as the `to` of a run that a user holding
+// admin or setup sent (2.5). It is read from the record itself; a cache under ROOT/node keeps
+// the scan proportional to what arrived since the last one.
+
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -5,10 +9,6 @@ import { Receipts } from "../../services/Receipts.js"
 import { Repository, type Cursor } from "../../services/Repository.js"
 import { readMessage } from "../protocol/Envelope.js"
 import { isAdminOrSetup } from "../protocol/Senders.js"
-
-// Refusal 4 needs "any clone's user": a login named as the `to` of a run that a user holding
-// admin or setup sent (2.5). It is read from the record itself; a cache under ROOT/node keeps
-// the scan proportional to what arrived since the last one.
 
 interface Cache {
   readonly cursor: Cursor

@@ -1,3 +1,10 @@
+// 2.11 on the node's side: as the node acts on what arrived (the hook's round on the server, the
+// poll's round on a clone), each arrival that passes a session's seven filters is appended to
+// that session's ROOT/care/RUN.inbox as {"deliver": HASH, "line": LINE}, in the server's order.
+// The run's watcher gives the line to its process. An arrival already in the inbox is not
+// appended again, so a round that died after appending and before moving its cursor repeats
+// nothing when the next round reads the same arrivals.
+
 import * as Effect from "effect/Effect"
 import { CareDirectory } from "../../services/CareDirectory.js"
 import { Receipts } from "../../services/Receipts.js"
@@ -9,13 +16,6 @@ import type { NodeConfig } from "./NodeConfig.js"
 import { readRunRecord } from "./RunRecord.js"
 import type { SessionFile } from "../care/SessionFiles.js"
 import { deliveryDiskBound, inboxWaiting } from "../watcher/Inbox.js"
-
-// 2.11 on the node's side: as the node acts on what arrived (the hook's round on the server, the
-// poll's round on a clone), each arrival that passes a session's seven filters is appended to
-// that session's ROOT/care/RUN.inbox as {"deliver": HASH, "line": LINE}, in the server's order.
-// The run's watcher gives the line to its process. An arrival already in the inbox is not
-// appended again, so a round that died after appending and before moving its cursor repeats
-// nothing when the next round reads the same arrivals.
 
 /** What a session may be given, from what a round read; undefined for anything else. */
 export const arrivalOf = (item: Item): Arrival | undefined => {

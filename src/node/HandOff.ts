@@ -1,12 +1,12 @@
+// Handing a run to its watcher: a detached process of its own, so the hook returns at once and
+// the run outlives whoever started it. Its output goes to ROOT/care/RUN.log, never to a pipe
+// that may already be closed (Fossil closes the hook's).
+
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { releasePaths } from "../release/ReleasePaths.js"
 import type { NodeConfig } from "./NodeConfig.js"
-
-// Handing a run to its watcher: a detached process of its own, so the hook returns at once and
-// the run outlives whoever started it. Its output goes to ROOT/care/RUN.log, never to a pipe
-// that may already be closed (Fossil closes the hook's).
 
 /** The watcher program beside the running one: ocx2-watcher in a release, dist/ocx2-watcher.mjs in a checkout. */
 export const watcherProgramBeside = (program: string): string => {

@@ -1,3 +1,15 @@
+// ocx2-hook [--root ROOT] --log ROOT/node/hook.log REPOSITORY
+// ocx2-hook --poll REPOSITORY (fast mode's poller: src/node/BackofficePoller.ts)
+//
+// Fossil's after-receive hook (DECISIONS 5): a wake-up call, not the record. Fossil runs it
+// detached through /bin/sh, gives it the arrived artifacts on standard input (a hint only),
+// closes its stdout and stderr, and never waits for it. So it writes nowhere but its log, and
+// it runs on every receipt: this entry loads no Effect and no protocol schema. It reads what
+// arrived after its own cursor with plain SQLite and asks one cheap question, whether any of it
+// is a forum post or ticket change whose text may hold an OCX message ("ocx" in its content).
+// Only then does it load the round (src/node/Round.ts), which decides under round.lock. When the
+// node's supervisor runs (`ocx2 supervise`), the hook only wakes it: the supervisor decides.
+
 import type BetterSqlite3 from "better-sqlite3"
 import { openDatabase } from "../fossil/Sqlite.js"
 import * as Fs from "node:fs"
@@ -12,18 +24,6 @@ import { wakeSupervisor } from "./SupervisorFiles.js"
 import {
   advanceCursor, appendHookLog, canonicalRepository, type Cursor, cursorFileOf, type HookLogEntry, nodeOf, readCursor
 } from "./HookFiles.js"
-
-// ocx2-hook [--root ROOT] --log ROOT/node/hook.log REPOSITORY
-// ocx2-hook --poll REPOSITORY (fast mode's poller: src/node/BackofficePoller.ts)
-//
-// Fossil's after-receive hook (DECISIONS 5): a wake-up call, not the record. Fossil runs it
-// detached through /bin/sh, gives it the arrived artifacts on standard input (a hint only),
-// closes its stdout and stderr, and never waits for it. So it writes nowhere but its log, and
-// it runs on every receipt: this entry loads no Effect and no protocol schema. It reads what
-// arrived after its own cursor with plain SQLite and asks one cheap question, whether any of it
-// is a forum post or ticket change whose text may hold an OCX message ("ocx" in its content).
-// Only then does it load the round (src/node/Round.ts), which decides under round.lock. When the
-// node's supervisor runs (`ocx2 supervise`), the hook only wakes it: the supervisor decides.
 
 export interface HookArgs {
   readonly log: string

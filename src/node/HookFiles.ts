@@ -1,14 +1,14 @@
-import * as Crypto from "node:crypto"
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-import { releasePaths } from "../release/ReleasePaths.js"
-
 // The node's own files under ROOT/node, shared by the hook's lean entry (no Effect: it runs on
 // every receipt) and by the round, the tools and status. Plain node only, on purpose.
 //
 //   ROOT/node/hook.log                  one JSON line per call of the hook
 //   ROOT/node/node.json                 {"nodes": {"/abs/REPO.fossil": {"user": "lab", "serverUrl": "http://..."}}}
 //   ROOT/node/cursor-HASH12-USER.json   {"rcvid": N, "rid": N}: what this node has decided, per repository and user
+
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { releasePaths } from "../release/ReleasePaths.js"
 
 export interface Cursor {
   readonly rcvid: number

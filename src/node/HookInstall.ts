@@ -1,3 +1,7 @@
+// Where the hook stands on a served repository, and the Fossil commands that change it. Fossil
+// keeps hooks as a JSON array in config 'hooks' ([{"cmd", "type", "seq"}]); it is read here
+// directly and changed only through `fossil hook add/delete`, so Fossil stays the one writer.
+
 import type BetterSqlite3 from "better-sqlite3"
 import { openDatabase } from "../fossil/Sqlite.js"
 import * as ChildProcess from "node:child_process"
@@ -8,10 +12,6 @@ import * as Schema from "effect/Schema"
 import { runFossil } from "../fossil/Command.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { canonicalRepository, hookLogOf } from "./HookFiles.js"
-
-// Where the hook stands on a served repository, and the Fossil commands that change it. Fossil
-// keeps hooks as a JSON array in config 'hooks' ([{"cmd", "type", "seq"}]); it is read here
-// directly and changed only through `fossil hook add/delete`, so Fossil stays the one writer.
 
 export interface FossilHook {
   /** its index in Fossil's list, as `fossil hook delete N` takes it */

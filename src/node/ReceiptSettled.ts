@@ -1,7 +1,3 @@
-import type BetterSqlite3 from "better-sqlite3"
-import * as Zlib from "node:zlib"
-import type { Cursor } from "./HookFiles.js"
-
 // Whether what arrived after the cursor is readable as the node reads it. Fossil's web pages
 // write without one enclosing transaction: a forum post's artifact (blob, rcvfrom, even its event)
 // is committed before its crosslink makes its forumpost row (and, for the repository's first post,
@@ -10,6 +6,10 @@ import type { Cursor } from "./HookFiles.js"
 // and move its cursor past it for good. So the supervisor waits, a little, for every artifact
 // after its cursor that is written as a forum post or ticket change mentioning "ocx" to have its
 // row, and reads only then (or once the receipt is old enough that nothing more will come).
+
+import type BetterSqlite3 from "better-sqlite3"
+import * as Zlib from "node:zlib"
+import type { Cursor } from "./HookFiles.js"
 
 export interface Unsettled {
   /** artifacts after the cursor written as a post or ticket change that holds "ocx", with no row of theirs yet */

@@ -1,3 +1,10 @@
+// 2.13: a run no longer in its node's care is answered lost, its process ended first if it still
+// runs. "In care" is the watcher's lock: busy means the watcher lives; free means it is gone, and
+// under the lock the record decides. The check and the write happen under the lock, so two
+// recoveries (or a recovery and a late watcher) never both write ended. What the watcher kept in
+// its outbox and did not send (the server down, then the watcher gone) is sent first, so a run
+// whose outcome exists is never answered lost over it.
+
 import * as Effect from "effect/Effect"
 import type { Act } from "../operations/Operations.js"
 import { CareDirectory } from "../../services/CareDirectory.js"
@@ -10,13 +17,6 @@ import { writeMessageWhereTheRunIs } from "./Reports.js"
 import { readRunRecord } from "./RunRecord.js"
 import { finishOutbox, outboxRuns, readOutbox } from "../watcher/Outbox.js"
 import type { RunDecision } from "./Round.js"
-
-// 2.13: a run no longer in its node's care is answered lost, its process ended first if it still
-// runs. "In care" is the watcher's lock: busy means the watcher lives; free means it is gone, and
-// under the lock the record decides. The check and the write happen under the lock, so two
-// recoveries (or a recovery and a late watcher) never both write ended. What the watcher kept in
-// its outbox and did not send (the server down, then the watcher gone) is sent first, so a run
-// whose outcome exists is never answered lost over it.
 
 export type Recovered =
   | "alive" // its watcher holds the run

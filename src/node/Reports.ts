@@ -1,10 +1,10 @@
+// Where a run is decides only where its reports go (2.10): a reply to its post in its thread,
+// or a change to its ticket. Every report is written as the node user (2.5).
+
 import * as Effect from "effect/Effect"
 import { Repository } from "../../services/Repository.js"
 import { writeMessage } from "../protocol/Envelope.js"
 import type { RunRecord } from "./RunRecord.js"
-
-// Where a run is decides only where its reports go (2.10): a reply to its post in its thread,
-// or a change to its ticket. Every report is written as the node user (2.5).
 
 export const writeWhereTheRunIs = (record: Pick<RunRecord, "hash" | "place">, user: string, text: string) =>
   Effect.gen(function*() {

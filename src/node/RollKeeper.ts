@@ -1,3 +1,11 @@
+// What the supervisor does with its roll of watchers, the same on the server's host and on a
+// clone's (docs/architecture.md, "The supervisor"): it hears the care directory (a watcher taking
+// its run's lock, a run handed to a watcher, a run written down as waiting for its process user),
+// looks at the roll every 200 ms while it holds any, and when a watcher is gone decides its run
+// again under round.lock as the node's start does (lost when it started, handed on when it never
+// did), then hands on its process user's first waiting run. Its host runs the decisions when it
+// is told work is due (`wake`), one piece at a time beside its rounds.
+
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Fs from "node:fs"
@@ -12,14 +20,6 @@ import { readRunRecord } from "./RunRecord.js"
 import { firstLine } from "./SupervisorLog.js"
 import { processUserFileName } from "../care/ProcessUserFiles.js"
 import { holderOf, runOfCareFile, WatcherRoll } from "./WatcherRoll.js"
-
-// What the supervisor does with its roll of watchers, the same on the server's host and on a
-// clone's (docs/architecture.md, "The supervisor"): it hears the care directory (a watcher taking
-// its run's lock, a run handed to a watcher, a run written down as waiting for its process user),
-// looks at the roll every 200 ms while it holds any, and when a watcher is gone decides its run
-// again under round.lock as the node's start does (lost when it started, handed on when it never
-// did), then hands on its process user's first waiting run. Its host runs the decisions when it
-// is told work is due (`wake`), one piece at a time beside its rounds.
 
 /** How often the roll's watchers are looked at while it holds any: the bound on seeing one end. */
 const lookEveryMs = 200

@@ -1,3 +1,11 @@
+// One round of the node on the server's host (2.13, DECISIONS 5 and 7): under round.lock, read
+// what arrived after the node's own cursor, decide each run for this node and each stop with
+// Life.decide, and act. Refusals, stops before a start and starts are all handed to the run's
+// watcher, which decides the run again under its own lock and writes the one ended (or started)
+// itself: one code path writes a run's answers, and it always holds the run's lock. A stop for
+// a run in care goes to its watcher's inbox. The same decision serves the node starting
+// (`ocx2 hook --node USER`), which reads every open run, and its dry run.
+
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
@@ -24,14 +32,6 @@ import { writeWhereTheRunIs } from "./Reports.js"
 import { recoverRun } from "./Recovery.js"
 import { checkRecord, processUserOf } from "./RunCheck.js"
 import { readRunRecord, type RunRecord } from "./RunRecord.js"
-
-// One round of the node on the server's host (2.13, DECISIONS 5 and 7): under round.lock, read
-// what arrived after the node's own cursor, decide each run for this node and each stop with
-// Life.decide, and act. Refusals, stops before a start and starts are all handed to the run's
-// watcher, which decides the run again under its own lock and writes the one ended (or started)
-// itself: one code path writes a run's answers, and it always holds the run's lock. A stop for
-// a run in care goes to its watcher's inbox. The same decision serves the node starting
-// (`ocx2 hook --node USER`), which reads every open run, and its dry run.
 
 export interface RunDecision {
   readonly run: string

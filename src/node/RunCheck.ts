@@ -1,3 +1,6 @@
+// The one check of a run (refusals 1 to 7, seed 2.5) that the round and the watcher both make,
+// from the record and what the host and the server say; checkRun (src/protocol) decides.
+
 import * as Effect from "effect/Effect"
 import { Receipts } from "../../services/Receipts.js"
 import { SandboxLauncher } from "../../services/SandboxLauncher.js"
@@ -7,9 +10,6 @@ import { releasePaths } from "../release/ReleasePaths.js"
 import { cloneUsers } from "./CloneUsers.js"
 import { hostSettings, type NodeConfig } from "./NodeConfig.js"
 import type { RunRecord } from "./RunRecord.js"
-
-// The one check of a run (refusals 1 to 7, seed 2.5) that the round and the watcher both make,
-// from the record and what the host and the server say; checkRun (src/protocol) decides.
 
 /**
  * The process user a run's block names, as posted: read before the run is checked, since a run

@@ -1,3 +1,6 @@
+// A run's record as the served repository holds it: the run, where it is, who sent it, and the
+// replies that count (2.4), each decided by the server's receipts, never by the artifact's U card.
+
 import * as Effect from "effect/Effect"
 import { Receipts } from "../../services/Receipts.js"
 import { Repository } from "../../services/Repository.js"
@@ -7,9 +10,6 @@ import { decodeEnded, decodeStarted, type StartedContent } from "../protocol/Mes
 import type { EndedContent } from "../protocol/Outcomes.js"
 import { compareServerOrder, replyCounts, type ReplyKind, type Sender } from "../protocol/Senders.js"
 import { processUserOf } from "./RunCheck.js"
-
-// A run's record as the served repository holds it: the run, where it is, who sent it, and the
-// replies that count (2.4), each decided by the server's receipts, never by the artifact's U card.
 
 export type RunPlace =
   | { readonly _tag: "Thread"; readonly root: string }

@@ -1,3 +1,8 @@
+// The askers' side of the spare watcher: hand a run to the spare when one waits, else start a
+// watcher as before; and start a spare when none waits. Anything but a clear "taken" means the
+// spare did not take the run, and a watcher is started for it: were the spare to have taken it
+// after all, the run's lock lets only one of the two watch it.
+
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
@@ -6,11 +11,6 @@ import type { NodeConfig } from "./NodeConfig.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { writeHandOff } from "./WatcherRoll.js"
 import { socketPathFits, spareFiles, sparePid, spareSetting, type SpareAnswer, type SpareRequest } from "../care/SpareFiles.js"
-
-// The askers' side of the spare watcher: hand a run to the spare when one waits, else start a
-// watcher as before; and start a spare when none waits. Anything but a clear "taken" means the
-// spare did not take the run, and a watcher is started for it: were the spare to have taken it
-// after all, the run's lock lets only one of the two watch it.
 
 /** One request, one answer; undefined when no spare answers within the time. */
 export const askSpare = (root: string, request: SpareRequest, timeoutMillis = 1000): Promise<SpareAnswer | undefined> =>

@@ -1,3 +1,13 @@
+// ocx2 supervise --node USER [--root ROOT] [--repository REPO]: the node's resident supervisor on
+// the server's host (docs/architecture.md, "The supervisor"). It hears every receipt through
+// inotify on the served file's directory (the file, its journal, its WAL) and runs the node's round
+// at once, one at a time, another right after when more arrived meanwhile; the after-receive hook
+// then only wakes it (SIGUSR1). It keeps the roll of the node's watchers (WatcherRoll) and, the
+// moment one ends, decides its run again under round.lock and the run's lock, as the node's start
+// does: lost when it started and has no ended, handed on when it never started, and the first run
+// waiting for its process user handed on. It starts as `hook --node` does: what dead watchers left
+// in their outboxes sent, every open run decided, every live watcher taken back.
+
 import * as Effect from "effect/Effect"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Fs from "node:fs"
@@ -22,16 +32,6 @@ import { ensureSpare } from "./SpareClient.js"
 import { processStartTime, readSupervisorInfo, type SupervisorFiles, supervisorFilesOf, type SupervisorInfo, writeSupervisorInfo } from "./SupervisorFiles.js"
 import { firstLine, logTo } from "./SupervisorLog.js"
 import { RollKeeper } from "./RollKeeper.js"
-
-// ocx2 supervise --node USER [--root ROOT] [--repository REPO]: the node's resident supervisor on
-// the server's host (docs/architecture.md, "The supervisor"). It hears every receipt through
-// inotify on the served file's directory (the file, its journal, its WAL) and runs the node's round
-// at once, one at a time, another right after when more arrived meanwhile; the after-receive hook
-// then only wakes it (SIGUSR1). It keeps the roll of the node's watchers (WatcherRoll) and, the
-// moment one ends, decides its run again under round.lock and the run's lock, as the node's start
-// does: lost when it started and has no ended, handed on when it never started, and the first run
-// waiting for its process user handed on. It starts as `hook --node` does: what dead watchers left
-// in their outboxes sent, every open run decided, every live watcher taken back.
 
 export const superviseUsage = "usage: ocx2 supervise --node USER [--root ROOT] [--repository REPO] [--short-cycle] [--dry-run]"
 

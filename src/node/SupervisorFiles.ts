@@ -1,15 +1,15 @@
-import * as Crypto from "node:crypto"
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-import { releasePaths } from "../release/ReleasePaths.js"
-import { canonicalRepository } from "./HookFiles.js"
-
 // The node's supervisor (`ocx2 supervise`, src/node/Supervisor.ts) as others see it: plain Node
 // only, since the hook's lean entry asks on every receipt whether one runs (then it only wakes it).
 //
 //   ROOT/node/supervisor-HASH12-USER.lock   flock held by the supervisor for its whole life: two never supervise one node
 //   ROOT/node/supervisor-HASH12-USER.json   who it is (pid and the kernel's start time of that pid) and what it holds
 //   ROOT/node/supervisor.log                one JSON line per thing it did
+
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { releasePaths } from "../release/ReleasePaths.js"
+import { canonicalRepository } from "./HookFiles.js"
 
 export interface SupervisorFiles {
   readonly lock: string

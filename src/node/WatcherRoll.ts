@@ -1,7 +1,3 @@
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-import { processStartTime } from "./SupervisorFiles.js"
-
 // The supervisor's roll of the node's watchers: each run in care whose RUN.lock names a live
 // holder, known by its pid and that pid's start time. A watcher writes its pid into RUN.lock the
 // moment it holds the lock (CareDirectory.lockRun), so the supervisor learns of it from the care
@@ -13,6 +9,10 @@ import { processStartTime } from "./SupervisorFiles.js"
 // the lock it took would have to be let go again before recovery takes it.) The lock stays the
 // truth: whoever decides a run whose holder is gone takes RUN.lock first, and a fossil write still
 // landing (it holds the lock's descriptor) keeps the run "alive" until it has.
+
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { processStartTime } from "./SupervisorFiles.js"
 
 const runName = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/
 

@@ -1,8 +1,8 @@
-import * as Path from "node:path"
-
 // The release root's layout (seed 001, "Stage, accept or roll back a release"; "Install or
 // remove the hook"). Everything here is pure, so the node, the hook and refusal 7 (a run may
 // not bind OCX's own paths) can share the one description of ROOT.
+
+import * as Path from "node:path"
 
 /** A release is named by its check-in's first twelve hex digits. */
 export const releaseNamePattern = /^[0-9a-f]{12}$/

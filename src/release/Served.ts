@@ -1,10 +1,10 @@
+// Which release serves a call: the root a program acts on, the release rule (which release of a
+// root may accept or roll back), and the words the pages show of the release that serves them.
+
 import * as Effect from "effect/Effect"
 import { ReleaseRoot, type ReleaseState } from "../../services/ReleaseRoot.js"
 import { CallRefused, refuse } from "../operations/Operations.js"
 import { type ProgramRelease, releasePaths } from "./ReleasePaths.js"
-
-// Which release serves a call: the root a program acts on, the release rule (which release of a
-// root may accept or roll back), and the words the pages show of the release that serves them.
 
 /** The root to act on: the one given, or the one this program was released into. */
 export const rootToActOn = (tool: string, given: string | undefined, programPath: string | undefined) =>

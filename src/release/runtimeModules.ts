@@ -1,10 +1,10 @@
-import * as Either from "effect/Either"
-import * as Schema from "effect/Schema"
-import * as Path from "node:path"
-
 // Which installed packages a staged release needs beside its bundles. The bundles leave some
 // packages external (a native addon cannot be bundled), so the release carries each external
 // package and what it loads at run time, and nothing a package needs only to install itself.
+
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
+import * as Path from "node:path"
 
 /** The packages the checkout's build leaves out of its bundles: each `--external:NAME`. */
 export const externalsOfBuild = (buildScript: string): ReadonlyArray<string> => {

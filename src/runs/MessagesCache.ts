@@ -1,16 +1,16 @@
-import * as Crypto from "node:crypto"
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-import type BetterSqlite3 from "better-sqlite3"
-import { type MessageRow, messagesFingerprint, type ReadCursor, readMessagesAfter } from "../fossil/ReadMessages.js"
-import { releaseOfProgram } from "../release/ReleasePaths.js"
-
 // The messages the runs list read last time, kept so that the next call reads only what arrived
 // since (the posts after its cursor in server order) instead of every post again. What was read
 // before the cursor is taken again only while nothing could have changed it (messagesFingerprint:
 // no artifact made private or public, shunned or removed); otherwise everything is read again. The
 // cache is the OCX account's (ROOT/node/cache, for the release's own programs) or the user's
 // ($XDG_CACHE_HOME or ~/.cache/ocx2), mode 0600; without either, nothing is kept.
+
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import type BetterSqlite3 from "better-sqlite3"
+import { type MessageRow, messagesFingerprint, type ReadCursor, readMessagesAfter } from "../fossil/ReadMessages.js"
+import { releaseOfProgram } from "../release/ReleasePaths.js"
 
 const VERSION = 2
 

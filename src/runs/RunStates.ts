@@ -1,10 +1,10 @@
+// 2.13 read for people: each run's state from the replies that count (2.4), as one list. Pure:
+// the messages come from src/fossil/ReadMessages.ts, the filters from the runs tool.
+
 import type { MessageRow } from "../fossil/ReadMessages.js"
 import { tally, type Reply, type Tally } from "../node/RunRecord.js"
 import type { EndedContent } from "../protocol/Outcomes.js"
 import type { Sender } from "../protocol/Senders.js"
-
-// 2.13 read for people: each run's state from the replies that count (2.4), as one list. Pure:
-// the messages come from src/fossil/ReadMessages.ts, the filters from the runs tool.
 
 /**
  * A run's state. 2.13's none and waiting are both `waiting` (`manual` says for whom); an ended

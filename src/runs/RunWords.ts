@@ -1,7 +1,7 @@
-import type { RunState, RunSummary } from "./RunStates.js"
-
 // A run's state in words, the same on the command line, the web pages and in watch's events:
 // `exited 0`, `refused: refusal 4: ...`, `lost: its watcher is gone`, `waiting (manual)`, `started`.
+
+import type { RunState, RunSummary } from "./RunStates.js"
 
 export interface StateParts {
   readonly state: RunState

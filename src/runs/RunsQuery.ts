@@ -1,6 +1,6 @@
-import type { RunState, RunSummary } from "./RunStates.js"
-
 // The runs list's filters, pure: which runs a query keeps, newest first.
+
+import type { RunState, RunSummary } from "./RunStates.js"
 
 /** The states a filter may name: one of 2.13's (RunStates), or `open` (waiting or started) and `over` (any ended). */
 export const stateFilters = ["waiting", "started", "ended", "refused", "lost", "open", "over"] as const

@@ -1,11 +1,11 @@
+// One definition per tool (seed 001): the adapters (CLI, CGI, MCP) derive everything from
+// this and decide nothing, so a call is allowed or refused the same way from every entry point.
+
 import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type { Hosts } from "../../services/Hosts.js"
 import type { ReleaseRoot } from "../../services/ReleaseRoot.js"
 import { type Handled, Operation, StopReason } from "../operations/Operations.js"
-
-// One definition per tool (seed 001): the adapters (CLI, CGI, MCP) derive everything from
-// this and decide nothing, so a call is allowed or refused the same way from every entry point.
 
 /** Every answer has one shape: the operations log, the output when it ran to the end, and why it stopped. */
 export interface Answer<O> {

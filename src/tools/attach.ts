@@ -1,3 +1,7 @@
+// 2.10: a run with process.terminal true runs on a terminal its watcher holds, "which a person
+// may join with OCX's attach". The person is at this host's terminal as its OCX account: the
+// socket is in ROOT/care, which that account alone may enter, so the host decides who joins.
+
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
@@ -8,10 +12,6 @@ import { rootToActOn } from "../release/Served.js"
 import { connectTerminal, joinTerminal } from "./support/attachTerminal.js"
 import { finish, recording, refuse } from "../operations/Operations.js"
 import { defineTool } from "./Tool.js"
-
-// 2.10: a run with process.terminal true runs on a terminal its watcher holds, "which a person
-// may join with OCX's attach". The person is at this host's terminal as its OCX account: the
-// socket is in ROOT/care, which that account alone may enter, so the host decides who joins.
 
 export const AttachInput = Schema.Struct({
   run: Schema.String.annotations({ description: "the run to join: its hash, or a prefix of it, as in ROOT/care" }),

@@ -1,10 +1,10 @@
+// list and help describe the tools that exist; they take the registry lazily because they are in it.
+// Each shows only what the entry point it is called through offers (every tool when none is named).
+
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { fieldsOf, optionName, usage } from "./fields.js"
 import { defineTool, notOfferedMessage, offeredBy, type ToolContext, type Tool } from "./Tool.js"
-
-// list and help describe the tools that exist; they take the registry lazily because they are in it.
-// Each shows only what the entry point it is called through offers (every tool when none is named).
 
 const shown = (tools: ReadonlyArray<Tool>, context: ToolContext): ReadonlyArray<Tool> =>
   context.entryPoint === undefined ? tools : offeredBy(context.entryPoint, tools)

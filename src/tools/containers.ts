@@ -1,13 +1,13 @@
-import * as Effect from "effect/Effect"
-import * as Schema from "effect/Schema"
-import { defineTool } from "./Tool.js"
-
 // `ocx2 containers ...` is a client of the tool-container server (docs/containers.md), not a tool
 // of the repository: bin/ocx2.ts hands its arguments to src/containers/ContainersCli.ts, whose
 // options repeat (--volume, --fuse-file, --fuse-directory) as no tool's do. It is in the registry
 // so that `ocx2 --help`, `ocx2 list` and `ocx2 help containers` show it with the others; this
 // definition says what it takes, and its handler is reached only when ocx2's own options come
 // before its name, which it does not take.
+
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import { defineTool } from "./Tool.js"
 
 const text = (description: string) => Schema.optionalWith(Schema.String.annotations({ description }), { exact: true })
 

@@ -1,3 +1,6 @@
+// export (seed 001, "Fetch the git export"): the served repository's git export brought up to
+// date now, under the export's lock (src/git/ExportRun.ts), as the hook does after each check-in.
+
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
@@ -10,9 +13,6 @@ import { canonicalRepository } from "../node/HookFiles.js"
 import { CallRefused, finish, recording, refuse } from "../operations/Operations.js"
 import { defineTool } from "./Tool.js"
 import { needsSetup } from "./support/permissions.js"
-
-// export (seed 001, "Fetch the git export"): the served repository's git export brought up to
-// date now, under the export's lock (src/git/ExportRun.ts), as the hook does after each check-in.
 
 const optionalText = (description: string) => Schema.optionalWith(Schema.String.annotations({ description }), { exact: true })
 

@@ -1,9 +1,9 @@
+// How each entry point sees a tool's input: read off the input schema, so the CLI's options,
+// the help text, the web form and MCP's arguments all follow the one definition.
+
 import * as Option from "effect/Option"
 import * as AST from "effect/SchemaAST"
 import type { Tool } from "./Tool.js"
-
-// How each entry point sees a tool's input: read off the input schema, so the CLI's options,
-// the help text, the web form and MCP's arguments all follow the one definition.
 
 export type FieldKind = "text" | "boolean" | "integer" | "number" | "choice" | "list" | "json"
 

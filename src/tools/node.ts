@@ -1,10 +1,10 @@
+// The node on a clone's host, as a tool: its call (src/node/CloneNode.ts) is the node's own, which
+// the clone's supervisor makes too when it starts.
+
 import * as Schema from "effect/Schema"
 import { runCloneNode } from "../node/CloneNode.js"
 import { recording } from "../operations/Operations.js"
 import { defineTool } from "./Tool.js"
-
-// The node on a clone's host, as a tool: its call (src/node/CloneNode.ts) is the node's own, which
-// the clone's supervisor makes too when it starts.
 
 const text = (description: string) => Schema.String.annotations({ description })
 

@@ -1,3 +1,6 @@
+// Seed 001, "Start a manual run by hand": a run whose process.manual is true waits for a person;
+// `run RUN` has this host's node decide it as started by a person and hand it to a watcher.
+
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { Repository } from "../../services/Repository.js"
@@ -9,9 +12,6 @@ import { servedFile } from "./support/repositoryFile.js"
 import { localLayers } from "./support/servedLayers.js"
 import { defineTool } from "./Tool.js"
 import { needsAdminOrSetup } from "./support/permissions.js"
-
-// Seed 001, "Start a manual run by hand": a run whose process.manual is true waits for a person;
-// `run RUN` has this host's node decide it as started by a person and hand it to a watcher.
 
 export const RunInput = Schema.Struct({
   run: Schema.String.annotations({ description: "the manual run to start: its hash or a prefix" })

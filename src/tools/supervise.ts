@@ -1,12 +1,12 @@
-import * as Effect from "effect/Effect"
-import * as Schema from "effect/Schema"
-import { defineTool } from "./Tool.js"
-
 // `ocx2 supervise ...` is the node's resident supervisor (docs/architecture.md, "The supervisor"),
 // a process that runs until it is stopped, not a call that answers: bin/ocx2.ts hands its
 // arguments to src/node/Supervisor.ts. It is in the registry so that `ocx2 --help`, `ocx2 list`
 // and `ocx2 help supervise` show it with the others; its handler is reached only when ocx2's own
 // options come before its name, which it does not take.
+
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import { defineTool } from "./Tool.js"
 
 const text = (description: string) => Schema.optionalWith(Schema.String.annotations({ description }), { exact: true })
 

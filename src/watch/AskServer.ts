@@ -1,10 +1,10 @@
-import { openDatabase } from "../fossil/Sqlite.js"
-import type { WatchEventOut, WatchOutput } from "../tools/watch.js"
-
 // watch from a clone's host: the run's node is elsewhere, so ask the server. Signed in as the
 // user the clone remembers (with the password Fossil keeps for its syncs), the command line asks
 // the run's page for the run as JSON, which carries the node's stream server's address and a
 // grant for this user, and then follows the same stream the page follows.
+
+import { openDatabase } from "../fossil/Sqlite.js"
+import type { WatchEventOut, WatchOutput } from "../tools/watch.js"
 
 /** Fossil's unobscure(): the hex of a salt byte and the text, each byte XOR-ed with the salt and a fixed 16-byte pattern. */
 const pattern = [0xa7, 0x21, 0x31, 0xe3, 0x2a, 0x50, 0x2c, 0x86, 0x4c, 0xa4, 0x52, 0x25, 0xff, 0x49, 0x35, 0x85]

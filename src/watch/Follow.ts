@@ -1,3 +1,8 @@
+// Following one run as it happens (watch, the run page's stream): its state from the record, read
+// again whenever the repository file changes; what its process prints, from ROOT/care/RUN.stream as
+// the launcher appends it; and, for a session, each delivery the node's rounds append to
+// ROOT/care/RUN.inbox. Until the run is over (its ended counts), then the outcome.
+
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import type { MessageRow } from "../fossil/ReadMessages.js"
@@ -6,11 +11,6 @@ import { resolveName, ticketView } from "../fossil/ReadRecord.js"
 import { openDatabase } from "../fossil/Sqlite.js"
 import { type RunSummary, summarizeRuns } from "../runs/RunStates.js"
 import { readStreamFrom, runStreamFile } from "./StreamFile.js"
-
-// Following one run as it happens (watch, the run page's stream): its state from the record, read
-// again whenever the repository file changes; what its process prints, from ROOT/care/RUN.stream as
-// the launcher appends it; and, for a session, each delivery the node's rounds append to
-// ROOT/care/RUN.inbox. Until the run is over (its ended counts), then the outcome.
 
 export type WatchEvent =
   | { readonly type: "state"; readonly at: number; readonly summary: RunSummary }

@@ -1,7 +1,3 @@
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-import { StringDecoder } from "node:string_decoder"
-
 // ROOT/care/RUN.stream: what a run's process prints, as it prints it, for the people following
 // the run (watch, the run page). The launcher appends one JSON line per chunk it reads from
 // STDOUT or STDERR: {"s": "stdout"|"stderr", "t": MILLISECONDS, "d": TEXT}, the text decoded as
@@ -9,6 +5,10 @@ import { StringDecoder } from "node:string_decoder"
 // and the workspace's log files are the record; this file only serves those following, so it is
 // bounded: past `streamBound` bytes it starts again from empty, and a reader that had not read
 // that far is told it missed some.
+
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { StringDecoder } from "node:string_decoder"
 
 export const streamBound = 4 * 1024 * 1024
 

@@ -1,13 +1,3 @@
-import * as ChildProcess from "node:child_process"
-import * as Fs from "node:fs"
-import * as Http from "node:http"
-import * as Path from "node:path"
-import { releasePaths } from "../release/ReleasePaths.js"
-import { grants } from "../fossil/Fullcap.js"
-import { eventOut } from "../tools/watch.js"
-import { follow, readRunSummary } from "./Follow.js"
-import { streamSecret, verifyGrant } from "./StreamToken.js"
-
 // The node's stream server: server-sent events of one run as it happens, from a port of its own,
 // since Fossil holds a page until it is complete. One small HTTP server per node host, started by
 // the web page (ocx2-cgi --stream-server) when a viewer opens the page of a run in this host's
@@ -19,6 +9,16 @@ import { streamSecret, verifyGrant } from "./StreamToken.js"
 // ROOT/settings/stream (JSON, optional): {"host": "0.0.0.0", "port": 0, "url": "https://..."}: where
 // it listens (port 0: one the system chooses) and, behind a proxy, the URL browsers reach it at.
 // ROOT/node/stream.json: {"pid", "port"} of the one running.
+
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Http from "node:http"
+import * as Path from "node:path"
+import { releasePaths } from "../release/ReleasePaths.js"
+import { grants } from "../fossil/Fullcap.js"
+import { eventOut } from "../tools/watch.js"
+import { follow, readRunSummary } from "./Follow.js"
+import { streamSecret, verifyGrant } from "./StreamToken.js"
 
 export interface StreamSettings {
   readonly host: string

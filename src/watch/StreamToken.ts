@@ -1,12 +1,12 @@
-import * as Crypto from "node:crypto"
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-
 // Who may follow a run's live stream on the node's stream server: the web page, where Fossil
 // authenticated the viewer, signs a token naming the run, the viewer, the capabilities Fossil gave
 // them and the repository, with a secret only the node's account reads (ROOT/node/stream.secret,
 // mode 0600, made on first use). The server takes nothing else from the request: the viewer is
 // whoever the page signed for, bound to what those capabilities let them read.
+
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 
 export interface StreamGrant {
   readonly run: string

@@ -1,10 +1,3 @@
-import type * as Duration from "effect/Duration"
-import * as Effect from "effect/Effect"
-import * as Queue from "effect/Queue"
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-import { CareDirectory } from "../../services/CareDirectory.js"
-
 // What reaches a watcher through ROOT/care/RUN.inbox, appended by the node's rounds: a stop
 // ({"stop": HASH}) and deliveries ({"deliver": HASH, "line": LINE}, 2.11). Read in order from
 // the start of the file; a delivery of a hash already read is dropped, so nothing is given twice.
@@ -18,6 +11,13 @@ import { CareDirectory } from "../../services/CareDirectory.js"
 // set) of the inbox waits ungiven before it is never given: the handler is told ("Overflow").
 // The rounds that append deliveries hold to the same bound (RUN.inbox.given says how far the
 // watcher has given), so the inbox on disk never grows past it with lines nobody will give.
+
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Queue from "effect/Queue"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { CareDirectory } from "../../services/CareDirectory.js"
 
 export type InboxEntry =
   | { readonly _tag: "Stop"; readonly hash: string }

@@ -1,9 +1,9 @@
+// 2.10 "Kept logs": a plain post (or ticket change) holding no OCX message, with each kept
+// stream's end in a fenced block headed stderr or stdout, and the exit.
+
 import type { LaunchResult } from "../../services/SandboxLauncher.js"
 import type { EndedContent } from "../protocol/Outcomes.js"
 import type { Keep } from "../protocol/Run.js"
-
-// 2.10 "Kept logs": a plain post (or ticket change) holding no OCX message, with each kept
-// stream's end in a fenced block headed stderr or stdout, and the exit.
 
 /** A fence longer than any run of backticks in the text, so nothing the process printed can close it. */
 export const fenceFor = (text: string): string => {

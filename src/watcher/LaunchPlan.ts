@@ -1,3 +1,6 @@
+// A checked run and the values its steps set, made into the launcher's specification: every
+// placeholder substituted, sizes in bytes, durations in seconds. The launcher knows no runs.
+
 import * as Either from "effect/Either"
 import * as Match from "effect/Match"
 import type { LaunchCheckError, LaunchSpec, Limits } from "../../services/SandboxLauncher.js"
@@ -6,9 +9,6 @@ import { refusal, type CheckedRun, type Refusal } from "../protocol/Refusals.js"
 import { cwdOf } from "../protocol/Run.js"
 import { parseDuration, parseSize } from "../protocol/Sizes.js"
 import { firstLine } from "../protocol/Subscriptions.js"
-
-// A checked run and the values its steps set, made into the launcher's specification: every
-// placeholder substituted, sizes in bytes, durations in seconds. The launcher knows no runs.
 
 export interface LaunchContext {
   readonly runHash: string

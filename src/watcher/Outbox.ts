@@ -1,3 +1,12 @@
+// ROOT/care/RUN.outbox (2.15): every report a watcher has to send for its run, kept on disk
+// before it is sent, so that neither the server being down nor the watcher's own death loses it.
+// Each report is composed once, as an artifact with a fixed hash: sending it again is the same
+// artifact (the server keeps one), so a resend never makes a second started or ended. The file is
+// one JSON line per event: {"keep": REPORT} when a report is composed, {"sent": HASH} once the
+// server holds it, {"dropped": HASH, "why": ...} when it must not be sent (another ended counts).
+// Only the run's lock holder reads or writes it: the watcher while it lives, then whoever takes
+// the free lock (the node's next call, or recovery), which sends what is left.
+
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -7,15 +16,6 @@ import { Repository, RepositoryUnavailable, WriteFailed, WriteNotConfirmed } fro
 import { type Artifact, cardValue, composeForumPost, composeTicketChange, parseArtifact } from "../fossil/Artifact.js"
 import { sha3 } from "../fossil/Hash.js"
 import { readRunRecord, type RunRecord } from "../node/RunRecord.js"
-
-// ROOT/care/RUN.outbox (2.15): every report a watcher has to send for its run, kept on disk
-// before it is sent, so that neither the server being down nor the watcher's own death loses it.
-// Each report is composed once, as an artifact with a fixed hash: sending it again is the same
-// artifact (the server keeps one), so a resend never makes a second started or ended. The file is
-// one JSON line per event: {"keep": REPORT} when a report is composed, {"sent": HASH} once the
-// server holds it, {"dropped": HASH, "why": ...} when it must not be sent (another ended counts).
-// Only the run's lock holder reads or writes it: the watcher while it lives, then whoever takes
-// the free lock (the node's next call, or recovery), which sends what is left.
 
 /** "report": kept logs; "verdict": the ci tag */
 export type ReportKind = "started" | "ended" | "report" | "verdict"

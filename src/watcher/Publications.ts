@@ -1,3 +1,6 @@
+// 2.10 unversioned_files: each file `at`, within the workspace, sent as the unversioned file
+// `as`, as the node user: only a regular file, never a link nor one leading out of the workspace.
+
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -5,9 +8,6 @@ import { Repository } from "../../services/Repository.js"
 import { substitute, type Values } from "../protocol/Placeholders.js"
 import type { Run } from "../protocol/Run.js"
 import { isWithin } from "../sandbox/mountPlan.js"
-
-// 2.10 unversioned_files: each file `at`, within the workspace, sent as the unversioned file
-// `as`, as the node user: only a regular file, never a link nor one leading out of the workspace.
 
 export type Publication =
   | { readonly _tag: "Published"; readonly as: string; readonly at: string; readonly hash: string; readonly size: number }

@@ -1,3 +1,11 @@
+// What a spare does before it waits: it goes through a watcher's steps on a run of its own
+// making, touching nothing of the node's (no run's file, nothing launched, nothing sent): a lock
+// in a temporary care directory of its own, the newest post's record read from the repository,
+// the run decided, planned and described. A run's path runs through a native addon loaded on
+// first use, schema decoders built on their first use and code V8 has not yet compiled;
+// rehearsed, the run the spare takes finds them ready (docs/architecture.md has bench/launch's
+// figures).
+
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
@@ -20,14 +28,6 @@ import { endedMessage, startedMessage, startedValues } from "../protocol/Message
 import { checkRun } from "../protocol/Refusals.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { launchSpec } from "./LaunchPlan.js"
-
-// What a spare does before it waits: it goes through a watcher's steps on a run of its own
-// making, touching nothing of the node's (no run's file, nothing launched, nothing sent): a lock
-// in a temporary care directory of its own, the newest post's record read from the repository,
-// the run decided, planned and described. A run's path runs through a native addon loaded on
-// first use, schema decoders built on their first use and code V8 has not yet compiled;
-// rehearsed, the run the spare takes finds them ready (docs/architecture.md has bench/launch's
-// figures).
 
 const rehearsedRun = (config: NodeConfig) => ({
   ocx: 2,

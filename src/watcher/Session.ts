@@ -1,3 +1,11 @@
+// A session's side of the watcher (2.10, 2.11, 2.13): deliveries read from RUN.inbox given to the
+// running process's stdin (feed), or each starting a process of its own, one at a time (start).
+// What waits for a process that does not read is held in memory up to a bound
+// (ROOT/settings/delivery-bound, bytes; 1 MiB unless set): past it nothing more is given until the
+// process reads (DECISIONS 15, back-pressure). The rest waits in RUN.inbox on disk and is given
+// later, in order (Inbox.ts); only a delivery that lands past the disk bound
+// (ROOT/settings/delivery-disk-bound, 1 GiB unless set) is never given, and the log names it.
+
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
@@ -14,14 +22,6 @@ import type { RunRecord } from "../node/RunRecord.js"
 import type { SessionFile } from "../care/SessionFiles.js"
 import type { InboxEntry } from "./Inbox.js"
 import { processEndOf } from "./ProcessExit.js"
-
-// A session's side of the watcher (2.10, 2.11, 2.13): deliveries read from RUN.inbox given to the
-// running process's stdin (feed), or each starting a process of its own, one at a time (start).
-// What waits for a process that does not read is held in memory up to a bound
-// (ROOT/settings/delivery-bound, bytes; 1 MiB unless set): past it nothing more is given until the
-// process reads (DECISIONS 15, back-pressure). The rest waits in RUN.inbox on disk and is given
-// later, in order (Inbox.ts); only a delivery that lands past the disk bound
-// (ROOT/settings/delivery-disk-bound, 1 GiB unless set) is never given, and the log names it.
 
 export const defaultDeliveryBound = 1024 * 1024
 

@@ -1,10 +1,3 @@
-import * as Fs from "node:fs"
-import * as Net from "node:net"
-import { flockNow } from "../care/FlockNow.js"
-import type { NodeConfig } from "../node/NodeConfig.js"
-import { programIdentity, socketPathFits, spareFiles, spareSetting, type SpareAnswer, type SpareRequest } from "../care/SpareFiles.js"
-import { releasePaths } from "../release/ReleasePaths.js"
-
 // The spare's side (docs/architecture.md, "The spare watcher"). It takes at most one run: on the
 // first request it accepts, it stops listening, lets its lock go (so the next spare can start)
 // and becomes that run's watcher, exactly as if it had been started for it. Until then it does
@@ -13,6 +6,13 @@ import { releasePaths } from "../release/ReleasePaths.js"
 // or lock removed or replaced, its program rebuilt or switched (a poll every two seconds, which
 // also sees what the watches cannot, such as a directory above ROOT moved), its idle time over,
 // or SIGTERM.
+
+import * as Fs from "node:fs"
+import * as Net from "node:net"
+import { flockNow } from "../care/FlockNow.js"
+import type { NodeConfig } from "../node/NodeConfig.js"
+import { programIdentity, socketPathFits, spareFiles, spareSetting, type SpareAnswer, type SpareRequest } from "../care/SpareFiles.js"
+import { releasePaths } from "../release/ReleasePaths.js"
 
 export interface Taken {
   readonly run: string

@@ -1,3 +1,9 @@
+// The watcher holds a terminal run's pseudo-terminal (2.10) and lets people on the host join it
+// with `ocx2 attach RUN`: a unix socket ROOT/care/RUN.tty, served for as long as the process runs.
+// Each person joined sees the last screenful first, then everything the terminal shows (its
+// output, and STDERR copied to it), and what they type is typed into the terminal; several may
+// join at once. Leaving (Ctrl-] or closing the client) leaves the run going.
+
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
@@ -6,12 +12,6 @@ import * as Net from "node:net"
 import * as Path from "node:path"
 import type { Ending, RunningProcess } from "../../services/SandboxLauncher.js"
 import { frame, FrameReader, FrameType, readResize, socketName } from "./TerminalSocket.js"
-
-// The watcher holds a terminal run's pseudo-terminal (2.10) and lets people on the host join it
-// with `ocx2 attach RUN`: a unix socket ROOT/care/RUN.tty, served for as long as the process runs.
-// Each person joined sees the last screenful first, then everything the terminal shows (its
-// output, and STDERR copied to it), and what they type is typed into the terminal; several may
-// join at once. Leaving (Ctrl-] or closing the client) leaves the run going.
 
 /** a person whose connection holds more than this unsent is too slow to follow, and is let go */
 const slowViewerBytes = 4 << 20

@@ -1,6 +1,3 @@
-import { createHash } from "node:crypto"
-import * as Fs from "node:fs"
-
 // What the watcher serving a run's terminal and `ocx2 attach` share: where the socket is, and the
 // frames on it. The socket is ROOT/care/NAME, mode 0600 in a directory of mode 0700: only the
 // host's OCX account reaches it. A unix socket's path holds at most 107 bytes and ROOT may be
@@ -9,6 +6,9 @@ import * as Fs from "node:fs"
 // Frames, both ways: one byte of type, four of length (big-endian), then that many bytes.
 //   watcher to person: output (what the terminal shows), end (UTF-8 words: how the process ended)
 //   person to watcher: input (what the person types), resize (columns, rows: two u16)
+
+import { createHash } from "node:crypto"
+import * as Fs from "node:fs"
 
 export const FrameType = { output: 1, end: 2, input: 3, resize: 4 } as const
 

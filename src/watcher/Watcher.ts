@@ -1,3 +1,14 @@
+// The watcher: one process per run, holding ROOT/care/RUN.lock for its whole life (2.15,
+// DECISIONS 7). Under the lock it decides the run again from the record, prepares the
+// workspace, writes started (only while none counts), launches, and in a finalizer that runs
+// however the launch ends writes ended (only while none counts); then kept logs, publications
+// and the verdict. Everything is read back from the record before it is written, so a watcher
+// that dies at any point leaves a run that recovery completes with exactly one of each.
+// Every report is composed once and kept in ROOT/care/RUN.outbox before it is sent (Outbox.ts):
+// while the server is down the watcher waits and sends again, holding the lock; a watcher that
+// dies leaves them to whoever takes the lock next. started is sent, and its receipt read, before
+// the program is launched.
+
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
@@ -43,17 +54,6 @@ import { processEndOf } from "./ProcessExit.js"
 import { planPublications } from "./Publications.js"
 import { serveTerminal } from "./TerminalServer.js"
 import { fileSizeLimitOf, performSteps } from "./Workspace.js"
-
-// The watcher: one process per run, holding ROOT/care/RUN.lock for its whole life (2.15,
-// DECISIONS 7). Under the lock it decides the run again from the record, prepares the
-// workspace, writes started (only while none counts), launches, and in a finalizer that runs
-// however the launch ends writes ended (only while none counts); then kept logs, publications
-// and the verdict. Everything is read back from the record before it is written, so a watcher
-// that dies at any point leaves a run that recovery completes with exactly one of each.
-// Every report is composed once and kept in ROOT/care/RUN.outbox before it is sent (Outbox.ts):
-// while the server is down the watcher waits and sends again, holding the lock; a watcher that
-// dies leaves them to whoever takes the lock next. started is sent, and its receipt read, before
-// the program is launched.
 
 /** Points a test may have the watcher SIGKILL itself at (OCX2_CRASH_AT). */
 export const crashPoints = ["handed", "locked", "started", "running", "before-ended", "writing-ended"] as const

@@ -1,3 +1,7 @@
+// 2.7: the workspace steps, performed in order once the run is in the node's care and before
+// started is written. Each path is judged again here, after links are resolved as they stand
+// now (refusal 7); a step that cannot do its work ends the run refused 8, naming it and why.
+
 import * as Effect from "effect/Effect"
 import * as ChildProcess from "node:child_process"
 import * as Crypto from "node:crypto"
@@ -14,10 +18,6 @@ import type { PlannedStep, PlannedText } from "../protocol/Steps.js"
 import { isWithin, resolveLoose } from "../sandbox/mountPlan.js"
 import type { NodeConfig } from "../node/NodeConfig.js"
 import { nodeOwnPaths } from "../node/NodeConfig.js"
-
-// 2.7: the workspace steps, performed in order once the run is in the node's care and before
-// started is written. Each path is judged again here, after links are resolved as they stand
-// now (refusal 7); a step that cannot do its work ends the run refused 8, naming it and why.
 
 export interface StepContext {
   readonly config: NodeConfig

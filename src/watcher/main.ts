@@ -1,3 +1,8 @@
+// ocx2-watcher --root ROOT --repository FILE --node USER --run HASH [--server-url URL] [--person-start]
+// Started detached by whoever hands it the run; it writes only to ROOT/care/RUN.log.
+// ocx2-watcher --spare --root ROOT --repository FILE --node USER [--server-url URL]
+// Started ahead of any run, it waits to be handed one (src/watcher/Spare.ts), then is its watcher.
+
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -16,11 +21,6 @@ import { warmUp } from "./Rehearsal.js"
 import { serveAsSpare } from "./Spare.js"
 import type { NodeConfig } from "../node/NodeConfig.js"
 import { crashPoints, watchRun, type CrashPoint, type WatcherOptions } from "./Watcher.js"
-
-// ocx2-watcher --root ROOT --repository FILE --node USER --run HASH [--server-url URL] [--person-start]
-// Started detached by whoever hands it the run; it writes only to ROOT/care/RUN.log.
-// ocx2-watcher --spare --root ROOT --repository FILE --node USER [--server-url URL]
-// Started ahead of any run, it waits to be handed one (src/watcher/Spare.ts), then is its watcher.
 
 export const usage =
   "usage: ocx2-watcher --root ROOT --repository FILE --node USER --run HASH [--server-url URL] [--person-start]"

@@ -1,3 +1,8 @@
+// The CLI adapter: every subcommand is derived from a tool definition; it parses, calls runTool,
+// and prints. It decides nothing: refusals come from the tool and read the same everywhere.
+// The front door (front.ts) reads the arguments first: help, usage errors, and ocx2's own options
+// given after the tool's name; @effect/cli then parses what it hands on.
+
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -14,11 +19,6 @@ import { frontDoor, globalOptions as globalOptionTable } from "./front.js"
 import { lookOf, rootHelp } from "./help.js"
 import { readJsonArgument } from "./jsonArgument.js"
 import { renderText } from "./renderText.js"
-
-// The CLI adapter: every subcommand is derived from a tool definition; it parses, calls runTool,
-// and prints. It decides nothing: refusals come from the tool and read the same everywhere.
-// The front door (front.ts) reads the arguments first: help, usage errors, and ocx2's own options
-// given after the tool's name; @effect/cli then parses what it hands on.
 
 export const version = "0.1.0"
 

@@ -1,13 +1,13 @@
-import * as Effect from "effect/Effect"
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-import type { Caller } from "../../tools/Tool.js"
-
 // Who is calling from the command line or from ocx2-mcp: the user named (--user, or OCX_USER for
 // MCP), else the user the clone named by the repository remembers, else the account's USER; with
 // the capabilities that repository gives that user. Capabilities come from the repository alone,
 // never from the caller's own say-so; without a repository the caller holds nothing, so tools
 // that need a capability are refused rather than guessed at.
+
+import * as Effect from "effect/Effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import type { Caller } from "../../tools/Tool.js"
 
 export interface CliIdentity {
   readonly repository: string | undefined

@@ -1,8 +1,8 @@
-import { loadSibling } from "../../siblings.js"
-
 // `ocx2 containers ...`, a client of the tool-container server (docs/containers.md). Loaded only
 // for that command, from its bundle beside the program (ocx2-containers-client), so the CLI's own
 // start-up carries no WebSocket client.
+
+import { loadSibling } from "../../siblings.js"
 
 type ContainersModule = typeof import("../../containers/ContainersCli.js")
 

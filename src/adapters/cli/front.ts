@@ -1,6 +1,3 @@
-import { type Field, fieldsOf, metavar as metavarOf, optionName, usage } from "../../tools/fields.js"
-import type { Tool } from "../../tools/Tool.js"
-
 // The command line's front door: what a call's arguments ask for, read before @effect/cli parses
 // them (seed 001). ocx2's own options (--json, --repository, --user, --mcp) go before the tool's
 // name; after it, an option of the tool's own wins (create's --user is the run's process user),
@@ -11,6 +8,9 @@ import type { Tool } from "../../tools/Tool.js"
 // that name the option and the options there are; what passes is handed on in one normal form.
 // Whether a value is one the tool takes is the tool's to say (its schema), the same from every
 // entry point.
+
+import { type Field, fieldsOf, metavar as metavarOf, optionName, usage } from "../../tools/fields.js"
+import type { Tool } from "../../tools/Tool.js"
 
 export interface GlobalOption {
   readonly name: string

@@ -1,10 +1,10 @@
-import { type Field, fieldsOf, metavar, optionName, takesObject, usage } from "../../tools/fields.js"
-import type { Tool } from "../../tools/Tool.js"
-import { builtInOptions, globalOptions } from "./front.js"
-
 // Help for people, rendered from the tool definitions (not by @effect/cli, whose help is coloured
 // whatever it is printed to and repeats its own words under every option): plain text wrapped to
 // the width given, coloured only where the caller says it may be (a terminal, NO_COLOR unset).
+
+import { type Field, fieldsOf, metavar, optionName, takesObject, usage } from "../../tools/fields.js"
+import type { Tool } from "../../tools/Tool.js"
+import { builtInOptions, globalOptions } from "./front.js"
 
 export interface Look {
   /** the widest line, at most */

@@ -1,12 +1,12 @@
-import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-
 // A JSON argument on the command line (create's --fields): the JSON itself, or, as curl and
 // kubectl take it, @FILE to read it from FILE and - to read it from standard input. Only the
 // command line reads files: the CGI and MCP take the JSON itself. A file that cannot be read, or
 // does not hold what the option takes, is an error naming the file.
+
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 
 const readStandardInput = (stdin: NodeJS.ReadableStream): Effect.Effect<string, string> =>
   Effect.async<string, string>((resume) => {

@@ -1,8 +1,8 @@
-import { loadSibling } from "../../siblings.js"
-
 // `ocx2 --mcp`, so a program's own configuration can start the tools as `ocx2 --mcp` where
 // ocx2-mcp is not installed. Loaded only when --mcp is given, from the MCP server's bundle beside
 // the program (ocx2-mcp-server): the MCP SDK is large, and the CLI's own start-up stays fast.
+
+import { loadSibling } from "../../siblings.js"
 
 export interface McpFlag {
   /** --repository: the repository the calls act on and whose capabilities bind the caller; OCX_REPOSITORY when not given */

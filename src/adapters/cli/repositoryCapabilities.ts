@@ -1,8 +1,8 @@
+// Loaded only when a repository is named: opening a repository costs the native SQLite addon.
+
 import * as Effect from "effect/Effect"
 import * as Read from "../../fossil/Read.js"
 import { openDatabase } from "../../fossil/Sqlite.js"
-
-// Loaded only when a repository is named: opening a repository costs the native SQLite addon.
 
 /** The user's effective capabilities (fullcap) in the repository, "" when it cannot be read. */
 export const capabilitiesOf = (repository: string, user: string): Effect.Effect<string> =>

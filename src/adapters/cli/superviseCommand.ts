@@ -1,8 +1,8 @@
-import { loadSibling } from "../../siblings.js"
-
 // `ocx2 supervise ...`, the node's resident supervisor (src/node/Supervisor.ts). It is the node's
 // round kept running, so it is loaded from the round's bundle beside the program (ocx2-hook-round),
 // and the CLI's own start-up carries none of it.
+
+import { loadSibling } from "../../siblings.js"
 
 type SupervisorModule = typeof import("../../../bin/ocx2-hook-round.js")
 

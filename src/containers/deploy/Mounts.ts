@@ -1,12 +1,12 @@
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-import { exec, pause } from "./Exec.js"
-
 /**
  * A container's writable layer: an ext4 file system of exactly `disk` bytes on a loop device
  * (no journal: every byte is the container's), holding the overlay's upper and work directories
  * over the image's read-only rootfs. A tmpfs would count against the memory limit instead.
  */
+
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { exec, pause } from "./Exec.js"
 
 /** the mount points under DIR, deepest first, as the host's mount table lists them */
 export const mountsUnder = (dir: string, mountinfo: string = Fs.readFileSync("/proc/self/mountinfo", "utf8")): ReadonlyArray<string> => {

@@ -1,15 +1,15 @@
+// Seed 001: "A write on the repository itself starts no hook, so when the run names the node
+// of this host's hook, create has that node act on it at once, and its answer says what the
+// node did (acted)"; stop likewise ends a running program or answers a run not started.
+// create and stop call this right after their write lands on the served repository (never in
+// a dry run, never after a refusal).
+
 import * as Effect from "effect/Effect"
 import * as Path from "node:path"
 import { nodeOf } from "../../node/HookFiles.js"
 import { readHooks, runsOcx2Hook } from "../../node/HookInstall.js"
 import type { NodeConfig } from "../../node/NodeConfig.js"
 import { loadSibling } from "../../siblings.js"
-
-// Seed 001: "A write on the repository itself starts no hook, so when the run names the node
-// of this host's hook, create has that node act on it at once, and its answer says what the
-// node did (acted)"; stop likewise ends a running program or answers a run not started.
-// create and stop call this right after their write lands on the served repository (never in
-// a dry run, never after a refusal).
 
 export interface WrittenOnServed {
   /** the served repository file */

@@ -1,9 +1,9 @@
+// The person's end of `ocx2 attach`: their terminal, raw, joined to the run's through the
+// watcher's socket (src/watcher/TerminalServer.ts) until they leave with Ctrl-] or the process ends.
+
 import * as Fs from "node:fs"
 import * as Net from "node:net"
 import { frame, FrameReader, FrameType, resizeFrame, socketName } from "../../watcher/TerminalSocket.js"
-
-// The person's end of `ocx2 attach`: their terminal, raw, joined to the run's through the
-// watcher's socket (src/watcher/TerminalServer.ts) until they leave with Ctrl-] or the process ends.
 
 /** Ctrl-]: what a person types to leave the run's terminal (telnet's escape, which no program needs) */
 export const detachKey = 0x1d

@@ -1,9 +1,9 @@
+// A check-in named as Fossil's users name one: a full hash, a unique prefix, or a branch or
+// tag name (the newest check-in carrying it, as Fossil resolves a symbolic name).
+
 import type BetterSqlite3 from "better-sqlite3"
 import { openDatabase } from "../../fossil/Sqlite.js"
 import { isHashPrefix } from "../../fossil/Hash.js"
-
-// A check-in named as Fossil's users name one: a full hash, a unique prefix, or a branch or
-// tag name (the newest check-in carrying it, as Fossil resolves a symbolic name).
 
 export interface CheckinFound {
   readonly hash: string

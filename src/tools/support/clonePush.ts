@@ -1,3 +1,7 @@
+// From a clone's checkout a tool's artifact is put into the clone and pushed, and the server
+// takes it as sent by the user that pushed (seed 001, "Write a plain post"). `fossil push`
+// exits 0 when the server refuses, so its `Error:` lines are the answer.
+
 import type BetterSqlite3 from "better-sqlite3"
 import { openDatabase } from "../../fossil/Sqlite.js"
 import * as Effect from "effect/Effect"
@@ -10,10 +14,6 @@ import { writeBundle } from "../../fossil/Bundle.js"
 import { errorLines, runFossil } from "../../fossil/Command.js"
 import { CallRefused } from "../../operations/Operations.js"
 import type { CloneFile } from "./repositoryFile.js"
-
-// From a clone's checkout a tool's artifact is put into the clone and pushed, and the server
-// takes it as sent by the user that pushed (seed 001, "Write a plain post"). `fossil push`
-// exits 0 when the server refuses, so its `Error:` lines are the answer.
 
 /** The artifact could not be put into the clone or pushed (the server's own refusal is `Refused`). */
 export class PushFailed extends Schema.TaggedError<PushFailed>()("PushFailed", { message: Schema.String }) {}

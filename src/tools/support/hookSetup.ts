@@ -1,3 +1,6 @@
+// hook, unhook and status (seed 001, "Install or remove the hook"): what each does, once, and
+// the schemas they share; the tools' files (hook.ts, unhook.ts, status.ts) name them.
+
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
@@ -21,9 +24,6 @@ import { readSessionFiles } from "../../care/SessionFiles.js"
 import { runningSupervisor } from "../../node/SupervisorFiles.js"
 import { startNode, watcherOf } from "../../node/Round.js"
 import { finishLeftOutboxes } from "../../node/Recovery.js"
-
-// hook, unhook and status (seed 001, "Install or remove the hook"): what each does, once, and
-// the schemas they share; the tools' files (hook.ts, unhook.ts, status.ts) name them.
 
 const optionalText = (description: string) => Schema.optionalWith(Schema.String.annotations({ description }), { exact: true })
 

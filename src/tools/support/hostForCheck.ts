@@ -1,13 +1,3 @@
-import * as Effect from "effect/Effect"
-import * as Path from "node:path"
-import { Hosts } from "../../../services/Hosts.js"
-import { SandboxLauncher } from "../../../services/SandboxLauncher.js"
-import { hostSettings, repositoryName } from "../../node/NodeConfig.js"
-import { type HostSettings, providesAll } from "../../protocol/Refusals.js"
-import { releasePaths } from "../../release/ReleasePaths.js"
-import { resolveLoose } from "../../sandbox/mountPlan.js"
-import { thisHostNode } from "./actAtOnce.js"
-
 // What create checks a run against (seed 001: "checked as a node checks it, and refused, writing
 // nothing, if a node would refuse it as written").
 //
@@ -22,6 +12,16 @@ import { thisHostNode } from "./actAtOnce.js"
 // refusals 1 to 4, and 7's rules that hold on every host; its host's settings (refusals 5 and 6,
 // what lies within its ROOT, which paths exist there) are left to that node. ROOT is then a
 // stand-in (/), and OCX's own paths are the served repository file and its side files.
+
+import * as Effect from "effect/Effect"
+import * as Path from "node:path"
+import { Hosts } from "../../../services/Hosts.js"
+import { SandboxLauncher } from "../../../services/SandboxLauncher.js"
+import { hostSettings, repositoryName } from "../../node/NodeConfig.js"
+import { type HostSettings, providesAll } from "../../protocol/Refusals.js"
+import { releasePaths } from "../../release/ReleasePaths.js"
+import { resolveLoose } from "../../sandbox/mountPlan.js"
+import { thisHostNode } from "./actAtOnce.js"
 
 export interface CheckHost {
   readonly host: HostSettings

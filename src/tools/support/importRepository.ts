@@ -1,3 +1,8 @@
+// import (seed 001, "Import a git repository"): a new repository of a git repository, beside the
+// served one, served beside it, its git export seeded with the upstream's own commits, its admin
+// the caller, in the served one's login group, hooked as the served one is. What fails leaves
+// nothing: every step that made something is undone, the login group first.
+
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as ChildProcess from "node:child_process"
@@ -13,11 +18,6 @@ import { CallRefused, finish, type Handled, recording, refuse } from "../../oper
 import type { ToolContext } from "../Tool.js"
 import { exportNow } from "../../git/ExportRun.js"
 import { ImportFailed, type Imported, importInSandbox } from "../../git/ImportSandbox.js"
-
-// import (seed 001, "Import a git repository"): a new repository of a git repository, beside the
-// served one, served beside it, its git export seeded with the upstream's own commits, its admin
-// the caller, in the served one's login group, hooked as the served one is. What fails leaves
-// nothing: every step that made something is undone, the login group first.
 
 const text = (description: string) => Schema.String.annotations({ description })
 

@@ -1,13 +1,3 @@
-import type BetterSqlite3 from "better-sqlite3"
-import { openDatabase } from "../../fossil/Sqlite.js"
-import * as Effect from "effect/Effect"
-import { cardValue, parseArtifact } from "../../fossil/Artifact.js"
-import { content } from "../../fossil/Content.js"
-import * as Read from "../../fossil/Read.js"
-import { isAdminOrSetup } from "../../protocol/Senders.js"
-import { type Act, CallRefused, refuse } from "../../operations/Operations.js"
-import { servedBaseUrls } from "./repositoryFile.js"
-
 // create's first layer, the pattern (seed 001, "Write a run").
 //
 // Reading: `--pattern` takes an http(s) URL, or a wiki page name of the served repository
@@ -18,6 +8,16 @@ import { servedBaseUrls } from "./repositoryFile.js"
 // attachments) are written by users with check-in alone. Of a wiki page, the newest version in
 // server order whose sender (by receipt) holds admin or setup is read; versions by others are
 // passed by. Any other URL is fetched without signing in, as it is: the caller vouches for it.
+
+import type BetterSqlite3 from "better-sqlite3"
+import { openDatabase } from "../../fossil/Sqlite.js"
+import * as Effect from "effect/Effect"
+import { cardValue, parseArtifact } from "../../fossil/Artifact.js"
+import { content } from "../../fossil/Content.js"
+import * as Read from "../../fossil/Read.js"
+import { isAdminOrSetup } from "../../protocol/Senders.js"
+import { type Act, CallRefused, refuse } from "../../operations/Operations.js"
+import { servedBaseUrls } from "./repositoryFile.js"
 
 export interface PatternRead {
   readonly fields: Readonly<Record<string, unknown>>

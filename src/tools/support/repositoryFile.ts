@@ -1,3 +1,10 @@
+// Which repository file a call acts on, and whether it is the served repository or a clone.
+//
+// Reading: a repository file that remembers a sync URL with a user (Fossil's last-sync-url,
+// which `fossil clone` sets) is a clone of that server, acting as that user; any other is the
+// served repository on its host. A served repository that was itself cloned from elsewhere
+// forgets its remote with `fossil remote off -R REPO`.
+
 import type BetterSqlite3 from "better-sqlite3"
 import { openDatabase } from "../../fossil/Sqlite.js"
 import * as Effect from "effect/Effect"
@@ -6,13 +13,6 @@ import * as Path from "node:path"
 import { Repository, type ReadError } from "../../../services/Repository.js"
 import type { ToolContext } from "../Tool.js"
 import { type CallRefused, refuse } from "../../operations/Operations.js"
-
-// Which repository file a call acts on, and whether it is the served repository or a clone.
-//
-// Reading: a repository file that remembers a sync URL with a user (Fossil's last-sync-url,
-// which `fossil clone` sets) is a clone of that server, acting as that user; any other is the
-// served repository on its host. A served repository that was itself cloned from elsewhere
-// forgets its remote with `fossil remote off -R REPO`.
 
 export interface ServedFile {
   readonly role: "served"
