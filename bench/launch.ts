@@ -36,7 +36,7 @@ import { askSpare, handOffRun } from "../src/node/SpareClient.js"
 import { readMessage, writeMessage } from "../src/protocol/Envelope.js"
 import { checkRun } from "../src/protocol/Refusals.js"
 import { releasePaths } from "../src/release/ReleasePaths.js"
-import { planMounts } from "../src/sandbox/mountPlan.js"
+import { planMounts } from "../src/sandbox/MountPlan.js"
 import { launchSpec } from "../src/watcher/LaunchPlan.js"
 import { makeNodeWorld, sandbox, users } from "../test/support/nodeWorld.js"
 

@@ -10,7 +10,7 @@
 // Correctness first: on Node 20 a script compiled from a code cache has no dynamic-import
 // callback, so an `import()` in such a bundle fails from the second run on. The loader therefore
 // offers `globalThis.__ocx2RunCached(file)`, which runs another cached bundle (the hook's round,
-// the MCP server) and gives its exports (src/siblings.ts), and this build fails when a cached
+// the MCP server) and gives its exports (src/Siblings.ts), and this build fails when a cached
 // bundle still holds an `import(`.
 //
 // Each file is written beside its place and renamed over it, so a program started while a build
@@ -79,7 +79,7 @@ const common = {
   logLevel: "warning",
   // src/fossil/Sqlite.ts reads import.meta.url where there is one, and knows a CommonJS bundle has none
   logOverride: { "empty-import-meta": "silent" },
-  // src/siblings.ts: a bundle never keeps the import() of a module from source
+  // src/Siblings.ts: a bundle never keeps the import() of a module from source
   define: { OCX2_BUNDLED: "true" },
   write: false
 }
@@ -106,7 +106,7 @@ await Promise.all(entries.map(async (name) => {
     const code = output(await build({ ...common, entryPoints, format: "cjs", outfile: Path.join(dist, `${name}.cjs`) }))
     const dynamicImports = code.match(/\bimport\(/g)?.length ?? 0
     if (dynamicImports > 0) {
-      failures.push(`${name}.cjs holds ${dynamicImports} import(): a program run through the code cache cannot import dynamically on Node 20 (load a sibling bundle with loadSibling, src/siblings.ts)`)
+      failures.push(`${name}.cjs holds ${dynamicImports} import(): a program run through the code cache cannot import dynamically on Node 20 (load a sibling bundle with loadSibling, src/Siblings.ts)`)
       return
     }
     place(Path.join(dist, `${name}.cjs`), code)

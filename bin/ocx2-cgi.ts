@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as ReleaseRootFs from "../layers/ReleaseRootFs.js"
 import { ReleaseRoot } from "../services/ReleaseRoot.js"
 import { runCgi } from "../src/adapters/Cgi.js"
-import { tools } from "../src/tools/registry.js"
+import { tools } from "../src/tools/Registry.js"
 import { runStreamServer } from "../src/watch/StreamServer.js"
 
 // Served from Fossil's extension root (see docs in src/adapters/Cgi.ts). Fossil clears the

@@ -1,3 +1,3 @@
-// The MCP server as a bundle of its own, for `ocx2 --mcp` (src/adapters/cli/mcpFlag.ts): the CLI's own
+// The MCP server as a bundle of its own, for `ocx2 --mcp` (src/adapters/cli/McpFlag.ts): the CLI's own
 // bundle then holds no MCP SDK.
 export { runMcpServer } from "../src/adapters/Mcp.js"

@@ -1,4 +1,4 @@
-import { runSuperviseCommand } from "../src/adapters/cli/superviseCommand.js"
+import { runSuperviseCommand } from "../src/adapters/cli/SuperviseCommand.js"
 
 // ocx2-supervise --node USER [--root ROOT] [--repository REPO]: `ocx2 supervise` as a program of its
 // own, for the service (docs/systemd/ocx2-supervise@.service). It loads the round's bundle and nothing

@@ -9,8 +9,8 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { main } from "../src/adapters/cli/Cli.js"
-import { runContainersCommand } from "../src/adapters/cli/containersCommand.js"
-import { runSuperviseCommand } from "../src/adapters/cli/superviseCommand.js"
+import { runContainersCommand } from "../src/adapters/cli/ContainersCommand.js"
+import { runSuperviseCommand } from "../src/adapters/cli/SuperviseCommand.js"
 
 const isUsageError = (cause: Cause.Cause<unknown>) =>
   Option.exists(Cause.failureOption(cause), ValidationError.isValidationError)

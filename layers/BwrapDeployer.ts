@@ -25,7 +25,7 @@ import { sandboxArgs } from "../src/containers/deploy/SandboxArgs.js"
 import { holdUserNamespace, type HeldNamespace } from "../src/containers/deploy/UserNamespace.js"
 import { encodeLaunch, proxyPort, type Launch } from "../src/containers/proxy/Launch.js"
 import { ByteTail } from "../src/sandbox/ByteTail.js"
-import { LaunchCgroups } from "../src/sandbox/cgroups.js"
+import { LaunchCgroups } from "../src/sandbox/Cgroups.js"
 
 export interface BwrapDeployerOptions {
   /** the server's ROOT: containers live in ROOT/containers, the proxy kit in ROOT/proxy-kit */

@@ -1,7 +1,7 @@
 /**
  * SandboxLauncher on Linux: bubblewrap for the sandbox, util-linux prlimit for cpu and
  * file_size, setpriv to really become uid/gid, cgroup pids and memory groups (v1: nested
- * under our own; v2: in the subtree the node manages, src/sandbox/cgroupsV2.ts). The spawned
+ * under our own; v2: in the subtree the node manages, src/sandbox/CgroupsV2.ts). The spawned
  * wrapper joins its cgroups first and then execs, so every descendant is counted from its
  * first instruction.
  */
@@ -25,14 +25,14 @@ import {
   type SandboxPathRefused
 } from "../services/SandboxLauncher.js"
 import { ByteTail } from "../src/sandbox/ByteTail.js"
-import { bwrapArgs, unconfinedArgs } from "../src/sandbox/bwrapArgs.js"
-import { leftoverName, LaunchCgroups, probeController } from "../src/sandbox/cgroups.js"
-import { decideEnding } from "../src/sandbox/ending.js"
-import { planMounts, type PlannedMounts } from "../src/sandbox/mountPlan.js"
-import { hostTools } from "../src/sandbox/hostTools.js"
-import { endTree } from "../src/sandbox/processTree.js"
-import { checkSpecForm } from "../src/sandbox/specCheck.js"
-import { TerminalChild } from "../src/sandbox/terminalChild.js"
+import { bwrapArgs, unconfinedArgs } from "../src/sandbox/BwrapArgs.js"
+import { leftoverName, LaunchCgroups, probeController } from "../src/sandbox/Cgroups.js"
+import { decideEnding } from "../src/sandbox/Ending.js"
+import { planMounts, type PlannedMounts } from "../src/sandbox/MountPlan.js"
+import { hostTools } from "../src/sandbox/HostTools.js"
+import { endTree } from "../src/sandbox/ProcessTree.js"
+import { checkSpecForm } from "../src/sandbox/SpecCheck.js"
+import { TerminalChild } from "../src/sandbox/TerminalChild.js"
 import { openStreamWriter } from "../src/watch/StreamFile.js"
 import { releasePaths } from "../src/release/ReleasePaths.js"
 
@@ -218,7 +218,7 @@ class StreamSink {
   }
 }
 
-/** what the launch needs of its child: a child process, or a terminal launch (terminalChild.ts) */
+/** what the launch needs of its child: a child process, or a terminal launch (TerminalChild.ts) */
 interface LaunchedChild {
   readonly pid?: number | undefined
   readonly stdin: NodeJS.WritableStream & { destroy(): void; readonly writableLength: number } | null

@@ -28,8 +28,8 @@ import {
   type PackageManifest,
   resolutionCandidates,
   runtimeClosure
-} from "../src/release/runtimeModules.js"
-import { checkSmokeAnswer, smokeArguments } from "../src/release/smokeAnswer.js"
+} from "../src/release/RuntimeModules.js"
+import { checkSmokeAnswer, smokeArguments } from "../src/release/SmokeAnswer.js"
 
 const reasonOf = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
 

@@ -8,8 +8,8 @@
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { planMounts } from "../src/sandbox/mountPlan.js"
-import { checkSpecForm } from "../src/sandbox/specCheck.js"
+import { planMounts } from "../src/sandbox/MountPlan.js"
+import { checkSpecForm } from "../src/sandbox/SpecCheck.js"
 import {
   type Ending, type HostCapabilities, type KeptTail, type LaunchError, LimitUnavailable, type LaunchResult,
   type LaunchSpec, type RunningProcess, SandboxLauncher, type SandboxLauncherService, StdinClosed

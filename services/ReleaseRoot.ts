@@ -8,7 +8,7 @@ import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as Schema from "effect/Schema"
-import type { RuntimePackage } from "../src/release/runtimeModules.js"
+import type { RuntimePackage } from "../src/release/RuntimeModules.js"
 import type { ProgramRelease, ServedLink } from "../src/release/ReleasePaths.js"
 
 /** Reading or changing the root failed. */

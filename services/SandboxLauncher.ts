@@ -10,7 +10,7 @@ import type * as Scope from "effect/Scope"
 export interface LaunchSpec {
   /**
    * Names the launch's cgroups (ocx2-run-NAME), so what is left of it after its launcher died
-   * can be found and ended (sandbox/cgroups.ts endLeftovers). The watcher gives the run's hash.
+   * can be found and ended (sandbox/Cgroups.ts endLeftovers). The watcher gives the run's hash.
    */
   readonly name?: string | undefined
   /**

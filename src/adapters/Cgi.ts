@@ -28,11 +28,11 @@ import type * as Layer from "effect/Layer"
 import { resolve } from "node:path"
 import type { ReleaseRoot } from "../../services/ReleaseRoot.js"
 import { type ServingRelease, servingLine, servingOf } from "../release/Served.js"
-import { runTool } from "../tools/runTool.js"
+import { runTool } from "../tools/RunTool.js"
 import { type Answer, type Caller, notOfferedMessage, offeredBy, type Tool } from "../tools/Tool.js"
-import { ocxPage, problemPage, toolPage } from "./html.js"
-import { fieldsOf } from "../tools/fields.js"
-import { FORMAT, fromForm, fromObject, type Decoded } from "./input.js"
+import { ocxPage, problemPage, toolPage } from "./Html.js"
+import { fieldsOf } from "../tools/Fields.js"
+import { FORMAT, fromForm, fromObject, type Decoded } from "./Input.js"
 
 export interface CgiRequest {
   readonly method: string

@@ -4,7 +4,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import type { Deployer } from "../../services/Deployer.js"
 import type { ImageSource } from "../../services/ImageSource.js"
-import { siblingPath } from "../siblings.js"
+import { siblingPath } from "../Siblings.js"
 import { makeServerParts } from "./Parts.js"
 import { mintToken, startContainersServer } from "./Server.js"
 

@@ -2,7 +2,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { decodeCapabilityR, type CapabilityR, type HostSettings, type Provides } from "../protocol/Refusals.js"
 import { ownPaths, releasePaths } from "../release/ReleasePaths.js"
-import { resolveLoose } from "../sandbox/mountPlan.js"
+import { resolveLoose } from "../sandbox/MountPlan.js"
 import type { HostCapabilities } from "../../services/SandboxLauncher.js"
 
 /** One node: a repository file acted on as one node user, from one release root. */

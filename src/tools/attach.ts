@@ -9,7 +9,7 @@ import * as Path from "node:path"
 import { CareDirectory } from "../../services/CareDirectory.js"
 import { Hosts } from "../../services/Hosts.js"
 import { rootToActOn } from "../release/Served.js"
-import { connectTerminal, joinTerminal } from "./support/attachTerminal.js"
+import { connectTerminal, joinTerminal } from "./support/AttachTerminal.js"
 import { finish, recording, refuse } from "../operations/Operations.js"
 import { defineTool } from "./Tool.js"
 

@@ -3,7 +3,7 @@
 
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { fieldsOf, optionName, usage } from "./fields.js"
+import { fieldsOf, optionName, usage } from "./Fields.js"
 import { defineTool, notOfferedMessage, offeredBy, type ToolContext, type Tool } from "./Tool.js"
 
 const shown = (tools: ReadonlyArray<Tool>, context: ToolContext): ReadonlyArray<Tool> =>

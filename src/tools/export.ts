@@ -12,7 +12,7 @@ import { exportNow } from "../git/ExportRun.js"
 import { canonicalRepository } from "../node/HookFiles.js"
 import { CallRefused, finish, recording, refuse } from "../operations/Operations.js"
 import { defineTool } from "./Tool.js"
-import { needsSetup } from "./support/permissions.js"
+import { needsSetup } from "./support/Permissions.js"
 
 const optionalText = (description: string) => Schema.optionalWith(Schema.String.annotations({ description }), { exact: true })
 

@@ -1,5 +1,5 @@
-import { HookInput, HookOutput, installHook } from "./support/hookSetup.js"
-import { needsSetup } from "./support/permissions.js"
+import { HookInput, HookOutput, installHook } from "./support/HookSetup.js"
+import { needsSetup } from "./support/Permissions.js"
 import { defineTool } from "./Tool.js"
 
 export const hook = defineTool({

@@ -1,5 +1,5 @@
-import { ImportInput, ImportOutput, importRepository } from "./support/importRepository.js"
-import { needsSetup } from "./support/permissions.js"
+import { ImportInput, ImportOutput, importRepository } from "./support/ImportRepository.js"
+import { needsSetup } from "./support/Permissions.js"
 import { defineTool } from "./Tool.js"
 
 export const gitImport = defineTool({

@@ -10,10 +10,10 @@ import {
 import { openDatabase } from "../fossil/Sqlite.js"
 import { readMessage } from "../protocol/Envelope.js"
 import { summarizeRuns } from "../runs/RunStates.js"
-import { findCheckin } from "./support/checkin.js"
+import { findCheckin } from "./support/Checkin.js"
 import { RunRow, rowOf } from "./runs.js"
 import { type Act, CallRefused, finish, recording } from "../operations/Operations.js"
-import { repositoryFile, type RepositoryFile } from "./support/repositoryFile.js"
+import { repositoryFile, type RepositoryFile } from "./support/RepositoryFile.js"
 import { type Caller, defineTool } from "./Tool.js"
 
 const optionalText = (description: string) => Schema.optionalWith(Schema.String.annotations({ description }), { exact: true })

@@ -6,8 +6,8 @@ import { grants } from "../fossil/Fullcap.js"
 import { readMessage } from "../protocol/Envelope.js"
 import { processUserOf } from "../node/RunCheck.js"
 import { finish, recording, refuse } from "../operations/Operations.js"
-import { servedFile } from "./support/repositoryFile.js"
-import { localLayers } from "./support/servedLayers.js"
+import { servedFile } from "./support/RepositoryFile.js"
+import { localLayers } from "./support/ServedLayers.js"
 import { defineTool } from "./Tool.js"
 
 /** The longest a long poll is held: under the 30 s after which proxies commonly cut a quiet request. */

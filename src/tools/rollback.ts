@@ -2,8 +2,8 @@ import * as Effect from "effect/Effect"
 import { ReleaseRoot } from "../../services/ReleaseRoot.js"
 import { finish, recording, refuse } from "../operations/Operations.js"
 import { hookTarget, releasePaths } from "../release/ReleasePaths.js"
-import { needsSetup } from "./support/permissions.js"
-import { checkReleaseRule, ensureHookLink, releaseToActOn, RootInput, Served, servedAfter } from "./support/releaseCall.js"
+import { needsSetup } from "./support/Permissions.js"
+import { checkReleaseRule, ensureHookLink, releaseToActOn, RootInput, Served, servedAfter } from "./support/ReleaseCall.js"
 import { defineTool, type ToolContext } from "./Tool.js"
 
 export const RollbackOutput = Served

@@ -6,12 +6,12 @@ import * as Schema from "effect/Schema"
 import { Repository } from "../../services/Repository.js"
 import { readRunRecord } from "../node/RunRecord.js"
 import { fullHashOf } from "./stop.js"
-import { loadRound, thisHostNode } from "./support/actAtOnce.js"
+import { loadRound, thisHostNode } from "./support/ActAtOnce.js"
 import { finish, recording, refuse } from "../operations/Operations.js"
-import { servedFile } from "./support/repositoryFile.js"
-import { localLayers } from "./support/servedLayers.js"
+import { servedFile } from "./support/RepositoryFile.js"
+import { localLayers } from "./support/ServedLayers.js"
 import { defineTool } from "./Tool.js"
-import { needsAdminOrSetup } from "./support/permissions.js"
+import { needsAdminOrSetup } from "./support/Permissions.js"
 
 export const RunInput = Schema.Struct({
   run: Schema.String.annotations({ description: "the manual run to start: its hash or a prefix" })

@@ -7,8 +7,8 @@ import type { RunSummary } from "../runs/RunStates.js"
 import { summarizeRuns } from "../runs/RunStates.js"
 import { parseMoment, queryRuns, stateFilters } from "../runs/RunsQuery.js"
 import { CallRefused, finish, recording, refuse } from "../operations/Operations.js"
-import { mayReadRun } from "./support/permissions.js"
-import { repositoryFile } from "./support/repositoryFile.js"
+import { mayReadRun } from "./support/Permissions.js"
+import { repositoryFile } from "./support/RepositoryFile.js"
 import { defineTool } from "./Tool.js"
 
 const optional = <A, I>(schema: Schema.Schema<A, I>, description: string) =>

@@ -5,9 +5,9 @@ import { ReleaseRoot } from "../../services/ReleaseRoot.js"
 import { finish, recording, refuse } from "../operations/Operations.js"
 import { releaseNameOf, releasePaths } from "../release/ReleasePaths.js"
 import { rootToActOn } from "../release/Served.js"
-import { smokeArguments } from "../release/smokeAnswer.js"
-import { needsSetup } from "./support/permissions.js"
-import { servedAfter, servedFields } from "./support/releaseCall.js"
+import { smokeArguments } from "../release/SmokeAnswer.js"
+import { needsSetup } from "./support/Permissions.js"
+import { servedAfter, servedFields } from "./support/ReleaseCall.js"
 import { defineTool, type ToolContext } from "./Tool.js"
 
 export const StageInput = Schema.Struct({

@@ -1,4 +1,4 @@
-import { hookStatus, RootOnlyInput, StatusOutput } from "./support/hookSetup.js"
+import { hookStatus, RootOnlyInput, StatusOutput } from "./support/HookSetup.js"
 import { defineTool } from "./Tool.js"
 
 export const status = defineTool({

@@ -5,12 +5,12 @@ import { sha1, sha3 } from "../fossil/Hash.js"
 import { writeWhereTheRunIs } from "../node/Reports.js"
 import { readRunRecord } from "../node/RunRecord.js"
 import { writeMessage } from "../protocol/Envelope.js"
-import { nodeActsAtOnce } from "./support/actAtOnce.js"
+import { nodeActsAtOnce } from "./support/ActAtOnce.js"
 import { finish, recording, refuse } from "../operations/Operations.js"
-import { servedFile } from "./support/repositoryFile.js"
-import { localLayers } from "./support/servedLayers.js"
+import { servedFile } from "./support/RepositoryFile.js"
+import { localLayers } from "./support/ServedLayers.js"
 import { defineTool } from "./Tool.js"
-import { needsAdminOrSetup } from "./support/permissions.js"
+import { needsAdminOrSetup } from "./support/Permissions.js"
 
 export const StopInput = Schema.Struct({
   run: Schema.String.annotations({ description: "the run to stop: its hash or a prefix" })

@@ -1,5 +1,5 @@
-import { removeHook, RootOnlyInput, UnhookOutput } from "./support/hookSetup.js"
-import { needsSetup } from "./support/permissions.js"
+import { removeHook, RootOnlyInput, UnhookOutput } from "./support/HookSetup.js"
+import { needsSetup } from "./support/Permissions.js"
 import { defineTool } from "./Tool.js"
 
 export const unhook = defineTool({

@@ -7,7 +7,7 @@ import * as Path from "node:path"
 import { Repository } from "../../services/Repository.js"
 import { substitute, type Values } from "../protocol/Placeholders.js"
 import type { Run } from "../protocol/Run.js"
-import { isWithin } from "../sandbox/mountPlan.js"
+import { isWithin } from "../sandbox/MountPlan.js"
 
 export type Publication =
   | { readonly _tag: "Published"; readonly as: string; readonly at: string; readonly hash: string; readonly size: number }

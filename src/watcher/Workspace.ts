@@ -15,7 +15,7 @@ import { substitute } from "../protocol/Placeholders.js"
 import { refusal, stepFailed, type CheckedRun, type Refusal } from "../protocol/Refusals.js"
 import { parseSize } from "../protocol/Sizes.js"
 import type { PlannedStep, PlannedText } from "../protocol/Steps.js"
-import { isWithin, resolveLoose } from "../sandbox/mountPlan.js"
+import { isWithin, resolveLoose } from "../sandbox/MountPlan.js"
 import type { NodeConfig } from "../node/NodeConfig.js"
 import { nodeOwnPaths } from "../node/NodeConfig.js"
 

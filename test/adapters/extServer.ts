@@ -123,7 +123,7 @@ const bundleInto = (entry: string, outfile: string) =>
     external: ["better-sqlite3"],
     logLevel: "warning",
     // as bin/build.mjs builds a plain ES module program: a bundle keeps no import of a module from
-    // source, and offers its own import() for the bundles beside it (src/siblings.ts)
+    // source, and offers its own import() for the bundles beside it (src/Siblings.ts)
     define: { OCX2_BUNDLED: "true" },
     banner: {
       js: "import { createRequire as __ocx2CreateRequire } from 'node:module'; const require = __ocx2CreateRequire(import.meta.url); globalThis.__ocx2Import ??= (url) => import(url);"

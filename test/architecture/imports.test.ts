@@ -54,7 +54,7 @@ const under = (path: string, folder: string) => path === folder || path.startsWi
  * tool call's (a handler names ToolServices in its type), so that every entry point, and every
  * test, runs a tool with nothing more to give.
  */
-const compositionModules: ReadonlyArray<string> = ["src/tools/runTool.ts"]
+const compositionModules: ReadonlyArray<string> = ["src/tools/RunTool.ts"]
 
 /** Pairs of folders where the first must not import from the second: the second is higher. */
 const upward: ReadonlyArray<readonly [string, string]> = [

@@ -3,7 +3,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Effect from "effect/Effect"
-import { runTool } from "../../src/tools/runTool.js"
+import { runTool } from "../../src/tools/RunTool.js"
 import type { Answer, Tool, ToolContext } from "../../src/tools/Tool.js"
 
 // A small git checkout shaped like ocx2's own: a gate and a build script, bundles in dist/,

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest"
 import * as Either from "effect/Either"
 import { isReleaseName, ownPaths, releaseNameOf, releaseOfLinkTarget, releasePaths, rootOfProgram } from "../../src/release/ReleasePaths.js"
-import { externalsOfBuild, keepInRelease, MissingPackage, resolutionCandidates, runtimeClosure, runtimeDependencies } from "../../src/release/runtimeModules.js"
-import { checkSmokeAnswer } from "../../src/release/smokeAnswer.js"
+import { externalsOfBuild, keepInRelease, MissingPackage, resolutionCandidates, runtimeClosure, runtimeDependencies } from "../../src/release/RuntimeModules.js"
+import { checkSmokeAnswer } from "../../src/release/SmokeAnswer.js"
 
 describe("the release root's layout", () => {
   it("names every path of ROOT, and OCX's own paths", () => {

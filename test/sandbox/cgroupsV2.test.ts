@@ -5,11 +5,11 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { hostLimits } from "../../src/tools/support/hookSetup.js"
+import { hostLimits } from "../../src/tools/support/HookSetup.js"
 import {
   type CgroupHost, describeController, endLeftovers, LaunchCgroups, leftoverName, probeController, realHost, versionOf
-} from "../../src/sandbox/cgroups.js"
-import { baseOf, cgroup2Mount, lookV2, nodeLeaf, ownPath, prepareV2 } from "../../src/sandbox/cgroupsV2.js"
+} from "../../src/sandbox/Cgroups.js"
+import { baseOf, cgroup2Mount, lookV2, nodeLeaf, ownPath, prepareV2 } from "../../src/sandbox/CgroupsV2.js"
 import { FakeCgroup2 } from "./fakeCgroup2.js"
 
 const fakes: Array<FakeCgroup2> = []

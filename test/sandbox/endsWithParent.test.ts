@@ -3,7 +3,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { ownCgroupDir } from "../../src/sandbox/cgroups.js"
+import { ownCgroupDir } from "../../src/sandbox/Cgroups.js"
 import { makeRoot, present, shellSpec } from "./support.js"
 
 const { root, ws, care } = makeRoot("parent")

@@ -1,6 +1,6 @@
 /**
  * A directory shaped as the kernel shapes cgroup2, with the kernel's answers to writes: what the
- * v2 decisions (src/sandbox/cgroupsV2.ts) are tested against on a host that mounts v1 alone.
+ * v2 decisions (src/sandbox/CgroupsV2.ts) are tested against on a host that mounts v1 alone.
  * Files have the kernel's names and contents; writes follow cgroup-v2.rst: a controller is
  * enabled in cgroup.subtree_control only when the parent gives it and (but at the root) the group
  * holds no process; a process joins no group with controllers enabled for its children; a
@@ -10,7 +10,7 @@
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import type { CgroupIo, V2Host } from "../../src/sandbox/cgroupsV2.js"
+import type { CgroupIo, V2Host } from "../../src/sandbox/CgroupsV2.js"
 
 const errno = (code: string, what: string) => Object.assign(new Error(`${code}: ${what}`), { code })
 const words = (text: string) => text.split(/\s+/).filter((w) => w !== "")

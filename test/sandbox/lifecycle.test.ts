@@ -4,7 +4,7 @@ import * as Path from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { make } from "../../layers/BwrapSandbox.js"
-import { ownCgroupDir } from "../../src/sandbox/cgroups.js"
+import { ownCgroupDir } from "../../src/sandbox/Cgroups.js"
 import type { RunningProcess } from "../../services/SandboxLauncher.js"
 import { decode, makeRoot, present, shellSpec } from "./support.js"
 

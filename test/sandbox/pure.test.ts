@@ -1,9 +1,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as fc from "fast-check"
 import { ByteTail } from "../../src/sandbox/ByteTail.js"
-import { bwrapArgs, type BwrapPlan } from "../../src/sandbox/bwrapArgs.js"
-import { decideEnding, type Seen } from "../../src/sandbox/ending.js"
-import { checkSpecForm } from "../../src/sandbox/specCheck.js"
+import { bwrapArgs, type BwrapPlan } from "../../src/sandbox/BwrapArgs.js"
+import { decideEnding, type Seen } from "../../src/sandbox/Ending.js"
+import { checkSpecForm } from "../../src/sandbox/SpecCheck.js"
 import { shellSpec } from "./support.js"
 
 const plan: BwrapPlan = {

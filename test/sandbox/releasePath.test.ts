@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { checkPath } from "../../src/sandbox/mountPlan.js"
+import { checkPath } from "../../src/sandbox/MountPlan.js"
 
 // Refusal 7 at the launch (2.8): $$release$$ may be bound read-only, as 2.19's session example
 // does, although ROOT/ocx2-hook and ROOT/current, both OCX's own, lead into it once their links

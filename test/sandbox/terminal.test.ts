@@ -3,7 +3,7 @@ import * as Path from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { make } from "../../layers/BwrapSandbox.js"
-import { utf8Pieces } from "../../src/sandbox/terminalChild.js"
+import { utf8Pieces } from "../../src/sandbox/TerminalChild.js"
 import { decode, makeRoot, present, shellSpec } from "./support.js"
 
 // 2.10 "With a terminal": STDIN and STDOUT are a pseudo-terminal the launcher holds, STDERR a

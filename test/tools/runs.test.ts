@@ -75,8 +75,8 @@ describe("runs", () => {
     // a copy of the repository where a post was made private (as a post waiting for moderation is)
     const copy = Path.join(world.dir, "copy.fossil")
     Fs.copyFileSync(world.repository, copy)
-    const { runTool } = await import("../../src/tools/runTool.js")
-    const { capabilitiesOf } = await import("../../src/adapters/cli/repositoryCapabilities.js")
+    const { runTool } = await import("../../src/tools/RunTool.js")
+    const { capabilitiesOf } = await import("../../src/adapters/cli/RepositoryCapabilities.js")
     const Effect = await import("effect/Effect")
     const call = async () => Effect.runPromise(runTool(runs, { limit: 0 }, {
       caller: { user: users.admin.login, capabilities: await Effect.runPromise(capabilitiesOf(copy, users.admin.login)), sandboxed: false },

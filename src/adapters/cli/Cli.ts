@@ -1,6 +1,6 @@
 // The CLI adapter: every subcommand is derived from a tool definition; it parses, calls runTool,
 // and prints. It decides nothing: refusals come from the tool and read the same everywhere.
-// The front door (front.ts) reads the arguments first: help, usage errors, and ocx2's own options
+// The front door (Front.ts) reads the arguments first: help, usage errors, and ocx2's own options
 // given after the tool's name; @effect/cli then parses what it hands on.
 
 import * as Args from "@effect/cli/Args"
@@ -10,15 +10,15 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import { fieldsOf, optionName, takesObject, type Field } from "../../tools/fields.js"
-import { tools } from "../../tools/registry.js"
-import { runTool } from "../../tools/runTool.js"
+import { fieldsOf, optionName, takesObject, type Field } from "../../tools/Fields.js"
+import { tools } from "../../tools/Registry.js"
+import { runTool } from "../../tools/RunTool.js"
 import { type Answer, type Caller, offeredBy, type Tool } from "../../tools/Tool.js"
-import { resolveCallerOrProblem } from "./caller.js"
-import { frontDoor, globalOptions as globalOptionTable } from "./front.js"
-import { lookOf, rootHelp } from "./help.js"
-import { readJsonArgument } from "./jsonArgument.js"
-import { renderText } from "./renderText.js"
+import { resolveCallerOrProblem } from "./Caller.js"
+import { frontDoor, globalOptions as globalOptionTable } from "./Front.js"
+import { lookOf, rootHelp } from "./Help.js"
+import { readJsonArgument } from "./JsonArgument.js"
+import { renderText } from "./RenderText.js"
 
 export const version = "0.1.0"
 
@@ -136,7 +136,7 @@ const helpTool = cliTools.find((t) => t.name === "help")!
 /** `ocx2 --mcp`: MCP on stdin/stdout until the client closes it; the MCP SDK is loaded only then. */
 const serveMcp = (global: Global) =>
   Effect.promise(() =>
-    import("./mcpFlag.js").then(({ serveMcpFromCli }) =>
+    import("./McpFlag.js").then(({ serveMcpFromCli }) =>
       serveMcpFromCli({ repository: Option.getOrUndefined(global.repository), user: Option.getOrUndefined(global.user) })))
 
 /** `ocx2` alone lists the tools, as `ocx2 list` does; `ocx2 --mcp` serves them over MCP. */

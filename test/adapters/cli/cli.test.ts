@@ -2,7 +2,7 @@ import { execFile } from "node:child_process"
 import { join } from "node:path"
 import { promisify } from "node:util"
 import { describe, expect, it } from "vitest"
-import { tools } from "../../../src/tools/registry.js"
+import { tools } from "../../../src/tools/Registry.js"
 
 // The bundled program, as a person runs it (npm test builds dist/ first).
 const program = join(import.meta.dirname, "../../../dist/ocx2.mjs")

@@ -2,7 +2,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { tools } from "../../../src/tools/registry.js"
+import { tools } from "../../../src/tools/Registry.js"
 import { offeredBy } from "../../../src/tools/Tool.js"
 import { createRepository, makeTempDir } from "../../support/fossilServer.js"
 

@@ -13,7 +13,7 @@ import { mintToken, startContainersServer, type ContainersServer } from "../../.
 import type { UnpackedImage } from "../../../src/containers/deploy/ImageLaunch.js"
 import { cgroupPrefix } from "../../../src/containers/deploy/Leftovers.js"
 import { mountsUnder } from "../../../src/containers/deploy/Mounts.js"
-import { ownCgroupDir } from "../../../src/sandbox/cgroups.js"
+import { ownCgroupDir } from "../../../src/sandbox/Cgroups.js"
 
 /**
  * The real thing for the deploy tests: the server with the bubblewrap deployer (as root), each

@@ -20,8 +20,8 @@ import { SandboxLauncher } from "../../../services/SandboxLauncher.js"
 import { hostSettings, repositoryName } from "../../node/NodeConfig.js"
 import { type HostSettings, providesAll } from "../../protocol/Refusals.js"
 import { releasePaths } from "../../release/ReleasePaths.js"
-import { resolveLoose } from "../../sandbox/mountPlan.js"
-import { thisHostNode } from "./actAtOnce.js"
+import { resolveLoose } from "../../sandbox/MountPlan.js"
+import { thisHostNode } from "./ActAtOnce.js"
 
 export interface CheckHost {
   readonly host: HostSettings

@@ -9,7 +9,7 @@ import * as Path from "node:path"
 import { nodeOf } from "../../node/HookFiles.js"
 import { readHooks, runsOcx2Hook } from "../../node/HookInstall.js"
 import type { NodeConfig } from "../../node/NodeConfig.js"
-import { loadSibling } from "../../siblings.js"
+import { loadSibling } from "../../Siblings.js"
 
 export interface WrittenOnServed {
   /** the served repository file */

@@ -3,10 +3,10 @@
 // Fossil's own classes where they fit, and a small style block that keeps forms usable on a phone.
 // Links are absolute paths: Fossil's skin sets <base href> to the extension's own URL.
 
-import { fieldsOf, usage, type Field } from "../tools/fields.js"
+import { fieldsOf, usage, type Field } from "../tools/Fields.js"
 import type { Answer, Caller, Tool } from "../tools/Tool.js"
-import { DRY_RUN } from "./input.js"
-import { outputPages } from "./outputPages.js"
+import { DRY_RUN } from "./Input.js"
+import { outputPages } from "./OutputPages.js"
 
 export const escapeHtml = (text: string): string =>
   text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!)

@@ -2,7 +2,7 @@
 // round kept running, so it is loaded from the round's bundle beside the program (ocx2-hook-round),
 // and the CLI's own start-up carries none of it.
 
-import { loadSibling } from "../../siblings.js"
+import { loadSibling } from "../../Siblings.js"
 
 type SupervisorModule = typeof import("../../../bin/ocx2-hook-round.js")
 

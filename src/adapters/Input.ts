@@ -1,7 +1,7 @@
 // How an entry point turns what it received into a tool's raw input and the dry-run flag.
 // It only encodes: the tool's schema, in runTool, decides whether the input is right.
 
-import { fieldsOf, type Field } from "../tools/fields.js"
+import { fieldsOf, type Field } from "../tools/Fields.js"
 import type { Tool } from "../tools/Tool.js"
 
 /** Names the adapters take for themselves; every other name is the tool's. */

@@ -1,12 +1,12 @@
 // Text for people; --json prints the answer itself. Known outputs read as prose, others as key: value.
 
-import { tools } from "../../tools/registry.js"
-import { stateWords } from "../outputPages.js"
+import { tools } from "../../tools/Registry.js"
+import { stateWords } from "../OutputPages.js"
 import type { ReadOutput } from "../../tools/read.js"
 import type { RunsOutput } from "../../tools/runs.js"
 import type { WatchOutput } from "../../tools/watch.js"
 import type { Answer, Tool } from "../../tools/Tool.js"
-import { type Look, plainLook, toolHelp, wrap, wrapUsage } from "./help.js"
+import { type Look, plainLook, toolHelp, wrap, wrapUsage } from "./Help.js"
 
 const renderValue = (value: unknown, indent = ""): string => {
   if (value === null || typeof value !== "object") return `${indent}${String(value)}`

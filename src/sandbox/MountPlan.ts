@@ -6,7 +6,7 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { SandboxPathRefused, InvalidLaunchSpec, type SandboxSpec } from "../../services/SandboxLauncher.js"
-import type { Link, Mount } from "./bwrapArgs.js"
+import type { Link, Mount } from "./BwrapArgs.js"
 
 /** `p` is `dir` or lies within it (both absolute and normalized) */
 export const isWithin = (p: string, dir: string): boolean =>

@@ -2,7 +2,7 @@
 // for that command, from its bundle beside the program (ocx2-containers-client), so the CLI's own
 // start-up carries no WebSocket client.
 
-import { loadSibling } from "../../siblings.js"
+import { loadSibling } from "../../Siblings.js"
 
 type ContainersModule = typeof import("../../containers/ContainersCli.js")
 

@@ -13,7 +13,7 @@ import type { Artifact } from "../../fossil/Artifact.js"
 import { writeBundle } from "../../fossil/Bundle.js"
 import { errorLines, runFossil } from "../../fossil/Command.js"
 import { CallRefused } from "../../operations/Operations.js"
-import type { CloneFile } from "./repositoryFile.js"
+import type { CloneFile } from "./RepositoryFile.js"
 
 /** The artifact could not be put into the clone or pushed (the server's own refusal is `Refused`). */
 export class PushFailed extends Schema.TaggedError<PushFailed>()("PushFailed", { message: Schema.String }) {}

@@ -2,7 +2,7 @@
 // ocx2-mcp is not installed. Loaded only when --mcp is given, from the MCP server's bundle beside
 // the program (ocx2-mcp-server): the MCP SDK is large, and the CLI's own start-up stays fast.
 
-import { loadSibling } from "../../siblings.js"
+import { loadSibling } from "../../Siblings.js"
 
 export interface McpFlag {
   /** --repository: the repository the calls act on and whose capabilities bind the caller; OCX_REPOSITORY when not given */

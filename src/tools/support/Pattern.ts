@@ -17,7 +17,7 @@ import { content } from "../../fossil/Content.js"
 import * as Read from "../../fossil/Read.js"
 import { isAdminOrSetup } from "../../protocol/Senders.js"
 import { type Act, CallRefused, refuse } from "../../operations/Operations.js"
-import { servedBaseUrls } from "./repositoryFile.js"
+import { servedBaseUrls } from "./RepositoryFile.js"
 
 export interface PatternRead {
   readonly fields: Readonly<Record<string, unknown>>

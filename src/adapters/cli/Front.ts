@@ -9,7 +9,7 @@
 // Whether a value is one the tool takes is the tool's to say (its schema), the same from every
 // entry point.
 
-import { type Field, fieldsOf, metavar as metavarOf, optionName, usage } from "../../tools/fields.js"
+import { type Field, fieldsOf, metavar as metavarOf, optionName, usage } from "../../tools/Fields.js"
 import type { Tool } from "../../tools/Tool.js"
 
 export interface GlobalOption {

@@ -2,9 +2,9 @@
 // whatever it is printed to and repeats its own words under every option): plain text wrapped to
 // the width given, coloured only where the caller says it may be (a terminal, NO_COLOR unset).
 
-import { type Field, fieldsOf, metavar, optionName, takesObject, usage } from "../../tools/fields.js"
+import { type Field, fieldsOf, metavar, optionName, takesObject, usage } from "../../tools/Fields.js"
 import type { Tool } from "../../tools/Tool.js"
-import { builtInOptions, globalOptions } from "./front.js"
+import { builtInOptions, globalOptions } from "./Front.js"
 
 export interface Look {
   /** the widest line, at most */

@@ -1,7 +1,7 @@
 /**
  * The bubblewrap command line for one launch, built in 2.8's table order so that a
  * later key is seen over an earlier one at the same place. Pure: every host path is
- * already resolved and checked (see mountPlan.ts).
+ * already resolved and checked (see MountPlan.ts).
  */
 
 export interface Mount {
@@ -30,7 +30,7 @@ export interface BwrapPlan {
   readonly tmp: string
   /** the workspace, then read_only, read_write, homes */
   readonly mounts: ReadonlyArray<Mount>
-  /** the host's top-level links into /usr, where /usr is bound (mountPlan.ts, usrLinks) */
+  /** the host's top-level links into /usr, where /usr is bound (MountPlan.ts, usrLinks) */
   readonly links: ReadonlyArray<Link>
   /** each created file's text is readable on `fd` in bwrap */
   readonly createdFiles: ReadonlyArray<{ readonly fd: number; readonly at: string }>

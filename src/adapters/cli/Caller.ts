@@ -57,7 +57,7 @@ export const resolveCallerOrProblem = (
   if (repository === undefined) return Effect.succeed({ caller: { user: identity.user ?? account, capabilities: "", sandboxed } })
   const fileProblem = options.strict ? repositoryFileProblem(repository) : undefined
   if (fileProblem !== undefined) return Effect.succeed({ caller: { user: identity.user ?? account, capabilities: "", sandboxed }, problem: fileProblem })
-  return Effect.promise(() => import("./repositoryCapabilities.js")).pipe(
+  return Effect.promise(() => import("./RepositoryCapabilities.js")).pipe(
     Effect.flatMap(({ identityIn }) => identityIn(repository, identity.user, account)),
     Effect.map(({ user, capabilities, unreadable }) => ({
       caller: { user, capabilities, sandboxed },

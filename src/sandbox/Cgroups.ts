@@ -7,13 +7,13 @@
  * them. Where a v1 hierarchy has the controller, it is used, as it always was.
  *
  * cgroup v2 (the unified hierarchy, what current distributions mount alone): one group holding
- * both, made in the subtree the node may manage (cgroupsV2.ts says which and why).
+ * both, made in the subtree the node may manage (CgroupsV2.ts says which and why).
  */
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import {
   baseOf, cgroup2Mount, type CgroupIo, kernelIo, killV2, lookV2, prepareV2, type V2Host, writeV2Limits
-} from "./cgroupsV2.js"
+} from "./CgroupsV2.js"
 
 export type Controller = "pids" | "memory"
 
