@@ -9,6 +9,7 @@ import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
 import { spareWaits } from "../../src/node/SpareClient.js"
 import { runningSupervisor, supervisorFilesOf } from "../../src/node/SupervisorFiles.js"
 import { restartServer, type RunningServer, webLogin, webNewThread } from "../support/fossilServer.js"
+import { repeats, timeoutFor } from "../support/crashRepeats.js"
 import { sandbox } from "../support/nodeWorld.js"
 import { closeCloneWorld, cloneUsers, type CloneWorld, makeCloneWorld, runNode, useThisBuild } from "./cloneWorld.js"
 import { dist, waitFor } from "./hookWorld.js"
@@ -204,7 +205,7 @@ describe("the roll of watchers on a clone's host", () => {
     const once = Path.join(world.dir, "crash-once")
     try {
       const from = await startSupervisor([], { OCX2_CRASH_AT: "handed", OCX2_CRASH_ONCE: once })
-      for (let i = 0; i < 3; i++) {
+      for (let i = 0; i < repeats(3); i++) {
         Fs.writeFileSync(once, "")
         const run = await postRun()
         expect(await waitFor(() => (Fs.existsSync(once) ? undefined : true), 60_000, 20)).toBe(true)
@@ -217,5 +218,5 @@ describe("the roll of watchers on a clone's host", () => {
       Fs.rmSync(once, { force: true })
       spareBack()
     }
-  }, 300_000)
+  }, timeoutFor(3, 300_000))
 })

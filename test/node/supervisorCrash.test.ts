@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { composeForumPost } from "../../src/fossil/Artifact.js"
 import { hook } from "../../src/tools/hook.js"
 import { addUsers, cloneAs, pushArtifacts, webLogin, webNewThread, type TestUser, type WebSession } from "../support/fossilServer.js"
+import { repeats, timeoutFor } from "../support/crashRepeats.js"
 import { shellRun, users } from "../support/nodeWorld.js"
 import { closeHookWorld, makeHookWorld, sleep, waitFor, type HookWorld } from "./hookWorld.js"
 import { answeredLostBy, startSupervisor, supervisorLog, stopSupervisor, type RunningSupervisor, withoutSpare } from "./supervisorWorld.js"
@@ -17,17 +18,17 @@ import { answeredLostBy, startSupervisor, supervisorLog, stopSupervisor, type Ru
 // Each run costs a hook, a watcher and a sandbox, so the repetitions are kept to what they prove.
 
 /** kills along a hand-off, `handOffStep` ms apart from the receipt on */
-const handOffs = 5
+const handOffs = repeats(5)
 const handOffStep = 30
 /** kills just after the watcher took the run's lock */
-const whileStarting = 4
+const whileStarting = repeats(4)
 /** bursts of 20 runs, the kill `burstStep` ms later into each burst */
-const bursts = 4
+const bursts = repeats(4)
 const burstStep = 300
 /** watchers killed while their process runs */
-const killedWatchers = 3
+const killedWatchers = repeats(3)
 /** watchers killed after their hand-off, just before they take the run's lock (a fixed point) */
-const handedKills = 4
+const handedKills = repeats(4)
 /** process users of their own for the bursts, so that a burst runs side by side */
 const burstUsers: ReadonlyArray<TestUser> = ["b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8"].map((login) => ({ login, capabilities: "oi", password: `${login}-pw` }))
 
@@ -89,7 +90,7 @@ describe("the supervisor SIGKILLed and started again", () => {
       await killAndRestart()
     }
     await expectEachOnce(runs)
-  }, 300_000)
+  }, timeoutFor(5, 300_000))
 
   it("while its watcher writes started: each run once", async () => {
     const runs: Array<string> = []
@@ -102,7 +103,7 @@ describe("the supervisor SIGKILLed and started again", () => {
       await killAndRestart()
     }
     await expectEachOnce(runs)
-  }, 300_000)
+  }, timeoutFor(4, 300_000))
 
   it("during a burst of 20 runs: each run once", async () => {
     const all: Array<string> = []
@@ -119,7 +120,7 @@ describe("the supervisor SIGKILLed and started again", () => {
       await expectEachOnce(artifacts.map((a) => a.hash), false)
     }
     await expectEachOnce(all)
-  }, 600_000)
+  }, timeoutFor(4, 600_000))
 })
 
 describe("a watcher SIGKILLed while the supervisor runs", () => {
@@ -139,7 +140,7 @@ describe("a watcher SIGKILLed while the supervisor runs", () => {
         JSON.stringify(supervisorLog(world).filter((l) => l.run === run || l.did.some((d) => d.includes(run))))).toBe(true)
     }
     expect(supervisor!.pid).toBe(pid)
-  }, 300_000)
+  }, timeoutFor(3, 300_000))
 })
 
 describe("a watcher SIGKILLed after its hand-off, before it took the run's lock", () => {
@@ -174,5 +175,5 @@ describe("a watcher SIGKILLed after its hand-off, before it took the run's lock"
       await stopSupervisor(supervisor)
       supervisor = await startSupervisor(world)
     }
-  }, 300_000)
+  }, timeoutFor(4, 300_000))
 })

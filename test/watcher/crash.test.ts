@@ -9,6 +9,7 @@ import * as FossilRepository from "../../layers/FossilRepository.js"
 import { recoverRun, type Recovered } from "../../src/node/Recovery.js"
 import { readMessage } from "../../src/protocol/Envelope.js"
 import { crashPoints, type CrashPoint } from "../../src/watcher/Watcher.js"
+import { repeats, timeoutFor } from "../support/crashRepeats.js"
 import { addUsers } from "../support/fossilServer.js"
 import { makeNodeWorld, shellRun, users, type NodeWorld } from "../support/nodeWorld.js"
 
@@ -18,7 +19,7 @@ import { makeNodeWorld, shellRun, users, type NodeWorld } from "../support/nodeW
 // writing-ended the watcher dies 30 ms into its write of ended, which has landed or not: a race,
 // repeated more often.
 
-const repeatsAt = (point: CrashPoint) => (point === "writing-ended" ? 6 : 3)
+const repeatsAt = (point: CrashPoint) => repeats(point === "writing-ended" ? 6 : 3)
 let world: NodeWorld
 beforeAll(async () => {
   world = await makeNodeWorld()
@@ -100,7 +101,7 @@ describe("a watcher killed at any point", () => {
       if (point === "locked") expect(outcomes.every((o) => o.launches === 1)).toBe(true)
       if (point === "started") expect(outcomes.every((o) => o.launches === 0)).toBe(true)
     },
-    240_000
+    timeoutFor(3, 240_000)
   )
 })
 
