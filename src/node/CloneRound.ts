@@ -6,6 +6,7 @@
 // cursor stays before the first of them.
 
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import type { Act } from "../operations/Operations.js"
 import { CareDirectory } from "../../services/CareDirectory.js"
 import type { ClonePlace } from "../../services/Hosts.js"
@@ -26,6 +27,9 @@ export interface CloneRoundResult {
   readonly decisions: ReadonlyArray<RunDecision>
 }
 
+/** The node has no cursor on this clone: `ocx2 node --check` has not started it here. */
+export class NodeNotStarted extends Schema.TaggedError<NodeNotStarted>()("NodeNotStarted", { message: Schema.String }) {}
+
 const before = (c: Cursor): Cursor => (c.rid > 0 ? { rcvid: c.rcvid, rid: c.rid - 1 } : { rcvid: c.rcvid - 1, rid: Number.MAX_SAFE_INTEGER })
 
 /** The round after the pull: decide what arrived after the cursor, in server order; the cursor moved past what was decided. */
@@ -37,7 +41,7 @@ export const cloneRound = (config: NodeConfig, act: Act, options: { readonly wat
     return yield* care.withRoundLock(Effect.gen(function*() {
       const cursorFile = cursorFileOf(config.root, config.repository, config.nodeUser)
       const from = readCursor(cursorFile)
-      if (from === undefined) return yield* Effect.fail(new Error(`the node has not started on ${config.repository}: run ocx2 node with --check`))
+      if (from === undefined) return yield* new NodeNotStarted({ message: `the node has not started on ${config.repository}: run ocx2 node with --check` })
       const { serverCode } = yield* repository.codes()
       // in the clone's order; each message's place in the server's order is its receipt
       const sessions = readSessionFiles(config.root)
