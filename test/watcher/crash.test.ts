@@ -121,6 +121,8 @@ describe("a watcher started again for a run whose watcher was killed while it ra
     })
     expect(ended).toEqual([{ outcome: "lost", note: "its watcher ended without writing ended" }])
     expect((await reports(run)).sort()).toEqual(["ended", "started"])
-    expect(launches(run)).toBe(1)
+    // killed "running", the watcher may take its sandbox down before the shell's first line (as
+    // the other kills at that point allow); never launched twice: the second watcher launches nothing
+    expect(launches(run)).toBeLessThanOrEqual(1)
   }, 60_000)
 })
