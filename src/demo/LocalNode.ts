@@ -39,8 +39,13 @@ export interface LocalNodeOptions {
   readonly extroot?: (root: string, dir: string) => string
   /** the repository's users (the node's own, `users`, by default; alice, who checks in, among them) */
   readonly users?: ReadonlyArray<FossilUser>
-  /** the files of the check-in on trunk, by name (a Makefile and hello.txt by default) */
+  /** the files of the check-in on trunk, by name (a Makefile and hello.txt by default); none: trunk is `fossil init`'s empty check-in */
   readonly checkin?: Readonly<Record<string, string>>
+  /** false: Fossil's backoffice off and nothing run in its place (no hooks, no lease written after a page) */
+  readonly backoffice?: boolean
+  /** the repository in WAL mode; the capabilities of `nobody` (createRepository's options) */
+  readonly wal?: boolean
+  readonly nobody?: string
   /** the temporary directory's prefix */
   readonly prefix?: string
 }
@@ -75,19 +80,25 @@ export const makeLocalNode = async (options: LocalNodeOptions = {}): Promise<Loc
   Fs.chmodSync(dir, 0o755)
   const root = Path.join(dir, "root")
   Fs.mkdirSync(root, { mode: 0o755 })
-  const repository = await createRepository(Path.join(dir, "served.fossil"), options.users ?? Object.values(users))
+  const repository = await createRepository(Path.join(dir, "served.fossil"), options.users ?? Object.values(users), {
+    ...(options.wal === undefined ? {} : { wal: options.wal }),
+    ...(options.nobody === undefined ? {} : { nobody: options.nobody })
+  })
   // a check-in on trunk for the files and checkout steps
-  const checkout = Path.join(dir, "checkout")
-  Fs.mkdirSync(checkout)
-  await runIn(checkout, ["open", repository])
   const files = options.checkin ?? firstCheckin
-  for (const [name, text] of Object.entries(files)) Fs.writeFileSync(Path.join(checkout, name), text)
-  await runIn(checkout, ["add", ...Object.keys(files)])
-  await runIn(checkout, ["commit", "-m", "the first check-in", "--user-override", "alice"])
+  if (Object.keys(files).length > 0) {
+    const checkout = Path.join(dir, "checkout")
+    Fs.mkdirSync(checkout)
+    await runIn(checkout, ["open", repository])
+    for (const [name, text] of Object.entries(files)) Fs.writeFileSync(Path.join(checkout, name), text)
+    await runIn(checkout, ["add", ...Object.keys(files)])
+    await runIn(checkout, ["commit", "-m", "the first check-in", "--user-override", "alice"])
+  }
   const trunk = /artifact:\s+([0-9a-f]{64})/.exec(await fossil(["whatis", "trunk", "-R", repository]))![1]!
   const serverCode = (await fossil(["sql", "-R", repository, "SELECT value FROM config WHERE name='server-code'"])).trim().replace(/'/g, "")
   const extroot = options.extroot?.(root, dir) ?? (options.pages === true ? Path.join(dir, "ext") : undefined)
   if (options.pages === true && options.extroot === undefined && extroot !== undefined) linkPages(extroot, root)
+  if (options.backoffice === false) await fossil(["settings", "backoffice-disable", "on", "-R", repository])
   const server = await startServer(repository, { fastHooks: options.fastHooks ?? false, ...(extroot !== undefined ? { extroot } : {}) })
   const config: NodeConfig = { root, repository, nodeUser: users.node.login, serverUrl: server.url, passwordsFile: undefined }
   return {
