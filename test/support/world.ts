@@ -89,6 +89,10 @@ export const waitFor = async <A>(probe: () => Promise<A | undefined> | A | undef
   }
 }
 
+/** `waitFor` as an Effect, for a condition: whether `probe` came true within `ms` (asked every `every` ms, in real time). */
+export const waitUntil = (probe: () => boolean | Promise<boolean>, ms: number, every = 100): Effect.Effect<boolean> =>
+  Effect.promise(() => waitFor(async () => ((await probe()) ? true : undefined), ms, every)).pipe(Effect.map((came) => came === true))
+
 /** Every process whose command line names `needle` (the tests' own temporary paths), by pid. */
 export const pidsNaming = (needle: string): ReadonlyArray<number> =>
   Fs.readdirSync("/proc").filter((e) => /^\d+$/.test(e)).flatMap((e) => {
