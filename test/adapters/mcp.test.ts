@@ -36,9 +36,11 @@ const clients: Array<Client> = []
 const stderrOf = new Map<Client, () => string>()
 const protocolErrors: Array<Error> = []
 
+let cacheHomeBefore: string | undefined
 beforeAll(async () => {
   dir = makeTempDir("ocx2-mcp-")
   // the runs list's cache of what it read, in this test's own directory
+  cacheHomeBefore = process.env.XDG_CACHE_HOME
   process.env.XDG_CACHE_HOME = join(dir, "cache")
   const build = join(dir, "build")
   marks = join(build, "marks.log")
@@ -62,6 +64,9 @@ beforeAll(async () => {
 }, 90_000)
 
 afterAll(async () => {
+  // a worker runs other files after this one (vitest.config.ts: isolate false)
+  if (cacheHomeBefore === undefined) delete process.env.XDG_CACHE_HOME
+  else process.env.XDG_CACHE_HOME = cacheHomeBefore
   for (const client of clients) await client.close()
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
 })
