@@ -78,6 +78,11 @@ describe("the release as installed", () => {
       expect(Fs.statSync(Path.join(current, program)).mode & 0o111, program).not.toBe(0)
     }
     expect(Fs.existsSync(Path.join(current, "node_modules", "better-sqlite3", "package.json"))).toBe(true)
+    // copied, not linked: the release stands on its own when the checkout moves on (the tools that
+    // read the repository below, read and runs, load the addon from here)
+    expect(Fs.realpathSync(Path.join(current, "node_modules", "better-sqlite3"))).toBe(Path.join(current, "node_modules", "better-sqlite3"))
+    // the checkout's real gate ran and passed (its typecheck and the protocol tests), as its log says
+    expect(Fs.readFileSync(Path.join(world.root, "staged", "gate.log"), "utf8")).toMatch(/gate ended: exit status 0/)
     expect(Fs.readlinkSync(Path.join(world.root, "ocx2-hook"))).toBe("current/ocx2-hook")
   })
 
