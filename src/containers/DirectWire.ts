@@ -15,7 +15,7 @@ import { headerLength, type FrameType } from "./Frames.js"
 export type DirectSend = (type: FrameType, scope: number, channel: number, payload: Uint8Array) => void
 
 interface WsInternals {
-  _socket?: NodeJS.WritableStream & { writableLength: number }
+  _socket?: NodeJS.WritableStream
   _receiver?: { write(chunk: Buffer): boolean; _bufferedBytes?: number; _maxPayload?: number; _errored?: boolean }
   _isServer?: boolean
 }
@@ -28,8 +28,8 @@ const copyUpTo = 512
  * Takes over the reading of SOCKET's binary messages (each whole payload goes to ON_MESSAGE;
  * `ws` emits the rest) and returns how to write one. Undefined when the socket is not an open
  * WebSocket with nothing read yet, or not `ws`'s (then `ws` keeps doing everything).
- * TOWARD_SERVER: this end dialled, so what it writes is masked, with a zero mask (the server's
- * own link into a container: docs/containers.md section 10).
+ * A socket this end dialled writes its frames masked with a zero key, as the server's own link
+ * into a container is dialled (docs/containers.md section 10): take over no other dialled socket.
  */
 export const takeOver = (socket: WebSocket, onMessage: (payload: Buffer) => void): DirectSend | undefined => {
   const ws = socket as unknown as WsInternals
