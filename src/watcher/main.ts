@@ -156,7 +156,8 @@ const watch = (options: WatcherOptions, hosts: HostsService) => {
       Effect.ensuring(spareOnce),
       Effect.ensuring(Effect.sync(() => logLine(`the watcher's peak memory: ${(process.resourceUsage().maxRSS / 1024).toFixed(1)} MB`))),
       Effect.provide(hosts.care(options.config.root)),
-      Effect.provide(hosts.sandbox(options.config.root))
+      Effect.provide(hosts.sandbox(options.config.root)),
+      Effect.provide(hosts.checkouts)
     )
   NodeRuntime.runMain(program, {
     disableErrorReporting: true,
