@@ -15,8 +15,8 @@ import { refusal, stepFailed, type CheckedRun, type Refusal } from "../protocol/
 import { parseSize } from "../protocol/Sizes.js"
 import type { PlannedStep, PlannedText } from "../protocol/Steps.js"
 import { isWithin, resolveLoose } from "../sandbox/MountPlan.js"
-import type { NodeConfig } from "../node/NodeConfig.js"
-import { nodeOwnPaths } from "../node/NodeConfig.js"
+import type { NodeConfig } from "../root/NodeConfig.js"
+import { nodeOwnPaths } from "../root/NodeConfig.js"
 
 export interface StepContext {
   readonly config: NodeConfig
