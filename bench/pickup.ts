@@ -45,7 +45,7 @@ import { endWatchers, makeHookWorld, sleep, waitFor, type HookWorld } from "../t
 import { startSupervisor, stopSupervisor } from "../test/node/supervisorWorld.js"
 import { closeCloneWorld, cloneUsers, makeCloneWorld, runNode, useThisBuild } from "../test/node/cloneWorld.js"
 import { dist } from "../test/node/hookWorld.js"
-import { supervisorFilesOf } from "../src/node/SupervisorFiles.js"
+import { supervisorFilesOf } from "../src/root/SupervisorFiles.js"
 import { stopSpare } from "../src/node/SpareClient.js"
 import { writeMessage } from "../src/protocol/Envelope.js"
 import { sandbox } from "../test/support/nodeWorld.js"

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { PlannedStep } from "../../src/protocol/Steps.js"
 import { runFossil } from "../../src/fossil/Command.js"
 import { checkinOf } from "../../src/watcher/Workspace.js"
+import * as FossilCheckouts from "../../layers/FossilCheckouts.js"
 import { createRepository, fossil, makeTempDir } from "../support/fossilServer.js"
 import { users } from "../support/nodeWorld.js"
 
@@ -38,7 +39,8 @@ afterAll(() => {
 })
 
 const step = { index: 1, step: "files", keys: {}, sets: [] } as unknown as PlannedStep
-const resolve = (name: string) => Effect.runPromise(Effect.either(checkinOf(step, name, repository)))
+const resolve = (name: string) =>
+  Effect.runPromise(Effect.either(checkinOf(step, name, repository)).pipe(Effect.provide(FossilCheckouts.layer)))
 
 /** the pids of `fossil whatis` on the repository now */
 const whatisFossils = (): ReadonlyArray<number> =>
