@@ -7,14 +7,20 @@
  * Every end is a process of its own, as in production: this process is the container's proxy
  * (src/containers/InProcessProxy.ts, the one the tests use), a client process answers what the
  * proxy asks (this script again with --client), and the server is a third process (--server).
- * Three paths between the same two ends, standing side by side and taking turns, so that the
- * load of this shared machine falls on all three alike:
+ * Four paths between the same two ends, standing side by side and taking turns, so that the
+ * load of this shared machine falls on all alike:
  * - direct: the client dials the proxy and opens the begin scope itself; one WebSocket.
+ * - bytes: the same as direct through a Node process that writes each TCP read of one socket to
+ *   the other (--bytes), reading nothing of it: what a second hop costs before any relay reads a
+ *   byte, the floor under every relay in Node.
  * - floor: the same as direct through a process that only pipes WebSocket messages from one
- *   socket to the other (--pipe, a few lines of `ws`): what any relay over WebSocket costs on this
- *   machine before it reads a frame, the least a second hop can cost.
+ *   socket to the other (--pipe, a few lines of `ws`): what a relay built on `ws` costs before
+ *   it reads a frame.
  * - server: the client runs a tool through `ocx2-containers` (Client.ts), whose deployer hands
  *   the server this proxy; the proxy's asks are relayed to the client as server channels.
+ * - before (only with BENCH_BEFORE=FILE): the same as server through the server of another build
+ *   of this bench (bundled as `npm run bench` bundles it, e.g. from main), to measure a change of
+ *   the server against what it was in one run.
  * What is measured, at the proxy, in each of BENCH_REPEATS (default 5) repeats:
  * - latency: BENCH_ROUNDS (default 1000) asks on each path, one at a time, the paths in turn: the
  *   proxy opens a channel with 64 bytes, the client answers 64 bytes and the finish; the time to
@@ -22,15 +28,16 @@
  * - throughput: on each path in turn, the client answers one ask with BENCH_FRAMES (default
  *   10000) frames of 16 KiB, writing no faster than its socket drains; MiB/s at the proxy, from
  *   the ask to the finish.
- * - the relays' own CPU time (the pipe's and the server's) over all of it, which the machine's
+ * - the relays' own CPU time (each relay process's) over all of it, which the machine's
  *   load does not change as it changes the times: what the server's relay costs beyond the floor.
  * Targets: latency through the server at most 1.5x direct, throughput at least 0.7x direct.
- * BENCH_PROFILE=DIR writes the server process's CPU profile there (node --cpu-prof).
+ * BENCH_PROFILE=DIR writes the server processes' CPU profiles there (node --cpu-prof).
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { spawn, type ChildProcess } from "node:child_process"
 import * as Fs from "node:fs"
+import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { WebSocket, WebSocketServer } from "ws"
@@ -51,8 +58,12 @@ const repeats = Number(process.env.BENCH_REPEATS ?? 5)
 const frameSize = 16 * 1024
 const warmUp = 200
 
-type Path = "direct" | "floor" | "server"
-const paths: ReadonlyArray<Path> = ["direct", "floor", "server"]
+type Path = "direct" | "bytes" | "floor" | "server" | "before"
+/** BENCH_BEFORE=FILE: one more path, through the server of another build of this bench (bundled as `npm run bench` does) */
+const before = process.env.BENCH_BEFORE
+const paths: ReadonlyArray<Path> = ["direct", "bytes", "floor", "server", ...(before !== undefined ? ["before" as const] : [])]
+type Relay = Exclude<Path, "direct">
+const relayPaths = paths.filter((p): p is Relay => p !== "direct")
 
 // the client's image, which it gives the server through the oci channels
 const layerBlob = Buffer.from("layer")
@@ -62,6 +73,7 @@ const manifest = Buffer.from(JSON.stringify({ schemaVersion: 2, config: { mediaT
 const mode = process.argv[2]
 if (mode === "--server") await serverProcess(process.argv[3]!, process.argv[4]!)
 else if (mode === "--pipe") await pipeProcess(process.argv[3]!)
+else if (mode === "--bytes") await bytesProcess(process.argv[3]!)
 else if (mode === "--client") await clientProcess(process.argv[3] as Path, process.argv[4]!, process.argv[5])
 else await main()
 
@@ -94,6 +106,23 @@ async function pipeProcess(proxyUrl: string) {
   })
   answerCpu()
   process.stdout.write(`${(wss.address() as { port: number }).port}\n`)
+}
+
+/** below the floor: the TCP bytes of one socket written to the other as they come, no WebSocket read at all */
+async function bytesProcess(proxyUrl: string) {
+  const target = new URL(proxyUrl)
+  const server = Net.createServer({ noDelay: true }, (client) => {
+    const proxy = Net.connect({ host: target.hostname, port: Number(target.port), noDelay: true })
+    client.on("data", (d) => proxy.write(d))
+    proxy.on("data", (d) => client.write(d))
+    client.on("close", () => proxy.destroy())
+    proxy.on("close", () => client.destroy())
+    client.on("error", () => {})
+    proxy.on("error", () => {})
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  answerCpu()
+  process.stdout.write(`${(server.address() as Net.AddressInfo).port}\n`)
 }
 
 /** a relay's process: each line on its standard input asks for the CPU time it has taken, in ms */
@@ -160,12 +189,12 @@ async function main() {
   const small = tagged(16, Buffer.alloc(64, 1))
   const children: Array<ChildProcess> = []
   /** the processes that relay (server, pipe), asked for their CPU time */
-  const relays = new Map<"floor" | "server", { child: ChildProcess; line: () => Promise<string> }>()
+  const relays = new Map<Relay, { child: ChildProcess; line: () => Promise<string> }>()
   /** a process of this script; resolves with its first line */
-  const start = (args: ReadonlyArray<string>, relay?: "floor" | "server") => {
-    const profile = relay === "server" && process.env.BENCH_PROFILE !== undefined
+  const start = (args: ReadonlyArray<string>, relay?: Relay, script = bench) => {
+    const profile = (relay === "server" || relay === "before") && process.env.BENCH_PROFILE !== undefined
     const flags = profile ? ["--cpu-prof", "--cpu-prof-dir", process.env.BENCH_PROFILE!] : []
-    const child = spawn(process.execPath, [...flags, bench, ...args], { stdio: ["pipe", "pipe", "inherit"] })
+    const child = spawn(process.execPath, [...flags, script, ...args], { stdio: ["pipe", "pipe", "inherit"] })
     children.push(child)
     let out = ""
     let waiting: ((line: string) => void) | undefined
@@ -193,7 +222,7 @@ async function main() {
     })
   }
   /** the CPU time (user and system) the relay's process has taken, in ms */
-  const cpuOf = async (relay: "floor" | "server"): Promise<number> => {
+  const cpuOf = async (relay: Relay): Promise<number> => {
     const r = relays.get(relay)!
     r.child.stdin!.write("cpu\n")
     return Number(await r.line())
@@ -233,9 +262,10 @@ async function main() {
     const proxyUrl = await proxy.start()
     if (path === "direct") await start(["--client", "direct", proxyUrl])
     else if (path === "floor") await start(["--client", "floor", `ws://127.0.0.1:${await start(["--pipe", proxyUrl], "floor")}`])
+    else if (path === "bytes") await start(["--client", "bytes", `ws://127.0.0.1:${await start(["--bytes", proxyUrl], "bytes")}`])
     else {
       const token = mintToken(root, "bench")
-      const port = await start(["--server", root, proxyUrl], "server")
+      const port = await start(["--server", root, proxyUrl], path, path === "before" ? before : bench)
       await start(["--client", "server", `ws://127.0.0.1:${port}`, token])
     }
     return proxy
@@ -247,10 +277,11 @@ async function main() {
   const proxies = new Map<Path, InProcessProxy>()
   try {
     for (const path of paths) proxies.set(path, await setUp(path, root))
-    console.log(`the three paths stand side by side and take turns (the machine's load falls on all three alike): ` +
+    console.log(`the ${paths.length} paths (${paths.join(", ")}) stand side by side and take turns (the machine's load falls on all alike): ` +
       `each repeat ${rounds} latency rounds each (one frame one way: half the round trip), then ${frames} frames of ${frameSize / 1024} KiB each; ${repeats} repeats`)
     for (let i = 0; i < warmUp; i++) for (const path of paths) await round(proxies.get(path)!)
-    const cpuBefore = { floor: await cpuOf("floor"), server: await cpuOf("server") }
+    const cpuBefore = new Map<Relay, number>()
+    for (const relay of relayPaths) cpuBefore.set(relay, await cpuOf(relay))
     for (let r = 1; r <= repeats; r++) {
       const took = new Map<Path, Array<number>>(paths.map((p) => [p, []]))
       for (let i = 0; i < rounds; i++) for (const path of paths) took.get(path)!.push(await round(proxies.get(path)!))
@@ -260,15 +291,18 @@ async function main() {
         results.get(path)!.push(f)
         console.log(`  repeat ${r} ${path.padEnd(6)} latency median ${show(f.median)} ms p95 ${show(f.p95)} ms; throughput ${f.mibPerSecond.toFixed(1)} MiB/s`)
       }
-      const [d, p, s] = paths.map((path) => results.get(path)![r - 1]!) as [Figures, Figures, Figures]
-      console.log(`  repeat ${r} ratios: server/direct latency ${(s.median / d.median).toFixed(2)}x throughput ${(s.mibPerSecond / d.mibPerSecond).toFixed(2)}x; ` +
-        `floor/direct latency ${(p.median / d.median).toFixed(2)}x throughput ${(p.mibPerSecond / d.mibPerSecond).toFixed(2)}x`)
+      const d = results.get("direct")![r - 1]!
+      console.log(`  repeat ${r} ratios to direct: ` + relayPaths.map((path) => {
+        const f = results.get(path)![r - 1]!
+        return `${path} latency ${(f.median / d.median).toFixed(2)}x throughput ${(f.mibPerSecond / d.mibPerSecond).toFixed(2)}x`
+      }).join("; "))
     }
-    const cpu = { floor: (await cpuOf("floor")) - cpuBefore.floor, server: (await cpuOf("server")) - cpuBefore.server }
+    const cpu = new Map<Relay, number>()
+    for (const relay of relayPaths) cpu.set(relay, (await cpuOf(relay)) - cpuBefore.get(relay)!)
     const relayed = (repeats * frames * (frameSize + 10)) / 1024 / 1024
+    const floorCpu = cpu.get("floor")!
     console.log(`the relays' own CPU time (user and system) for the same ${repeats * rounds} rounds and ${relayed.toFixed(0)} MiB, whatever the machine's load: ` +
-      `floor ${cpu.floor.toFixed(0)} ms, server ${cpu.server.toFixed(0)} ms (${(cpu.server / cpu.floor).toFixed(2)}x the floor's; ` +
-      `${(cpu.floor / relayed).toFixed(2)} and ${(cpu.server / relayed).toFixed(2)} ms per MiB, rounds included)`)
+      relayPaths.map((relay) => `${relay} ${cpu.get(relay)!.toFixed(0)} ms (${(cpu.get(relay)! / floorCpu).toFixed(2)}x the floor's, ${(cpu.get(relay)! / relayed).toFixed(2)} ms per MiB)`).join(", "))
   } finally {
     await stopAll()
     for (const proxy of proxies.values()) await proxy.stop()
@@ -286,8 +320,11 @@ async function main() {
   const latency = ratios("server", "direct", (f) => f.median)
   const throughput = ratios("server", "direct", (f) => f.mibPerSecond)
   console.log(`ratios, each repeat's paths against each other:`)
-  console.log(`  floor/direct  latency ${spread(ratios("floor", "direct", (f) => f.median), 2)}x, throughput ${spread(ratios("floor", "direct", (f) => f.mibPerSecond), 2)}x`)
+  for (const path of relayPaths.filter((p) => p !== "server")) {
+    console.log(`  ${`${path}/direct`.padEnd(13)} latency ${spread(ratios(path, "direct", (f) => f.median), 2)}x, throughput ${spread(ratios(path, "direct", (f) => f.mibPerSecond), 2)}x`)
+  }
   console.log(`  server/floor  latency ${spread(ratios("server", "floor", (f) => f.median), 2)}x, throughput ${spread(ratios("server", "floor", (f) => f.mibPerSecond), 2)}x`)
+  if (before !== undefined) console.log(`  server/before latency ${spread(ratios("server", "before", (f) => f.median), 2)}x, throughput ${spread(ratios("server", "before", (f) => f.mibPerSecond), 2)}x`)
   console.log(`  server/direct latency ${spread(latency, 2)}x (target at most 1.5x) ${mid(latency) <= 1.5 ? "met" : "NOT met"}; throughput ${spread(throughput, 2)}x (target at least 0.7x) ${mid(throughput) >= 0.7 ? "met" : "NOT met"}`)
   process.exit(0)
 }

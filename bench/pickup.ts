@@ -45,7 +45,7 @@ import { endWatchers, makeHookWorld, sleep, waitFor, type HookWorld } from "../t
 import { startSupervisor, stopSupervisor } from "../test/node/supervisorWorld.js"
 import { closeCloneWorld, cloneUsers, makeCloneWorld, runNode, useThisBuild } from "../test/node/cloneWorld.js"
 import { dist } from "../test/node/hookWorld.js"
-import { supervisorFilesOf } from "../src/node/SupervisorFiles.js"
+import { supervisorFilesOf } from "../src/root/SupervisorFiles.js"
 import { stopSpare } from "../src/node/SpareClient.js"
 import { writeMessage } from "../src/protocol/Envelope.js"
 import { sandbox } from "../test/support/nodeWorld.js"
@@ -118,7 +118,7 @@ const burstOf = async (world: HookWorld) => {
   const again = await Promise.all(artifacts.map((a) => world.replies(a.hash)))
   const once = again.every((r) => r.filter((m) => m.kind === "started").length === 1 && r.filter((m) => m.kind === "ended").length === 1)
   const lastEnded = Math.max(...again.map((r) => receivedAt(world.repository, r.find((m) => m.kind === "ended")!.hash)!))
-  return `last ended ${s(lastEnded - received)} after the runs' receipt; ${once ? "each answered exactly once" : "NOT each answered exactly once"}`
+  return `last ended ${s(lastEnded - received)} after the runs' receipt; ${once ? "each answered exactly once" : "NOT each answered exactly once"} (load average ${loadNow()})`
 }
 
 /** the supervisor's CPU time (user + sys, ms) and its peak RSS (MB), from /proc */
@@ -129,9 +129,12 @@ const cpuMsOf = (pid: number) => {
 }
 const peakRssOf = (pid: number) => Number(/VmHWM:\s+(\d+) kB/.exec(Fs.readFileSync(`/proc/${pid}/status`, "utf8"))![1]) / 1024
 
+/** the host's load average now: the figures beside it are read against it (a shared machine) */
+const loadNow = () => Os.loadavg().map((l) => l.toFixed(1)).join(", ")
+
 const line = (what: string, took: ReadonlyArray<number>, missed: number, targets: string) =>
   console.log(`pickup, ${what}, ${runs} pushed runs: median ${s(median(took))}, p95 ${s(quantile(took, 0.95))}, max ${s(Math.max(...took))}` +
-    `${missed > 0 ? `, ${missed} not started within 30 s` : ""}  (${targets})`)
+    `${missed > 0 ? `, ${missed} not started within 30 s` : ""}  (${targets}; load average ${loadNow()})`)
 
 /** A fast-mode world with the node started (hook --node). */
 const fastWorld = async () => {

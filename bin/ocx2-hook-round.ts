@@ -6,7 +6,7 @@
 
 import * as Effect from "effect/Effect"
 import * as LiveHosts from "../layers/LiveHosts.js"
-import type { NodeConfig } from "../src/node/NodeConfig.js"
+import type { NodeConfig } from "../src/root/NodeConfig.js"
 import { servedHookRound, servedPersonStart } from "../src/node/Round.js"
 import * as Supervisor from "../src/node/Supervisor.js"
 

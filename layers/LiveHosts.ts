@@ -7,6 +7,7 @@ import type { ReleaseRoot } from "../services/ReleaseRoot.js"
 import * as BwrapSandbox from "./BwrapSandbox.js"
 import * as CareDirectoryFs from "./CareDirectoryFs.js"
 import * as CloneHost from "./CloneHost.js"
+import * as FossilCheckouts from "./FossilCheckouts.js"
 import * as ReleaseRootFs from "./ReleaseRootFs.js"
 import * as RemoteReceipts from "./RemoteReceipts.js"
 import * as ServedHost from "./ServedHost.js"
@@ -18,6 +19,7 @@ export const hosts: HostsService = {
   cloneRecord: CloneHost.record,
   serverReceipts: RemoteReceipts.layer,
   care: (root) => CareDirectoryFs.layer({ root }),
+  checkouts: FossilCheckouts.layer,
   sandbox: (root) => BwrapSandbox.layer(root === undefined ? {} : BwrapSandbox.ofRoot(root)),
   releaseRoot: ReleaseRootFs.layer
 }

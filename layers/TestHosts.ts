@@ -1,16 +1,19 @@
 /**
  * A Hosts for unit tests, made of the test layers: each repository file's record is a test
  * repository and its receipts table, every sandbox the one test launcher (so a test reads what
- * every host launched), the release roots one in-memory table. ROOT/care is the test's to give
+ * every host launched), the release roots one in-memory table, the workspace steps' Fossil one
+ * table of check-ins (layers/TestCheckouts.ts). ROOT/care is the test's to give
  * (absent, opening it fails as a care directory that cannot be opened does).
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { CareDirError, type CareDirectory } from "../services/CareDirectory.js"
+import { Checkouts } from "../services/Checkouts.js"
 import { Hosts, type HostsService, type RecordServices } from "../services/Hosts.js"
 import { ReleaseRoot } from "../services/ReleaseRoot.js"
 import { Repository } from "../services/Repository.js"
 import { SandboxLauncher } from "../services/SandboxLauncher.js"
+import * as TestCheckouts from "./TestCheckouts.js"
 import * as TestReceipts from "./TestReceipts.js"
 import * as TestReleaseRoot from "./TestReleaseRoot.js"
 import type { TestRepositoryHandle } from "./TestRepository.js"
@@ -27,6 +30,8 @@ export interface TestHostsOptions {
   /** the server's receipts, as a clone's node asks them over HTTP */
   readonly serverReceipts?: TestReceipts.TestReceiptsOptions
   readonly launcher?: TestSandboxLauncher.TestSandboxLauncher
+  /** what the workspace steps ask of Fossil; by default one with no repository */
+  readonly checkouts?: TestCheckouts.TestCheckouts
   readonly releaseRoot?: TestReleaseRoot.TestReleaseRoot
   /** ROOT/care of one ROOT */
   readonly care?: (root: string) => Layer.Layer<CareDirectory, CareDirError>
@@ -35,6 +40,7 @@ export interface TestHostsOptions {
 export const make = (options: TestHostsOptions = {}) => {
   const launcher = options.launcher ?? TestSandboxLauncher.make()
   const releaseRoot = options.releaseRoot ?? TestReleaseRoot.make()
+  const checkouts = options.checkouts ?? TestCheckouts.make()
   const record = (repository: string): Layer.Layer<RecordServices> => {
     const table = options.records?.[repository]
     if (table === undefined) {
@@ -55,9 +61,10 @@ export const make = (options: TestHostsOptions = {}) => {
     serverReceipts: () => TestReceipts.layer(options.serverReceipts),
     care,
     sandbox,
+    checkouts: Layer.succeed(Checkouts, checkouts),
     releaseRoot: Layer.succeed(ReleaseRoot, releaseRoot)
   }
-  return { hosts, launcher, releaseRoot }
+  return { hosts, launcher, releaseRoot, checkouts }
 }
 
 /** As LiveHosts.layer: the Hosts service, and the release roots beside it. */

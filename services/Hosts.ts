@@ -7,6 +7,7 @@
 import * as Context from "effect/Context"
 import type * as Layer from "effect/Layer"
 import type { CareDirError, CareDirectory } from "./CareDirectory.js"
+import type { Checkouts } from "./Checkouts.js"
 import type { Receipts } from "./Receipts.js"
 import type { ReleaseRoot } from "./ReleaseRoot.js"
 import type { Repository } from "./Repository.js"
@@ -55,6 +56,8 @@ export interface HostsService {
   readonly care: (root: string) => Layer.Layer<CareDirectory, CareDirError>
   /** The sandbox of a node's ROOT, its measure of the host kept in ROOT/node (none: measured at each start). */
   readonly sandbox: (root?: string) => Layer.Layer<SandboxLauncher>
+  /** What a run's workspace steps ask of Fossil on this host (a watcher's). */
+  readonly checkouts: Layer.Layer<Checkouts>
   /** The release roots of this host (a program's root, the release it serves). */
   readonly releaseRoot: Layer.Layer<ReleaseRoot>
 }

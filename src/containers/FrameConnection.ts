@@ -1,5 +1,6 @@
 import type { WebSocket } from "ws"
-import { decodeFrame, encodeFrame, FrameType, headerLength, type Frame } from "./Frames.js"
+import { takeOver, type DirectSend } from "./DirectWire.js"
+import { decodeFrame, empty, encodeFrame, FrameType, type Frame } from "./Frames.js"
 import { Inbox } from "./Inbox.js"
 
 /**
@@ -121,28 +122,15 @@ export interface FrameConnectionOptions {
   readonly onAuth?: (token: Buffer) => boolean
   /** the connection ended (closed by either side, or failed) */
   readonly onClose?: (code: number) => void
+  /**
+   * read and write whole binary messages on the socket itself, not through ws (src/containers/DirectWire.ts):
+   * the server's connections, whose frames it relays
+   */
+  readonly direct?: boolean
 }
 
 /** what a connection may have waiting to be written before the connections feeding it are not read */
 export const highWater = 4 * 1024 * 1024
-
-/**
- * Payloads of frames received, at least this long, whose frame's header (the 9 bytes before the
- * payload, in the same memory) nothing else reads: sending one again, as a relay does, writes the
- * new header there and sends the frame without copying the payload. Once only: a payload sent a
- * second time is copied, since the first may still wait to be written.
- */
-const reframable = new WeakSet<Uint8Array>()
-const reframeAtLeast = 1024
-
-const reframe = (type: FrameType, scope: number, channel: number, payload: Uint8Array): Buffer | undefined => {
-  if (payload.length < reframeAtLeast || !reframable.delete(payload)) return undefined
-  const frame = Buffer.from(payload.buffer, payload.byteOffset - headerLength, headerLength + payload.length)
-  frame[0] = type
-  frame.writeUInt32BE(scope, 1)
-  frame.writeUInt32BE(channel, 5)
-  return frame
-}
 
 type RawSocket = NodeJS.EventEmitter & { cork(): void; uncork(): void }
 
@@ -156,6 +144,7 @@ export class FrameConnection {
   private closed = false
   /** the socket is corked until the end of this tick: what is sent in one tick goes in one write */
   private corked = false
+  private readonly direct: DirectSend | undefined
 
   constructor(
     readonly socket: WebSocket,
@@ -163,6 +152,7 @@ export class FrameConnection {
   ) {
     this.authed = options.onAuth === undefined
     socket.binaryType = "nodebuffer"
+    this.direct = options.direct === true ? takeOver(socket, (payload) => void (this.closed || this.receive(payload))) : undefined
     socket.on("message", (data, isBinary) => {
       if (this.closed) return
       if (!isBinary) return this.close(1003, "frames are binary messages")
@@ -170,6 +160,11 @@ export class FrameConnection {
     })
     socket.on("close", (code) => this.ended(code))
     socket.on("error", () => this.ended(1006))
+  }
+
+  /** whether its frames are read and written directly (false: through ws, as asked or as fallen back to) */
+  get isDirect(): boolean {
+    return this.direct !== undefined
   }
 
   get isClosed(): boolean {
@@ -204,8 +199,8 @@ export class FrameConnection {
         process.nextTick(this.uncork, raw)
       }
     }
-    const frame = (payload !== undefined && reframe(type, scope, channel, payload)) || encodeFrame(type, scope, channel, payload)
-    this.socket.send(frame, { binary: true })
+    if (this.direct !== undefined) this.direct(type, scope, channel, payload ?? empty)
+    else this.socket.send(encodeFrame(type, scope, channel, payload), { binary: true })
   }
 
   private readonly uncork = (raw: RawSocket) => {
@@ -285,7 +280,6 @@ export class FrameConnection {
   private receive(message: Buffer): void {
     const frame = decodeFrame(message)
     if (frame === undefined) return this.close(1002, "not a frame")
-    if (frame.payload.length >= reframeAtLeast) reframable.add(frame.payload)
     if (!this.authed) {
       if (frame.type !== FrameType.Auth) return this.close(1002, "the first frame is Auth")
       this.authed = true

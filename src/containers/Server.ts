@@ -71,6 +71,7 @@ export const startContainersServer = async (options: ContainersServerOptions): P
     let identity: string | undefined
     const connection: FrameConnection = new FrameConnection(socket, {
       role: "responder",
+      direct: true,
       onAuth: (token) => {
         identity = identityOfToken(options.root, token)
         return identity !== undefined

@@ -6,7 +6,7 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { runFossil } from "../fossil/Command.js"
-import type { NodeConfig } from "../node/NodeConfig.js"
+import type { NodeConfig } from "../root/NodeConfig.js"
 import { stopSpare } from "../node/SpareClient.js"
 import { createRepository, fossil, makeTempDir, startServer, type FossilUser, type RunningServer } from "./LocalServer.js"
 

@@ -6,7 +6,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { releasePaths } from "../release/ReleasePaths.js"
-import type { NodeConfig } from "./NodeConfig.js"
+import type { NodeConfig } from "../root/NodeConfig.js"
 
 /** The watcher program beside the running one: ocx2-watcher in a release, dist/ocx2-watcher.mjs in a checkout. */
 export const watcherProgramBeside = (program: string): string => {

@@ -20,10 +20,10 @@ import { loadSibling } from "../Siblings.js"
 import { exportDetached, exportWhenDue } from "../git/ExportHook.js"
 import { pollBackoffice, restoreHostFossilHome } from "./BackofficePoller.js"
 import { anySession } from "../care/SessionFiles.js"
-import { wakeSupervisor } from "./SupervisorFiles.js"
+import { wakeSupervisor } from "../root/SupervisorFiles.js"
 import {
   advanceCursor, appendHookLog, canonicalRepository, type Cursor, cursorFileOf, type HookLogEntry, nodeOf, readCursor
-} from "./HookFiles.js"
+} from "../root/HookFiles.js"
 
 export interface HookArgs {
   readonly log: string

@@ -11,7 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { runFossil } from "../fossil/Command.js"
 import { releasePaths } from "../release/ReleasePaths.js"
-import { canonicalRepository, hookLogOf } from "./HookFiles.js"
+import { canonicalRepository, hookLogOf } from "../root/HookFiles.js"
 
 export interface FossilHook {
   /** its index in Fossil's list, as `fossil hook delete N` takes it */

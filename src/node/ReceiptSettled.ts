@@ -9,7 +9,7 @@
 
 import type BetterSqlite3 from "better-sqlite3"
 import * as Zlib from "node:zlib"
-import type { Cursor } from "./HookFiles.js"
+import type { Cursor } from "../root/HookFiles.js"
 
 export interface Unsettled {
   /** artifacts after the cursor written as a post or ticket change that holds "ocx", with no row of theirs yet */

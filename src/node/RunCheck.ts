@@ -7,8 +7,8 @@ import { SandboxLauncher } from "../../services/SandboxLauncher.js"
 import type { Message } from "../protocol/Envelope.js"
 import { checkRun } from "../protocol/Refusals.js"
 import { releasePaths } from "../release/ReleasePaths.js"
-import { cloneUsers } from "./CloneUsers.js"
-import { hostSettings, type NodeConfig } from "./NodeConfig.js"
+import { cloneUsers } from "../root/CloneUsers.js"
+import { hostSettings, type NodeConfig } from "../root/NodeConfig.js"
 import type { RunRecord } from "./RunRecord.js"
 
 /**

@@ -18,18 +18,18 @@ import type { HostsService } from "../../services/Hosts.js"
 import { Repository } from "../../services/Repository.js"
 import { openDatabase } from "../fossil/Sqlite.js"
 import { releasePaths, rootOfProgram } from "../release/ReleasePaths.js"
-import { readClones } from "./CloneFiles.js"
+import { readClones } from "../root/CloneFiles.js"
 import { cloneEveryMs, superviseClone } from "./CloneSupervisor.js"
 import { flockNow } from "../care/FlockNow.js"
 import { readArrivals } from "./HookFast.js"
-import { advanceCursor, canonicalRepository, type Cursor, cursorFileOf, readCursor, readNodes } from "./HookFiles.js"
-import type { NodeConfig } from "./NodeConfig.js"
+import { advanceCursor, canonicalRepository, type Cursor, cursorFileOf, readCursor, readNodes } from "../root/HookFiles.js"
+import type { NodeConfig } from "../root/NodeConfig.js"
 import { finishLeftOutboxes } from "./Recovery.js"
 import { decideMessage, described, hookRound, nodeMessagesAfter, startNode, watcherOf } from "./Round.js"
 import { unsettledAfter } from "./ReceiptSettled.js"
 import { anySession } from "../care/SessionFiles.js"
 import { ensureSpare } from "./SpareClient.js"
-import { processStartTime, readSupervisorInfo, type SupervisorFiles, supervisorFilesOf, type SupervisorInfo, writeSupervisorInfo } from "./SupervisorFiles.js"
+import { processStartTime, readSupervisorInfo, type SupervisorFiles, supervisorFilesOf, type SupervisorInfo, writeSupervisorInfo } from "../root/SupervisorFiles.js"
 import { firstLine, logTo } from "./SupervisorLog.js"
 import { RollKeeper } from "./RollKeeper.js"
 
@@ -207,6 +207,10 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number, h
         if (arrivals.newest !== undefined) advanceCursor(cursorFile, arrivals.newest)
         return
       }
+      // what may hold a message is read before round.lock is taken: most of it is the node's own
+      // replies (each started, ended and kept log wakes a round), which hold nothing the round
+      // decides or delivers; past them the cursor moves as the cheap question moves it, with no lock
+      if (await nothingToDecide(from, cursorFile)) return
       rounds++
       const result = await runtime.runPromise(hookRound(config, { watcherProgram: watcherProgram(), passForgottenTurns: false }))
       if (result.decisions.some((d) => d.action.startsWith("handed"))) spareSoon()
@@ -215,6 +219,18 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number, h
         log({ round: { from: result.from, to: result.to }, did: result.did })
         writeInfo()
       }
+    }
+
+    /**
+     * Whether what arrived after `from` holds no run for the node, stop or publish, and nothing a session
+     * is given: then the cursor is moved past what was read, as the round would have moved it. Read
+     * without round.lock, as the hook's cheap question is: only what was read is passed.
+     */
+    const nothingToDecide = async (from: Cursor, cursorFile: string): Promise<boolean> => {
+      const found = await runtime.runPromise(nodeMessagesAfter(config.nodeUser, from, { arrivals: anySession(config.root) }))
+      if (found.messages.length > 0 || found.arrivals.length > 0) return false
+      advanceCursor(cursorFile, found.cursor)
+      return true
     }
 
     // What arrived is read once more a while after each round, from where that round began: a page of
@@ -237,6 +253,8 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number, h
       againFrom = undefined
       if (from === undefined) return
       const decisions = await runtime.runPromise(Effect.gen(function*() {
+        // nothing to decide again (the node's own replies): no round.lock taken for it
+        if ((yield* nodeMessagesAfter(config.nodeUser, from)).messages.every((m) => m.kind === "publish")) return []
         const careDir = yield* CareDirectory
         const { serverCode } = yield* (yield* Repository).codes()
         return yield* careDir.withRoundLock(Effect.gen(function*() {

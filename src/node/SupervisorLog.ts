@@ -1,6 +1,6 @@
 import * as Fs from "node:fs"
-import type { NodeConfig } from "./NodeConfig.js"
-import type { SupervisorFiles } from "./SupervisorFiles.js"
+import type { NodeConfig } from "../root/NodeConfig.js"
+import type { SupervisorFiles } from "../root/SupervisorFiles.js"
 
 /** One JSON line of what the supervisor did, to its log and to stdout (the service's journal). */
 export const logTo = (files: SupervisorFiles, config: NodeConfig) => (entry: Record<string, unknown>): void => {

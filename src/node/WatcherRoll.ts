@@ -12,7 +12,7 @@
 
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { processStartTime } from "./SupervisorFiles.js"
+import { processStartTime } from "../root/SupervisorFiles.js"
 
 const runName = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/
 

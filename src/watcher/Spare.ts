@@ -10,7 +10,7 @@
 import * as Fs from "node:fs"
 import * as Net from "node:net"
 import { flockNow } from "../care/FlockNow.js"
-import type { NodeConfig } from "../node/NodeConfig.js"
+import type { NodeConfig } from "../root/NodeConfig.js"
 import { programIdentity, socketPathFits, spareFiles, spareSetting, type SpareAnswer, type SpareRequest } from "../care/SpareFiles.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 

@@ -1,23 +1,22 @@
 // 2.7: the workspace steps, performed in order once the run is in the node's care and before
 // started is written. Each path is judged again here, after links are resolved as they stand
 // now (refusal 7); a step that cannot do its work ends the run refused 8, naming it and why.
+// What a step asks of Fossil goes through the Checkouts service (services/Checkouts.ts).
 
 import * as Effect from "effect/Effect"
-import * as ChildProcess from "node:child_process"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
+import { Checkouts } from "../../services/Checkouts.js"
 import { Repository } from "../../services/Repository.js"
-import { runFossil } from "../fossil/Command.js"
 import type { PlaceholderName, Values } from "../protocol/Placeholders.js"
 import { substitute } from "../protocol/Placeholders.js"
 import { refusal, stepFailed, type CheckedRun, type Refusal } from "../protocol/Refusals.js"
 import { parseSize } from "../protocol/Sizes.js"
 import type { PlannedStep, PlannedText } from "../protocol/Steps.js"
 import { isWithin, resolveLoose } from "../sandbox/MountPlan.js"
-import type { NodeConfig } from "../node/NodeConfig.js"
-import { nodeOwnPaths } from "../node/NodeConfig.js"
+import type { NodeConfig } from "../root/NodeConfig.js"
+import { nodeOwnPaths } from "../root/NodeConfig.js"
 
 export interface StepContext {
   readonly config: NodeConfig
@@ -74,16 +73,8 @@ const judgePath = (step: PlannedStep, key: string, path: string, within: string,
 const attempt = <A>(step: PlannedStep, what: string, f: () => A): Effect.Effect<A, Refusal> =>
   Effect.try({ try: f, catch: (e) => stepFailed(step.index, step.step, `${what}: ${(e as Error).message}`) })
 
-const fossil = (step: PlannedStep, what: string, args: ReadonlyArray<string>, cwd?: string) =>
-  Effect.tryPromise({
-    try: () => runFossil(args, { user: "root", ...(cwd !== undefined ? { cwd } : {}) }),
-    catch: (e) => stepFailed(step.index, step.step, `${what}: ${(e as Error).message}`)
-  }).pipe(
-    Effect.flatMap((r) =>
-      r.code === 0 && !/^Error:/m.test(r.stdout)
-        ? Effect.succeed(r.stdout)
-        : fail(step, `${what}: ${(r.stderr.trim() || r.stdout.trim() || `exit ${r.code}`).split("\n")[0]}`))
-  )
+/** A step's failure of Checkouts: refusal 8, saying what the step could not do and why. */
+const checkoutFailed = (step: PlannedStep, what: string) => (e: { readonly message: string }) => fail(step, `${what}: ${e.message}`)
 
 const chownTree = (path: string, owner: StepContext["owner"]) => {
   if (owner === undefined) return
@@ -95,25 +86,15 @@ const chownTree = (path: string, owner: StepContext["owner"]) => {
   walk(path)
 }
 
-/**
- * The full hash of a check-in name (hash, prefix, branch, tag, date) as Fossil resolves it in
- * `repository`: its own resolver, in a read-only `fossil sql`. Not `fossil whatis`, which, like
- * every fossil command that opens the repository for writing, ends with `PRAGMA optimize`, and
- * so takes the write lock to store statistics (docs/locks.md): a read that writes.
- */
+/** The full hash of a check-in name (hash, prefix, branch, tag, date) as Fossil resolves it in `repository`. */
 export const checkinOf = (step: PlannedStep, name: string, repository: string) =>
-  Effect.gen(function*() {
-    const literal = `'${name.replace(/'/g, "''")}'`
-    const out = yield* fossil(step, `no check-in named ${JSON.stringify(name)}`, [
-      "sql", "--readonly", "-R", repository,
-      `SELECT r.rid, (SELECT uuid FROM blob WHERE rid = r.rid) FROM (SELECT symbolic_name_to_rid(${literal}, 'ci') AS rid) r`
-    ])
-    // Fossil's answer: -1 for a prefix of more than one, NULL for none
-    if (/^-1,/m.test(out)) return yield* fail(step, `${JSON.stringify(name)} names more than one check-in: give more digits`)
-    const hash = /^\d+,'([0-9a-f]{40,64})'$/m.exec(out)?.[1]
-    if (hash === undefined) return yield* fail(step, `${JSON.stringify(name)} names no check-in`)
-    return hash
-  })
+  Effect.flatMap(Checkouts, (checkouts) => checkouts.resolveCheckin(repository, name)).pipe(
+    Effect.catchTags({
+      AmbiguousName: () => fail(step, `${JSON.stringify(name)} names more than one check-in: give more digits`),
+      NotFound: () => fail(step, `${JSON.stringify(name)} names no check-in`),
+      FossilCommandFailed: checkoutFailed(step, `no check-in named ${JSON.stringify(name)}`)
+    })
+  )
 
 const withUrlCredentials = (url: string, user: string, password: string): string => {
   const u = new URL(url)
@@ -127,6 +108,7 @@ export const performSteps = (checked: CheckedRun, context: StepContext) =>
   Effect.gen(function*() {
     const values: Mutable<Partial<Record<PlaceholderName, string>>> = { ...checked.start }
     const { config } = context
+    const checkouts = yield* Checkouts
     for (const step of checked.plan.steps) {
       switch (step.step) {
         case "directory": {
@@ -144,15 +126,13 @@ export const performSteps = (checked: CheckedRun, context: StepContext) =>
           const into = yield* textOf(step, "into", values)
           const target = yield* judgePath(step, "into", into, values.workspace!, config)
           const checkin = yield* checkinOf(step, of, config.repository)
-          const tarball = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-files-")), "files.tar.gz")
-          yield* fossil(step, `cannot export ${of}`, ["tarball", checkin, tarball, "--name", "tree", "-R", config.repository]).pipe(
-            Effect.zipRight(attempt(step, `cannot unpack ${of} into ${into}`, () => {
-              Fs.mkdirSync(target, { recursive: true })
-              ChildProcess.execFileSync("tar", ["-xzf", tarball, "-C", target, "--strip-components=1", "--no-same-owner"], { stdio: "pipe" })
-              chownTree(target, context.owner)
-            })),
-            Effect.ensuring(Effect.sync(() => Fs.rmSync(Path.dirname(tarball), { recursive: true, force: true })))
+          yield* checkouts.exportFiles(config.repository, checkin, target).pipe(
+            Effect.catchTags({
+              FossilCommandFailed: checkoutFailed(step, `cannot export ${of}`),
+              UnpackFailed: checkoutFailed(step, `cannot unpack ${of} into ${into}`)
+            })
           )
+          yield* attempt(step, `cannot unpack ${of} into ${into}`, () => chownTree(target, context.owner))
           values.tree = target
           values.checkin = checkin
           break
@@ -163,7 +143,9 @@ export const performSteps = (checked: CheckedRun, context: StepContext) =>
           }
           const password = Crypto.randomBytes(18).toString("base64url")
           const user = checked.run.process.user
-          yield* fossil(step, `cannot set ${user}'s password`, ["user", "password", user, password, "-R", config.repository])
+          yield* checkouts.setPassword(config.repository, user, password).pipe(
+            Effect.catchTag("FossilCommandFailed", checkoutFailed(step, `cannot set ${user}'s password`))
+          )
           values.password = password
           break
         }
@@ -174,7 +156,9 @@ export const performSteps = (checked: CheckedRun, context: StepContext) =>
           if (config.serverUrl === undefined) return yield* fail(step, "this node has no server URL to clone from")
           const url = withUrlCredentials(config.serverUrl, checked.run.process.user, password)
           yield* attempt(step, `cannot make ${Path.dirname(into)}`, () => Fs.mkdirSync(Path.dirname(target), { recursive: true }))
-          yield* fossil(step, `cannot clone as ${checked.run.process.user}`, ["clone", "--save-http-password", url, target])
+          yield* checkouts.clone(url, target).pipe(
+            Effect.catchTag("FossilCommandFailed", checkoutFailed(step, `cannot clone as ${checked.run.process.user}`))
+          )
           yield* attempt(step, `cannot give ${into} to the process's account`, () => chownTree(target, context.owner))
           values.clone = target
           break
@@ -185,7 +169,9 @@ export const performSteps = (checked: CheckedRun, context: StepContext) =>
           const target = yield* judgePath(step, "into", into, values.workspace!, config)
           const checkin = yield* checkinOf(step, of, values.clone!)
           yield* attempt(step, `cannot make ${into}`, () => Fs.mkdirSync(target, { recursive: true }))
-          yield* fossil(step, `cannot check out ${of}`, ["open", values.clone!, checkin, "--workdir", target, "--force"], target)
+          yield* checkouts.open(values.clone!, checkin, target).pipe(
+            Effect.catchTag("FossilCommandFailed", checkoutFailed(step, `cannot check out ${of}`))
+          )
           yield* attempt(step, `cannot give ${into} to the process's account`, () => chownTree(target, context.owner))
           values.tree = target
           values.checkin = checkin

@@ -11,15 +11,15 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import type { HostsService } from "../../services/Hosts.js"
 import { releasePaths } from "../release/ReleasePaths.js"
-import { cloneEntryOf } from "../node/CloneFiles.js"
-import { readPasswordsFile } from "../node/ClonePasswords.js"
+import { cloneEntryOf } from "../root/CloneFiles.js"
+import { readPasswordsFile } from "../root/ClonePasswords.js"
 import { clonePlaceOf } from "../node/CloneRound.js"
 import { watcherOf } from "../node/HandOff.js"
 import { ensureSpare } from "../node/SpareClient.js"
 import { spareFiles } from "../care/SpareFiles.js"
 import { warmUp } from "./Rehearsal.js"
 import { serveAsSpare } from "./Spare.js"
-import type { NodeConfig } from "../node/NodeConfig.js"
+import type { NodeConfig } from "../root/NodeConfig.js"
 import { crashPoints, watchRun, type CrashPoint, type WatcherOptions } from "./Watcher.js"
 
 export const usage =
@@ -156,7 +156,8 @@ const watch = (options: WatcherOptions, hosts: HostsService) => {
       Effect.ensuring(spareOnce),
       Effect.ensuring(Effect.sync(() => logLine(`the watcher's peak memory: ${(process.resourceUsage().maxRSS / 1024).toFixed(1)} MB`))),
       Effect.provide(hosts.care(options.config.root)),
-      Effect.provide(hosts.sandbox(options.config.root))
+      Effect.provide(hosts.sandbox(options.config.root)),
+      Effect.provide(hosts.checkouts)
     )
   NodeRuntime.runMain(program, {
     disableErrorReporting: true,

@@ -5,7 +5,7 @@ import * as Http from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { bundle, startExtServer, type ExtServer, type TestUser } from "./extServer.js"
+import { builtProgram, bundle, startExtServer, type ExtServer, type TestUser } from "./extServer.js"
 
 // The CGI's pages in a real headless Chromium against a real `fossil server`, as a person uses
 // them: log in through Fossil's login page, open OCX, fill a form, submit, read the answer.
@@ -25,7 +25,8 @@ let browser: Browser
 beforeAll(async () => {
   build = mkdtempSync(join(tmpdir(), "ocx2-browser-build-"))
   const cgiTest = await bundle(join(import.meta.dirname, "fixtures/ocx2-cgi-test.ts"), build, "ocx2-cgi-test")
-  const cgi = await bundle(join(import.meta.dirname, "../../bin/ocx2-cgi.ts"), build, "ocx2-cgi")
+  // the page program as the build ships it (dist, with its code cache), not bundled again here
+  const cgi = await builtProgram("ocx2-cgi", build)
   server = await startExtServer([alice, lab, builder], { "ocx2-cgi": cgi, "ocx2-cgi-test": cgiTest })
   mkdirSync(screenshots, { recursive: true })
   // Playwright gives each launch a new empty profile directory of its own (--user-data-dir).

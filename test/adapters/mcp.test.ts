@@ -38,10 +38,12 @@ const clients: Array<Client> = []
 const stderrOf = new Map<Client, () => string>()
 const protocolErrors: Array<Error> = []
 
+let cacheHomeBefore: string | undefined
 beforeAll(async () => {
   world = await makeWorld({ prefix: "ocx2-mcp-", users: Object.values(users), checkin: {} })
   ;({ dir, repository, serverCode } = world)
   // the runs list's cache of what it read, in this test's own directory
+  cacheHomeBefore = process.env.XDG_CACHE_HOME
   process.env.XDG_CACHE_HOME = join(dir, "cache")
   const build = join(dir, "build")
   marks = join(build, "marks.log")
@@ -63,6 +65,9 @@ beforeAll(async () => {
 }, 90_000)
 
 afterAll(async () => {
+  // a worker runs other files after this one (vitest.config.ts: isolate false)
+  if (cacheHomeBefore === undefined) delete process.env.XDG_CACHE_HOME
+  else process.env.XDG_CACHE_HOME = cacheHomeBefore
   for (const client of clients) await client.close()
   await world?.close()
 })

@@ -46,30 +46,37 @@ describe("the wire, unit by unit", () => {
 })
 
 /**
- * A relay sends a received payload on again under a new header written in place, without a
- * copy, and sends what it sends in one tick in one write: what arrives must still be every
+ * A relay, as the server's connections do (src/containers/DirectWire.ts), reads whole binary
+ * messages off the socket itself, sends a received payload on under new headers without
+ * copying it, and sends what it sends in one tick in one write: what arrives must still be every
  * payload verbatim, in order, once, whatever the sizes, and a payload sent twice must arrive
- * twice intact (the second is copied, since the first may still wait to be written).
+ * twice intact.
  */
 describe("a frame relayed as it came", () => {
-  const pair = async () => {
+  /** a connection whose responder (ACCEPTED_DIRECT) or opener (OPENER_DIRECT) frames directly, as the server's */
+  const pair = async (direct: { accepted?: boolean; opener?: boolean }) => {
     const wss = new WebSocketServer({ port: 0, host: "127.0.0.1", perMessageDeflate: false })
     await new Promise<void>((resolve) => wss.once("listening", resolve))
     const accepted = new Promise<FrameConnection>((resolve) =>
-      wss.once("connection", (socket) => resolve(new FrameConnection(socket, { role: "responder", onScope: (s) => scopes.push(s) })))
+      wss.once("connection", (socket) => resolve(new FrameConnection(socket, { role: "responder", direct: direct.accepted === true, onScope: (s) => scopes.push(s) })))
     )
     const scopes: Array<Scope> = []
-    const socket = new WebSocket(`ws://127.0.0.1:${(wss.address() as { port: number }).port}`, { perMessageDeflate: false })
+    // toward a server, the direct end masks with zeros, as the server's dial to a proxy does
+    const socket = new WebSocket(`ws://127.0.0.1:${(wss.address() as { port: number }).port}`, {
+      perMessageDeflate: false,
+      ...(direct.opener === true ? { generateMask: (mask: Buffer) => void mask.fill(0) } : {})
+    })
     await new Promise<void>((resolve) => socket.once("open", () => resolve()))
-    const opener = new FrameConnection(socket, { role: "opener" })
+    const opener = new FrameConnection(socket, { role: "opener", direct: direct.opener === true })
     const responder = await accepted
+    expect([responder.isDirect, opener.isDirect]).toEqual([direct.accepted === true, direct.opener === true])
     return { wss, opener, responder, scopes }
   }
 
   it("every payload, small or large, arrives verbatim, in order, once; one sent twice arrives twice", async () => {
     // a → relay → b: the relay is the responder of a's connection and the opener toward b
-    const ab = await pair()
-    const rb = await pair()
+    const ab = await pair({ accepted: true })
+    const rb = await pair({ opener: true })
     try {
       const fromA = ab.opener.openScope(tagged(1, "{}"))
       const toB = rb.opener.openScope(tagged(1, "{}"))

@@ -2,7 +2,9 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { lastHookLogEntry } from "../../src/node/HookFiles.js"
+import BetterSqlite3 from "better-sqlite3"
+import { flockHeld } from "../../src/care/FlockHeld.js"
+import { cursorFileOf, lastHookLogEntry, readCursor } from "../../src/root/HookFiles.js"
 import { hook } from "../../src/tools/hook.js"
 import { unhook } from "../../src/tools/unhook.js"
 import { webLogin, webNewThread, type WebSession } from "../support/fossilServer.js"
@@ -84,6 +86,31 @@ describe("the node's supervisor", () => {
     expect((await answers(run)).map(([kind]) => kind)).toEqual(["started", "ended"])
     expect(await waitFor(() => (supervisorInfo(world)?.watchers[run] === undefined ? true : undefined), 10_000, 50)).toBe(true)
   }, 90_000)
+
+  it("passes a message for no run of its node without round.lock: the lock held, its cursor still moves past it", async () => {
+    // a run for another node holds a message (the cheap question cannot tell), yet nothing this node decides
+    const cursorFile = cursorFileOf(world.root, world.repository, users.node.login)
+    const roundLock = Path.join(world.root, "care", "round.lock")
+    // flock holds the lock (--close: not its cat) until the cat ends, when its input is closed
+    const holding = ChildProcess.spawn("flock", ["--exclusive", "--close", roundLock, "cat"], { stdio: ["pipe", "ignore", "ignore"] })
+    const released = new Promise((resolve) => holding.once("exit", resolve))
+    try {
+      await waitFor(() => (flockHeld(roundLock) === "held" ? true : undefined), 10_000, 20)
+      const other = await webNewThread(world.server, alice, { title: "a run for another node", text: world.runText(counting("true"), "elsewhere") })
+      const db = new BetterSqlite3(world.repository, { readonly: true, fileMustExist: true })
+      const at = db.prepare("SELECT rcvid, rid FROM blob WHERE uuid = ?").get(other) as { rcvid: number; rid: number }
+      db.close()
+      // a round waiting for the lock fails after 10 s and leaves the cursor where it was, as long as the lock is held
+      const passed = await waitFor(() => {
+        const cursor = readCursor(cursorFile)
+        return cursor !== undefined && (cursor.rcvid > at.rcvid || (cursor.rcvid === at.rcvid && cursor.rid >= at.rid)) ? true : undefined
+      }, 20_000, 50)
+      expect(passed).toBe(true)
+    } finally {
+      holding.stdin!.end()
+      await released
+    }
+  }, 60_000)
 
   it("a watcher SIGKILLed is answered lost at once, without a restart, and its process user's waiting run starts", async () => {
     const user = users.builder.login

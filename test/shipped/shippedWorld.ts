@@ -75,6 +75,27 @@ export const waitFor = async <A>(probe: () => Promise<A | undefined>, ms: number
   }
 }
 
+/**
+ * Whether a process holds FILE's flock exclusively (a watcher holds RUN.lock for its run's whole
+ * life), read from the kernel's table of locks: a wait polls it without starting a program.
+ */
+const heldExclusively = (file: string): boolean => {
+  let stat: Fs.Stats
+  try {
+    stat = Fs.statSync(file)
+  } catch {
+    return false
+  }
+  const hex = (n: number) => n.toString(16).padStart(2, "0")
+  // /proc/locks names a file MAJOR:MINOR:INODE, its device in hex as the kernel splits dev_t
+  const id = `${hex((stat.dev >> 8) & 0xfff)}:${hex((stat.dev & 0xff) | ((stat.dev >> 12) & 0xfff00))}:${stat.ino}`
+  // a holder's line: "N: FLOCK ADVISORY WRITE PID ID 0 EOF" (a waiter's has "->" after N:)
+  return Fs.readFileSync("/proc/locks", "utf8").split("\n").some((line) => {
+    const fields = line.trim().split(/\s+/)
+    return fields[1] === "FLOCK" && fields[3] === "WRITE" && fields[5] === id
+  })
+}
+
 export const makeShippedWorld = async (): Promise<ShippedWorld> => {
   const node = await makeNodeWorld({ fastHooks: true, pages: true })
   try {
@@ -98,8 +119,7 @@ export const makeShippedWorld = async (): Promise<ShippedWorld> => {
         return reading._tag === "Message" && reading.re === run ? [{ kind: reading.kind, sender: post.sender, content: reading.content as any }] : []
       })
     const lock = (run: string) => Path.join(root, "care", `${run}.lock`)
-    const watcherDone = (run: string) =>
-      !Fs.existsSync(lock(run)) || ChildProcess.spawnSync("flock", ["--nonblock", "--shared", lock(run), "true"]).status === 0
+    const watcherDone = (run: string) => !heldExclusively(lock(run))
     return {
       node,
       root,

@@ -32,9 +32,11 @@ const list = async (input: object = {}, as: string = users.admin.login) => {
 const row = (output: RunsOutput, run: string) => output.runs.find((r) => r.run === run)
 const holder = (run: string) => Number(Fs.readFileSync(Path.join(world.root, "care", `${run}.lock`), "utf8").trim())
 
+let cacheHomeBefore: string | undefined
 beforeAll(async () => {
   world = await makeHookWorld({ pages: true })
   // the runs list's cache (src/runs/MessagesCache.ts), here and in the programs this test starts
+  cacheHomeBefore = process.env.XDG_CACHE_HOME
   process.env.XDG_CACHE_HOME = Path.join(world.dir, "cache")
   expect((await world.call(hook, { node: users.node.login, root: world.root })).stopped.reason).toBe("completed")
   alice = await webLogin(world.server.url, users.admin.login, users.admin.password)
@@ -61,6 +63,9 @@ beforeAll(async () => {
 }, 300_000)
 
 afterAll(async () => {
+  // a worker runs other files after this one (vitest.config.ts: isolate false)
+  if (cacheHomeBefore === undefined) delete process.env.XDG_CACHE_HOME
+  else process.env.XDG_CACHE_HOME = cacheHomeBefore
   await closeHookWorld(world)
 })
 

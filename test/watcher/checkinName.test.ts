@@ -6,6 +6,7 @@ import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import type { PlannedStep } from "../../src/protocol/Steps.js"
 import { checkinOf } from "../../src/watcher/Workspace.js"
+import * as FossilCheckouts from "../../layers/FossilCheckouts.js"
 import { makeWorld, users, type World } from "../support/world.js"
 
 // A `files` step names a check-in as Fossil's users do; the watcher resolves it with Fossil's own
@@ -23,7 +24,7 @@ beforeAll(async () => {
 afterAll(() => world?.close())
 
 const step = { index: 1, step: "files", keys: {}, sets: [] } as unknown as PlannedStep
-const resolve = (name: string) => Effect.either(checkinOf(step, name, repository))
+const resolve = (name: string) => Effect.either(checkinOf(step, name, repository)).pipe(Effect.provide(FossilCheckouts.layer))
 
 /** the pids of `fossil whatis` on the repository now */
 const whatisFossils = (): ReadonlyArray<number> =>

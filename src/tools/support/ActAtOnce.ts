@@ -6,9 +6,9 @@
 
 import * as Effect from "effect/Effect"
 import * as Path from "node:path"
-import { nodeOf } from "../../node/HookFiles.js"
+import { nodeOf } from "../../root/HookFiles.js"
 import { readHooks, runsOcx2Hook } from "../../node/HookInstall.js"
-import type { NodeConfig } from "../../node/NodeConfig.js"
+import type { NodeConfig } from "../../root/NodeConfig.js"
 import { loadSibling } from "../../Siblings.js"
 
 export interface WrittenOnServed {

@@ -13,15 +13,15 @@ import type { HostCapabilities } from "../../../services/SandboxLauncher.js"
 import { finish, recording, refuse } from "../../operations/Operations.js"
 import type { ToolContext } from "../Tool.js"
 import { rootOfCall } from "./ReleaseCall.js"
-import { canonicalRepository, hookLogOf, lastHookLogEntry, nodeOf, nodesFileOf, writeNode } from "../../node/HookFiles.js"
+import { canonicalRepository, hookLogOf, lastHookLogEntry, nodeOf, nodesFileOf, writeNode } from "../../root/HookFiles.js"
 import {
   addHook, backofficeOf, deleteHook, type FossilHook, hookCommandOf, HookError, readHooks, readUser, repositoryUrl,
   runsOcx2Hook, setBackofficeDisable, startPoller, endPoller
 } from "../../node/HookInstall.js"
-import type { NodeConfig } from "../../node/NodeConfig.js"
+import type { NodeConfig } from "../../root/NodeConfig.js"
 import { waitingRuns } from "../../care/ProcessUserFiles.js"
 import { readSessionFiles } from "../../care/SessionFiles.js"
-import { runningSupervisor } from "../../node/SupervisorFiles.js"
+import { runningSupervisor } from "../../root/SupervisorFiles.js"
 import { startNode, watcherOf } from "../../node/Round.js"
 import { finishLeftOutboxes } from "../../node/Recovery.js"
 

@@ -4,7 +4,7 @@ import * as Layer from "effect/Layer"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { Hosts } from "../../../services/Hosts.js"
-import { cloneUsers } from "../../node/CloneUsers.js"
+import { cloneUsers } from "../../root/CloneUsers.js"
 
 /** The Repository and Receipts of one repository file on this host, as the host's layers make them. */
 export const localLayers = (path: string) => Layer.unwrapEffect(Effect.map(Hosts, (hosts) => hosts.record(path)))
