@@ -35,6 +35,24 @@ export interface LocalNodeOptions {
   readonly fastHooks?: boolean
   /** the OCX pages linked into the server's extension root */
   readonly pages?: boolean
+  /** an extension root of the caller's making, given the node's ROOT and the world's directory (in place of `pages`) */
+  readonly extroot?: (root: string, dir: string) => string
+  /** the repository's users (the node's own, `users`, by default; alice, who checks in, among them) */
+  readonly users?: ReadonlyArray<FossilUser>
+  /** the files of the check-in on trunk, by name (a Makefile and hello.txt by default); none: trunk is `fossil init`'s empty check-in */
+  readonly checkin?: Readonly<Record<string, string>>
+  /** false: Fossil's backoffice off and nothing run in its place (no hooks, no lease written after a page) */
+  readonly backoffice?: boolean
+  /** the repository in WAL mode; the capabilities of `nobody` (createRepository's options) */
+  readonly wal?: boolean
+  readonly nobody?: string
+  /** the temporary directory's prefix */
+  readonly prefix?: string
+}
+
+const firstCheckin = {
+  "Makefile": "image:\n\tmkdir -p out && echo board > out/board.img\n",
+  "hello.txt": "hello from trunk\n"
 }
 
 /**
@@ -57,25 +75,31 @@ const runIn = async (cwd: string, args: ReadonlyArray<string>) => {
 }
 
 export const makeLocalNode = async (options: LocalNodeOptions = {}): Promise<LocalNode> => {
-  const dir = makeTempDir("ocx2-node-")
+  const dir = makeTempDir(options.prefix ?? "ocx2-node-")
   // the sandbox runs as an unprivileged uid that must reach the workspace's directories
   Fs.chmodSync(dir, 0o755)
   const root = Path.join(dir, "root")
   Fs.mkdirSync(root, { mode: 0o755 })
-  const repository = await createRepository(Path.join(dir, "served.fossil"), Object.values(users))
+  const repository = await createRepository(Path.join(dir, "served.fossil"), options.users ?? Object.values(users), {
+    ...(options.wal === undefined ? {} : { wal: options.wal }),
+    ...(options.nobody === undefined ? {} : { nobody: options.nobody })
+  })
   // a check-in on trunk for the files and checkout steps
-  const checkout = Path.join(dir, "checkout")
-  Fs.mkdirSync(checkout)
-  await runIn(checkout, ["open", repository])
-  Fs.writeFileSync(Path.join(checkout, "Makefile"), "image:\n\tmkdir -p out && echo board > out/board.img\n")
-  Fs.writeFileSync(Path.join(checkout, "hello.txt"), "hello from trunk\n")
-  await runIn(checkout, ["add", "Makefile", "hello.txt"])
-  await runIn(checkout, ["commit", "-m", "the first check-in", "--user-override", "alice"])
+  const files = options.checkin ?? firstCheckin
+  if (Object.keys(files).length > 0) {
+    const checkout = Path.join(dir, "checkout")
+    Fs.mkdirSync(checkout)
+    await runIn(checkout, ["open", repository])
+    for (const [name, text] of Object.entries(files)) Fs.writeFileSync(Path.join(checkout, name), text)
+    await runIn(checkout, ["add", ...Object.keys(files)])
+    await runIn(checkout, ["commit", "-m", "the first check-in", "--user-override", "alice"])
+  }
   const trunk = /artifact:\s+([0-9a-f]{64})/.exec(await fossil(["whatis", "trunk", "-R", repository]))![1]!
   const serverCode = (await fossil(["sql", "-R", repository, "SELECT value FROM config WHERE name='server-code'"])).trim().replace(/'/g, "")
-  const extroot = Path.join(dir, "ext")
-  if (options.pages === true) linkPages(extroot, root)
-  const server = await startServer(repository, { fastHooks: options.fastHooks ?? false, ...(options.pages === true ? { extroot } : {}) })
+  const extroot = options.extroot?.(root, dir) ?? (options.pages === true ? Path.join(dir, "ext") : undefined)
+  if (options.pages === true && options.extroot === undefined && extroot !== undefined) linkPages(extroot, root)
+  if (options.backoffice === false) await fossil(["settings", "backoffice-disable", "on", "-R", repository])
+  const server = await startServer(repository, { fastHooks: options.fastHooks ?? false, ...(extroot !== undefined ? { extroot } : {}) })
   const config: NodeConfig = { root, repository, nodeUser: users.node.login, serverUrl: server.url, passwordsFile: undefined }
   return {
     dir, root, repository, server, serverCode, trunk, config,

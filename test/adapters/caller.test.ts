@@ -1,13 +1,13 @@
 import BetterSqlite3 from "better-sqlite3"
 import * as Effect from "effect/Effect"
 import { execFile } from "node:child_process"
-import { rmSync } from "node:fs"
 import { join } from "node:path"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { resolveCaller } from "../../src/adapters/cli/Caller.js"
 import * as Read from "../../src/fossil/Read.js"
-import { cloneAs, createRepository, fossil, makeTempDir, startServer, webLogin, webNewThread, type TestUser } from "../support/fossilServer.js"
+import { cloneAs, fossil, webLogin, webNewThread, type TestUser } from "../support/fossilServer.js"
+import { makeWorld, type World } from "../support/world.js"
 import { bundle } from "./extServer.js"
 
 // Who the command line acts as: the user --user names, else the user its clone remembers, else
@@ -16,6 +16,7 @@ import { bundle } from "./extServer.js"
 const alice: TestUser = { login: "alice", capabilities: "s", password: "alice-pw" }
 const builder: TestUser = { login: "builder", capabilities: "oi", password: "builder-pw" }
 
+let world: World | undefined
 let dir: string
 let served: string
 let clone: string
@@ -23,10 +24,10 @@ let ocx2: string
 let thread: string
 
 beforeAll(async () => {
-  dir = makeTempDir("ocx2-caller-")
+  world = await makeWorld({ prefix: "ocx2-caller-", users: [alice, builder], checkin: {} })
+  ;({ dir, repository: served } = world)
   const bundled = bundle(join(import.meta.dirname, "../../bin/ocx2.ts"), join(dir, "build"), "ocx2")
-  served = await createRepository(join(dir, "served.fossil"), [alice, builder])
-  const server = await startServer(served)
+  const server = world.server
   try {
     thread = await webNewThread(server, await webLogin(server.url, "alice", alice.password), { title: "talk", text: "Talk here." })
     clone = await cloneAs(server.url, "builder", builder.password, join(dir, "builder.fossil"))
@@ -36,8 +37,8 @@ beforeAll(async () => {
   ocx2 = await bundled
 }, 60_000)
 
-afterAll(() => {
-  if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
+afterAll(async () => {
+  await world?.close()
 })
 
 const fullcap = (file: string, login: string): string => {

@@ -1,17 +1,11 @@
 import * as Fs from "node:fs"
-import { execFile } from "node:child_process"
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { chmodSync, mkdirSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
-import { promisify } from "node:util"
 import { build } from "esbuild"
-import { startServer } from "../support/fossilServer.js"
+import { makeWorld } from "../support/world.js"
 
-// A real `fossil server` with an extension root for the adapter tests (started by
-// test/support/fossilServer.ts as a service manager starts it).
-
-const run = promisify(execFile)
-const fossil = (...args: Array<string>) => run("fossil", args, { env: { ...process.env, USER: "root" } })
+// A real `fossil server` with an extension root for the adapter tests (the test world's,
+// test/support/world.ts).
 
 export interface TestUser {
   readonly login: string
@@ -135,21 +129,22 @@ const bundleInto = (entry: string, outfile: string) =>
  * runs the given bundled script with node by its full path (Fossil's CGI environment has no PATH).
  */
 export const startExtServer = async (users: ReadonlyArray<TestUser>, scripts: Record<string, string>): Promise<ExtServer> => {
-  const dir = mkdtempSync(join(tmpdir(), "ocx2-adapters-"))
-  const repository = join(dir, "repo.fossil")
-  const extroot = join(dir, "ext")
-  mkdirSync(extroot)
-  await fossil("init", repository)
-  for (const user of users) {
-    await fossil("user", "new", user.login, `${user.login}@example.com`, user.password, "-R", repository)
-    await fossil("user", "capabilities", user.login, user.capabilities, "-R", repository)
-  }
-  for (const [name, script] of Object.entries(scripts)) {
-    writeFileSync(join(extroot, name), `#!/bin/sh\nexec /usr/bin/node ${script}\n`)
-    chmodSync(join(extroot, name), 0o755)
-  }
-  // served as a service manager serves it: from /, with a bare environment
-  const server = await startServer(repository, { extroot })
+  // the test world, served as a service manager serves it: from /, with a bare environment
+  const world = await makeWorld({
+    prefix: "ocx2-adapters-",
+    users,
+    checkin: {},
+    extroot: (_root, dir) => {
+      const extroot = join(dir, "ext")
+      mkdirSync(extroot)
+      for (const [name, script] of Object.entries(scripts)) {
+        writeFileSync(join(extroot, name), `#!/bin/sh\nexec /usr/bin/node ${script}\n`)
+        chmodSync(join(extroot, name), 0o755)
+      }
+      return extroot
+    }
+  })
+  const { dir, repository, server } = world
   const base = server.url.replace(/\/$/, "")
   return {
     base,
@@ -166,9 +161,6 @@ export const startExtServer = async (users: ReadonlyArray<TestUser>, scripts: Re
       if (cookie === undefined) throw new Error(`login of ${user.login} failed: ${response.status}`)
       return cookie
     },
-    stop: async () => {
-      await server.stop()
-      rmSync(dir, { recursive: true, force: true })
-    }
+    stop: () => world.close()
   }
 }

@@ -3,14 +3,15 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
 import BetterSqlite3 from "better-sqlite3"
 import * as Effect from "effect/Effect"
-import { existsSync, readFileSync, rmSync } from "node:fs"
+import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Read from "../../src/fossil/Read.js"
 import { tools } from "../../src/tools/Registry.js"
 import { runTool } from "../../src/tools/RunTool.js"
 import { type Caller, notOfferedMessage, offeredBy, type Tool } from "../../src/tools/Tool.js"
-import { cloneAs, createRepository, fossil, makeTempDir, startServer, type TestUser } from "../support/fossilServer.js"
+import { cloneAs, fossil, type TestUser } from "../support/fossilServer.js"
+import { makeWorld, type World } from "../support/world.js"
 import { bundle } from "./extServer.js"
 import { makeGuarded } from "./fixtures/guarded.js"
 
@@ -24,6 +25,7 @@ const users = {
   carol: { login: "carol", capabilities: "oi", password: "carol-pw" }
 } satisfies Record<string, TestUser>
 
+let world: World | undefined
 let dir: string
 let repository: string
 let clone: string
@@ -38,7 +40,8 @@ const protocolErrors: Array<Error> = []
 
 let cacheHomeBefore: string | undefined
 beforeAll(async () => {
-  dir = makeTempDir("ocx2-mcp-")
+  world = await makeWorld({ prefix: "ocx2-mcp-", users: Object.values(users), checkin: {} })
+  ;({ dir, repository, serverCode } = world)
   // the runs list's cache of what it read, in this test's own directory
   cacheHomeBefore = process.env.XDG_CACHE_HOME
   process.env.XDG_CACHE_HOME = join(dir, "cache")
@@ -51,10 +54,8 @@ beforeAll(async () => {
     // ocx2 --mcp loads the MCP server's bundle beside it
     bundle(join(import.meta.dirname, "../../bin/ocx2-mcp-server.ts"), build, "ocx2-mcp-server")
   ])
-  repository = await createRepository(join(dir, "served.fossil"), Object.values(users))
-  serverCode = (await fossil(["sql", "-R", repository, "SELECT value FROM config WHERE name='server-code'"])).trim().replace(/'/g, "")
   // a real clone, which remembers builder as the user it syncs as
-  const server = await startServer(repository)
+  const server = world.server
   try {
     clone = await cloneAs(server.url, "builder", users.builder.password, join(dir, "builder.fossil"))
   } finally {
@@ -68,7 +69,7 @@ afterAll(async () => {
   if (cacheHomeBefore === undefined) delete process.env.XDG_CACHE_HOME
   else process.env.XDG_CACHE_HOME = cacheHomeBefore
   for (const client of clients) await client.close()
-  if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
+  await world?.close()
 })
 
 const connect = async (program: string, env: Record<string, string>, args: ReadonlyArray<string> = []): Promise<Client> => {

@@ -1,5 +1,5 @@
 import * as Schema from "effect/Schema"
-import { describe, expect, it } from "vitest"
+import { describe, expect, it } from "@effect/vitest"
 import { makeCgi, requestFromEnv } from "../../src/adapters/Cgi.js"
 import { escapeHtml, form } from "../../src/adapters/Html.js"
 import { fromForm, fromObject } from "../../src/adapters/Input.js"
@@ -115,39 +115,41 @@ describe("the CGI's view of a request", () => {
 
 describe("which entry points offer a tool", () => {
   const names = (entryPoint: EntryPoint) => offeredBy(entryPoint, tools).map((t) => t.name)
-  const listed = async (entryPoint: EntryPoint | undefined) =>
-    (await Effect.runPromise(runTool(tools[0]!, {}, {
+  const listed = (entryPoint: EntryPoint | undefined) =>
+    runTool(tools[0]!, {}, {
       caller: { user: "a", capabilities: "", sandboxed: false }, dryRun: false, repository: undefined,
       ...(entryPoint !== undefined ? { entryPoint } : {})
-    }))).output.tools.map((t: { name: string }) => t.name)
+    }).pipe(Effect.map((answer) => answer.output.tools.map((t: { name: string }) => t.name)))
 
-  it("follows seed 001's table: stage, post and node not on the web, node, hook, unhook, export and import not on MCP, attach, containers and supervise on the command line alone, all on the command line", async () => {
-    const all = tools.map((t) => t.name)
-    const without = (...out: Array<string>) => all.filter((n) => !out.includes(n))
-    expect(names("cli")).toEqual(all)
-    // node is in the registry once its helper's work lands; it is offered by the command line alone
-    expect(names("cgi")).toEqual(without("stage", "post", "node", "attach", "containers", "supervise"))
-    expect(names("mcp")).toEqual(without("node", "hook", "unhook", "attach", "export", "import", "containers", "supervise"))
-    expect(await listed("cli")).toEqual(all)
-    expect(await listed("cgi")).toEqual(names("cgi"))
-    expect(await listed("mcp")).toEqual(names("mcp"))
-    expect(await listed(undefined)).toEqual(all)
-  })
+  it.effect("follows seed 001's table: stage, post and node not on the web, node, hook, unhook, export and import not on MCP, attach, containers and supervise on the command line alone, all on the command line", () =>
+    Effect.gen(function*() {
+      const all = tools.map((t) => t.name)
+      const without = (...out: Array<string>) => all.filter((n) => !out.includes(n))
+      expect(names("cli")).toEqual(all)
+      // node is in the registry once its helper's work lands; it is offered by the command line alone
+      expect(names("cgi")).toEqual(without("stage", "post", "node", "attach", "containers", "supervise"))
+      expect(names("mcp")).toEqual(without("node", "hook", "unhook", "attach", "export", "import", "containers", "supervise"))
+      expect(yield* listed("cli")).toEqual(all)
+      expect(yield* listed("cgi")).toEqual(names("cgi"))
+      expect(yield* listed("mcp")).toEqual(names("mcp"))
+      expect(yield* listed(undefined)).toEqual(all)
+    }))
 
-  it("help of a tool not offered where it is asked says where it is; the refusal names why", async () => {
-    const help = tools.find((t) => t.name === "help")!
-    const stage = tools.find((t) => t.name === "stage")!
-    const context = { caller: { user: "a", capabilities: "s", sandboxed: false }, dryRun: false, repository: undefined }
-    expect((await Effect.runPromise(runTool(help, { tool: "stage" }, { ...context, entryPoint: "cgi" }))).stopped).toEqual({
-      reason: "refused",
-      message: "stage is not offered by the OCX web page: it runs the checkout's own code; it is offered by the command line (ocx2) and MCP"
-    })
-    expect((await Effect.runPromise(runTool(help, { tool: "stage" }, { ...context, entryPoint: "mcp" }))).output.name).toBe("stage")
-    expect((await Effect.runPromise(runTool(help, { tool: "nope" }, { ...context, entryPoint: "mcp" }))).stopped.message)
-      .toBe(`no tool named "nope"; the tools are ${names("mcp").join(", ")}`)
-    expect(offers("cli", stage)).toBe(true)
-    expect(notOfferedMessage("cli", { ...guarded, offeredBy: ["mcp"] })).toBe("guarded is not offered by the command line (ocx2); it is offered by MCP")
-  })
+  it.effect("help of a tool not offered where it is asked says where it is; the refusal names why", () =>
+    Effect.gen(function*() {
+      const help = tools.find((t) => t.name === "help")!
+      const stage = tools.find((t) => t.name === "stage")!
+      const context = { caller: { user: "a", capabilities: "s", sandboxed: false }, dryRun: false, repository: undefined }
+      expect((yield* runTool(help, { tool: "stage" }, { ...context, entryPoint: "cgi" })).stopped).toEqual({
+        reason: "refused",
+        message: "stage is not offered by the OCX web page: it runs the checkout's own code; it is offered by the command line (ocx2) and MCP"
+      })
+      expect((yield* runTool(help, { tool: "stage" }, { ...context, entryPoint: "mcp" })).output.name).toBe("stage")
+      expect((yield* runTool(help, { tool: "nope" }, { ...context, entryPoint: "mcp" })).stopped.message)
+        .toBe(`no tool named "nope"; the tools are ${names("mcp").join(", ")}`)
+      expect(offers("cli", stage)).toBe(true)
+      expect(notOfferedMessage("cli", { ...guarded, offeredBy: ["mcp"] })).toBe("guarded is not offered by the command line (ocx2); it is offered by MCP")
+    }))
 
   it("the CGI refuses a tool offered elsewhere before reading its input, even from its own page", async () => {
     const mcpOnly = { ...guarded, offeredBy: ["mcp"] as const }

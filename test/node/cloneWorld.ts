@@ -7,10 +7,9 @@
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { runFossil } from "../../src/fossil/Command.js"
 import { builtProgram } from "../adapters/extServer.js"
-import { cloneAs, createRepository, fossil, makeTempDir, startServer, type RunningServer, type TestUser } from "../support/fossilServer.js"
-import { pidsNaming } from "./hookWorld.js"
+import { cloneAs, fossil, type RunningServer, type TestUser } from "../support/fossilServer.js"
+import { cgiExtroot, makeWorld, pidsNaming, project, type World } from "../support/world.js"
 
 export const cloneUsers = {
   alice: { login: "alice", capabilities: "s", password: "alice-pw" },
@@ -33,66 +32,58 @@ export interface CloneWorld {
   readonly passwords: string
   /** the server as started; a test that restarts it keeps its own handle */
   readonly server: RunningServer
+  /** the server's host, as made */
+  readonly world: World
 }
 
-/** the checkout: found upwards, so a bundled bench (bench/*.out.mjs) finds it too */
-const project = (() => {
-  for (let dir = import.meta.dirname; ; dir = Path.dirname(dir)) {
-    if (Fs.existsSync(Path.join(dir, "package.json")) && Fs.existsSync(Path.join(dir, "node_modules"))) return dir
-    if (Path.dirname(dir) === dir) throw new Error(`no checkout above ${import.meta.dirname}`)
-  }
-})()
-
 export const makeCloneWorld = async (prefix: string): Promise<CloneWorld> => {
-  const dir = makeTempDir(prefix)
-  Fs.chmodSync(dir, 0o755) // the sandbox's uid 1000 reaches the workspaces under it
-  const build = Path.join(dir, "build")
-  Fs.mkdirSync(build)
-  const [cli, watcher, cgi] = await Promise.all([
-    builtProgram("ocx2", build),
-    builtProgram("ocx2-watcher", build),
-    builtProgram("ocx2-cgi", build)
-  ])
+  // the server's host: the test world with these users and hello.txt on trunk, the CGI (built below) in its extension root
+  const world = await makeWorld({
+    prefix,
+    users: Object.values(cloneUsers),
+    checkin: { "hello.txt": "hello from trunk\n" },
+    extroot: (_root, dir) => cgiExtroot(dir, Path.join(dir, "build", "ocx2-cgi.mjs"))
+  })
+  try {
+    const { dir, server, trunk } = world
+    const served = world.repository
+    const extroot = Path.join(dir, "ext")
+    const build = Path.join(dir, "build")
+    Fs.mkdirSync(build)
+    const [cli, watcher, cgi] = await Promise.all([
+      builtProgram("ocx2", build),
+      builtProgram("ocx2-watcher", build),
+      builtProgram("ocx2-cgi", build)
+    ])
+    if (cgi !== Path.join(build, "ocx2-cgi.mjs")) throw new Error(`the CGI was built as ${cgi}`)
 
-  // the server's host: the served repository, a check-in on trunk, the CGI in the extension root
-  const served = await createRepository(Path.join(dir, "served.fossil"), Object.values(cloneUsers))
-  const checkout = Path.join(dir, "checkout")
-  Fs.mkdirSync(checkout)
-  for (const args of [["open", served], ["add", "hello.txt"], ["commit", "-m", "the first check-in", "--user-override", "alice"]]) {
-    if (args[0] === "add") Fs.writeFileSync(Path.join(checkout, "hello.txt"), "hello from trunk\n")
-    const r = await runFossil(args, { user: "alice", cwd: checkout })
-    if (r.code !== 0) throw new Error(`fossil ${args.join(" ")}: ${r.stderr}${r.stdout}`)
-  }
-  const trunk = /artifact:\s+([0-9a-f]{64})/.exec(await fossil(["whatis", "trunk", "-R", served]))![1]!
-  const extroot = Path.join(dir, "ext")
-  Fs.mkdirSync(extroot)
-  Fs.writeFileSync(Path.join(extroot, "ocx2-cgi"), `#!/bin/sh\nexec ${process.execPath} ${cgi}\n`, { mode: 0o755 })
-  // served as a service manager serves it: from /, with a bare environment
-  const server = await startServer(served, { extroot })
-
-  // the other host: a release root of its own, a clone made as lab2, the passwords file
-  const host = Path.join(dir, "lab2-host")
-  const root = Path.join(host, "root")
-  const release = Path.join(root, "staged", "0123456789ab")
-  Fs.mkdirSync(release, { recursive: true })
-  Fs.chmodSync(host, 0o755)
-  Fs.chmodSync(root, 0o755)
-  // each program with what runs beside it (its bundle and code cache, bin/build.mjs), as a release holds them
-  for (const [program, file] of [["ocx2", cli], ["ocx2-watcher", watcher]] as const) {
-    Fs.copyFileSync(file, Path.join(release, program))
-    for (const beside of [".cjs", ".cjs.cache"]) {
-      const from = file.replace(/\.mjs$/, beside)
-      if (Fs.existsSync(from)) Fs.copyFileSync(from, Path.join(release, `${program}${beside}`))
+    // the other host: a release root of its own, a clone made as lab2, the passwords file
+    const host = Path.join(dir, "lab2-host")
+    const root = Path.join(host, "root")
+    const release = Path.join(root, "staged", "0123456789ab")
+    Fs.mkdirSync(release, { recursive: true })
+    Fs.chmodSync(host, 0o755)
+    Fs.chmodSync(root, 0o755)
+    // each program with what runs beside it (its bundle and code cache, bin/build.mjs), as a release holds them
+    for (const [program, file] of [["ocx2", cli], ["ocx2-watcher", watcher]] as const) {
+      Fs.copyFileSync(file, Path.join(release, program))
+      for (const beside of [".cjs", ".cjs.cache"]) {
+        const from = file.replace(/\.mjs$/, beside)
+        if (Fs.existsSync(from)) Fs.copyFileSync(from, Path.join(release, `${program}${beside}`))
+      }
     }
+    Fs.writeFileSync(Path.join(release, "package.json"), JSON.stringify({ type: "module" }))
+    Fs.symlinkSync(Path.join(project, "node_modules"), Path.join(release, "node_modules"))
+    Fs.symlinkSync("staged/0123456789ab", Path.join(root, "current"))
+    const clone = await cloneAs(server.url, cloneUsers.lab2.login, cloneUsers.lab2.password, Path.join(host, "lab2.fossil"))
+    const cloneCode = (await fossil(["sql", "-R", clone, "SELECT value FROM config WHERE name='server-code'"])).trim().replace(/'/g, "")
+    const passwords = Path.join(host, "passwords.json")
+    Fs.writeFileSync(passwords, JSON.stringify({ user: cloneUsers.lab2.login, password: cloneUsers.lab2.password }), { mode: 0o600 })
+    return { dir, served, extroot, url: server.url, port: server.port, trunk, root, clone, cloneCode, passwords, server, world }
+  } catch (e) {
+    await world.close()
+    throw e
   }
-  Fs.writeFileSync(Path.join(release, "package.json"), JSON.stringify({ type: "module" }))
-  Fs.symlinkSync(Path.join(project, "node_modules"), Path.join(release, "node_modules"))
-  Fs.symlinkSync("staged/0123456789ab", Path.join(root, "current"))
-  const clone = await cloneAs(server.url, cloneUsers.lab2.login, cloneUsers.lab2.password, Path.join(host, "lab2.fossil"))
-  const cloneCode = (await fossil(["sql", "-R", clone, "SELECT value FROM config WHERE name='server-code'"])).trim().replace(/'/g, "")
-  const passwords = Path.join(host, "passwords.json")
-  Fs.writeFileSync(passwords, JSON.stringify({ user: cloneUsers.lab2.login, password: cloneUsers.lab2.password }), { mode: 0o600 })
-  return { dir, served, extroot, url: server.url, port: server.port, trunk, root, clone, cloneCode, passwords, server }
 }
 
 /** Ends every process under the world's root, the server (`server`: the one running now) and the files. */
@@ -103,9 +94,9 @@ export const closeCloneWorld = async (world: CloneWorld | undefined, server: Run
       process.kill(pid, "SIGKILL")
     } catch { /* gone */ }
   }
-  // the server, and Fossil's backoffice, which leaves the server's process group (setsid)
-  await server?.stop()
-  if (process.env.OCX2_KEEP_TEST_DIR === undefined) Fs.rmSync(world.dir, { recursive: true, force: true })
+  // the server running now, if a test restarted it; then the world with the server it was made with
+  if (server !== world.server) await server?.stop()
+  await world.world.close()
 }
 
 /** What `ocx2 --json ... node` answers. */

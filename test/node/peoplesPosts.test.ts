@@ -1,13 +1,14 @@
 import BetterSqlite3 from "better-sqlite3"
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as FossilRepository from "../../layers/FossilRepository.js"
 import { Repository } from "../../services/Repository.js"
 import { hookCursorOf, runBackoffice } from "../../src/node/BackofficePoller.js"
-import { createRepository, fossil, makeTempDir, startServer, webLogin, webNewThread, webReplyOnce, type RunningServer } from "../support/fossilServer.js"
-import { users } from "../support/nodeWorld.js"
+import { fossil, webLogin, webNewThread, webReplyOnce, type RunningServer } from "../support/fossilServer.js"
+import { makeWorld, users, type World } from "../support/world.js"
 
 // Issue 13 item 3: a person's post through the web form never fails because the node is writing.
 // Fossil's forum page reads in a deferred transaction, then asks for the write lock, which SQLite
@@ -15,25 +16,23 @@ import { users } from "../support/nodeWorld.js"
 // file's lock whole from their first read (unix-excl), so the person's request waits instead.
 // The person posts alone here: two people posting at once can refuse each other, node or not.
 
+let world: World | undefined
 let dir: string
 let repository: string
 let server: RunningServer
 /** this file's fossil configuration (FOSSIL_HOME), so a test may hold it without touching the host's */
 let home: string
 beforeAll(async () => {
-  dir = makeTempDir("ocx2-posts-")
-  home = Path.join(dir, "home")
-  Fs.mkdirSync(home)
+  home = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-posts-home-"))
   process.env["FOSSIL_HOME"] = home
-  repository = await createRepository(Path.join(dir, "served.fossil"), Object.values(users))
   // no backoffice after pages: its lease and hook writes are Fossil's own, and would meet the person here at random
-  await fossil(["settings", "backoffice-disable", "on", "-R", repository])
-  server = await startServer(repository)
+  world = await makeWorld({ prefix: "ocx2-posts-", checkin: {}, backoffice: false })
+  ;({ dir, repository, server } = world)
 }, 60_000)
 afterAll(async () => {
+  await world?.close()
   delete process.env["FOSSIL_HOME"]
-  await server?.stop()
-  Fs.rmSync(dir, { recursive: true, force: true })
+  if (home !== undefined) Fs.rmSync(home, { recursive: true, force: true })
 })
 
 describe("a person's posts while the node writes", () => {

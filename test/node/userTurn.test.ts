@@ -10,11 +10,11 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Effect from "effect/Effect"
-import { afterAll, describe, expect, it } from "vitest"
+import { afterAll, describe, expect, it } from "@effect/vitest"
 import * as CareDirectoryFs from "../../layers/CareDirectoryFs.js"
 import { appendWaitingOnce, handedLately, readWaiting } from "../../src/care/ProcessUserFiles.js"
 import { passTurn } from "../../src/care/UserTurn.js"
-import { waitFor } from "./hookWorld.js"
+import { waitFor } from "../support/world.js"
 
 const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-turn-"))
 const care = Path.join(root, "care")
@@ -24,7 +24,7 @@ afterAll(() => {
   Fs.rmSync(root, { recursive: true, force: true })
 })
 
-const pass = (user: string) => Effect.runPromise(passTurn(user).pipe(Effect.provide(CareDirectoryFs.layer({ root }))))
+const pass = (user: string) => passTurn(user).pipe(Effect.provide(CareDirectoryFs.layer({ root })))
 
 /** a process holding `file`'s flock, as a watcher holds its run's lock; resolves once the kernel shows it */
 const holdLock = async (file: string) => {
@@ -38,22 +38,24 @@ const holdLock = async (file: string) => {
 }
 
 describe("passing a process user's turn on", () => {
-  it("leaves the first waiting run waiting while a watcher still holds it, and hands it once that watcher let it go", async () => {
-    Fs.mkdirSync(care, { recursive: true })
-    const [first, second] = ["a".repeat(40), "b".repeat(40)]
-    appendWaitingOnce(care, "builder", { run: second!, at: [2, 20] })
-    appendWaitingOnce(care, "builder", { run: first!, at: [1, 10] })
-    // the watcher that wrote the first run down is still finishing: it holds the run's lock
-    const letGo = await holdLock(Path.join(care, `${first}.lock`))
-    const whileHeld = await pass("builder")
-    expect(whileHeld.next).toBeUndefined()
-    expect(readWaiting(care, "builder").map((w) => w.run)).toEqual([first, second])
-    expect(handedLately(care, "builder")).toBeUndefined()
-    // it let the run go (its watcher then passes the turn on itself): the first run goes first
-    await letGo()
-    const after = await pass("builder")
-    expect(after.next?.run).toBe(first)
-    expect(handedLately(care, "builder")).toBe(first)
-    expect(readWaiting(care, "builder").map((w) => w.run)).toEqual([second])
-  }, 30_000)
+  // real processes: the run's lock is held by a process of the test's
+  it.live("leaves the first waiting run waiting while a watcher still holds it, and hands it once that watcher let it go", () =>
+    Effect.gen(function*() {
+      Fs.mkdirSync(care, { recursive: true })
+      const [first, second] = ["a".repeat(40), "b".repeat(40)]
+      appendWaitingOnce(care, "builder", { run: second!, at: [2, 20] })
+      appendWaitingOnce(care, "builder", { run: first!, at: [1, 10] })
+      // the watcher that wrote the first run down is still finishing: it holds the run's lock
+      const letGo = yield* Effect.promise(() => holdLock(Path.join(care, `${first}.lock`)))
+      const whileHeld = yield* pass("builder")
+      expect(whileHeld.next).toBeUndefined()
+      expect(readWaiting(care, "builder").map((w) => w.run)).toEqual([first, second])
+      expect(handedLately(care, "builder")).toBeUndefined()
+      // it let the run go (its watcher then passes the turn on itself): the first run goes first
+      yield* Effect.promise(letGo)
+      const after = yield* pass("builder")
+      expect(after.next?.run).toBe(first)
+      expect(handedLately(care, "builder")).toBe(first)
+      expect(readWaiting(care, "builder").map((w) => w.run)).toEqual([second])
+    }), 30_000)
 })

@@ -7,7 +7,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Fs from "node:fs"
 import * as Path from "node:path"
 import BetterSqlite3 from "better-sqlite3"
 import * as FossilReceipts from "../../layers/FossilReceipts.js"
@@ -16,9 +15,10 @@ import { Receipts } from "../../services/Receipts.js"
 import { Repository } from "../../services/Repository.js"
 import { composeForumPost } from "../../src/fossil/Artifact.js"
 import {
-  cloneAs, createRepository, fossil, freePort, makeTempDir, pushArtifacts, type RunningServer, startServer, webLogin,
+  cloneAs, fossil, freePort, pushArtifacts, type RunningServer, webLogin,
   webNewThread, webPage
 } from "../support/fossilServer.js"
+import { makeWorld, type World } from "../support/world.js"
 
 const users = [
   { login: "alice", capabilities: "gio234nrwcy", password: "pw-alice" },
@@ -26,6 +26,7 @@ const users = [
   { login: "dave", capabilities: "go2", password: "pw-dave" }
 ]
 
+let world: World | undefined
 let dir: string
 let server: RunningServer
 let repo: string
@@ -33,16 +34,14 @@ let clone: string
 let root: string
 
 beforeAll(async () => {
-  dir = makeTempDir()
-  repo = await createRepository(Path.join(dir, "served.fossil"), users)
-  server = await startServer(repo)
+  world = await makeWorld({ prefix: "ocx2-test-", users, checkin: {} })
+  ;({ dir, server, repository: repo } = world)
   root = await webNewThread(server, await webLogin(server.url, "alice", "pw-alice"), { title: "Run", text: "run here" })
   clone = await cloneAs(server.url, "lab", "pw-lab", Path.join(dir, "lab.fossil"))
 }, 30_000)
 
 afterAll(async () => {
-  await server?.stop()
-  if (dir !== undefined) Fs.rmSync(dir, { recursive: true, force: true })
+  await world?.close()
 })
 
 const onClone = <A, E>(effect: Effect.Effect<A, E, Repository>, url = server.url, passwords: Record<string, string> = { lab: "pw-lab", dave: "pw-dave" }) =>

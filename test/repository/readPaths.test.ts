@@ -9,16 +9,16 @@
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import BetterSqlite3 from "better-sqlite3"
-import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as FossilRepository from "../../layers/FossilRepository.js"
 import { type Cursor, type Item, Repository, startCursor } from "../../services/Repository.js"
 import { composeForumPost } from "../../src/fossil/Artifact.js"
 import * as Read from "../../src/fossil/Read.js"
 import {
-  cloneAs, createRepository, fossil, makeTempDir, pushArtifacts, type RunningServer, startServer, webEdit,
+  cloneAs, fossil, pushArtifacts, type RunningServer, webEdit,
   webEditTicket, webLogin, webNewThread, webNewTicket, webReply
 } from "../support/fossilServer.js"
+import { makeWorld, type World } from "../support/world.js"
 
 const users = [
   { login: "alice", capabilities: "gio234nrwcy", password: "pw-alice" },
@@ -26,6 +26,7 @@ const users = [
   { login: "carol", capabilities: "gjo23", password: "pw-carol" } // web posts held for moderation
 ]
 
+let world: World | undefined
 let dir: string
 let server: RunningServer
 let repo: string
@@ -33,9 +34,8 @@ let root: string
 let moderated: string
 
 beforeAll(async () => {
-  dir = makeTempDir()
-  repo = await createRepository(Path.join(dir, "served.fossil"), users)
-  server = await startServer(repo)
+  world = await makeWorld({ prefix: "ocx2-test-", users, checkin: {} })
+  ;({ dir, server, repository: repo } = world)
   const alice = await webLogin(server.url, "alice", "pw-alice")
   const bob = await webLogin(server.url, "bob", "pw-bob")
   root = await webNewThread(server, alice, { title: "Web run", text: "a long text. ".repeat(30) })
@@ -55,8 +55,7 @@ beforeAll(async () => {
 }, 60_000)
 
 afterAll(async () => {
-  await server?.stop()
-  if (dir !== undefined) Fs.rmSync(dir, { recursive: true, force: true })
+  await world?.close()
 })
 
 const few: Read.ReadOptions = { senders: true }

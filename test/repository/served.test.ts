@@ -8,7 +8,6 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Path from "node:path"
-import * as Fs from "node:fs"
 import BetterSqlite3 from "better-sqlite3"
 import * as FossilReceipts from "../../layers/FossilReceipts.js"
 import * as FossilRepository from "../../layers/FossilRepository.js"
@@ -17,9 +16,10 @@ import { type Item, type Post, Repository, startCursor } from "../../services/Re
 import { composeForumPost } from "../../src/fossil/Artifact.js"
 import { readMessage } from "../../src/protocol/Envelope.js"
 import {
-  cloneAs, createRepository, fossil, makeTempDir, pushArtifacts, type RunningServer, startServer, webEdit,
+  cloneAs, fossil, pushArtifacts, type RunningServer, webEdit,
   webEditTicket, webLogin, webNewThread, webNewTicket, webPage, webReply
 } from "../support/fossilServer.js"
+import { makeWorld, type World } from "../support/world.js"
 
 const users = [
   { login: "alice", capabilities: "gio234nrwcy", password: "pw-alice" },
@@ -28,19 +28,18 @@ const users = [
   { login: "mod", capabilities: "gox2345", password: "pw-mod" }
 ]
 
+let world: World | undefined
 let dir: string
 let server: RunningServer
 let repo: string
 
 beforeAll(async () => {
-  dir = makeTempDir()
-  repo = await createRepository(Path.join(dir, "served.fossil"), users)
-  server = await startServer(repo)
+  world = await makeWorld({ prefix: "ocx2-test-", users, checkin: {} })
+  ;({ dir, server, repository: repo } = world)
 }, 30_000)
 
 afterAll(async () => {
-  await server?.stop()
-  if (dir !== undefined) Fs.rmSync(dir, { recursive: true, force: true })
+  await world?.close()
 })
 
 const served = () =>

@@ -3,16 +3,13 @@
  * and a person pushing from a clone with the `fossil` command.
  *
  * The server and the web forms are the demo's (src/demo/LocalServer.ts, src/demo/WebForms.ts),
- * written once for both; here are what only tests need: a person pushing from a clone, and a
- * scoped Effect API (`fossilServer`) that creates a repository, serves it, and removes both when
- * the scope closes.
+ * written once for both; here is what only tests need: a person pushing from a clone. A served
+ * repository of a test's own is the test world's (test/support/world.ts).
  */
 import BetterSqlite3 from "better-sqlite3"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import * as Effect from "effect/Effect"
-import type * as Scope from "effect/Scope"
-import { createRepository, fossil, makeTempDir, startServer, type FossilUser, type RunningServer, type ServerOptions } from "../../src/demo/LocalServer.js"
+import { fossil, makeTempDir, type FossilUser } from "../../src/demo/LocalServer.js"
 import type { Artifact } from "../../src/fossil/Artifact.js"
 import { writeBundle } from "../../src/fossil/Bundle.js"
 import { errorLines, runFossil } from "../../src/fossil/Command.js"
@@ -73,46 +70,3 @@ export const pushClone = async (clone: string, user: string): Promise<string> =>
   if (r.code !== 0 || errors.length > 0) throw new Error(`fossil push of ${clone} failed: ${errors.join("; ") || out}`)
   return out
 }
-
-// ---------- the scoped Effect API ----------
-
-export interface FossilServerOptions extends ServerOptions {
-  readonly users: ReadonlyArray<TestUser>
-  readonly wal?: boolean
-  readonly nobody?: string
-}
-
-export interface FossilServer extends RunningServer {
-  /** the temporary directory holding the repository (and room for clones) */
-  readonly dir: string
-}
-
-/** A fresh repository served on a free port; server, poller and files go when the scope closes. */
-export const fossilServer = (options: FossilServerOptions): Effect.Effect<FossilServer, Error, Scope.Scope> =>
-  Effect.acquireRelease(
-    Effect.tryPromise({
-      try: async () => {
-        const dir = makeTempDir("ocx2-fossil-")
-        try {
-          const repository = await createRepository(Path.join(dir, "served.fossil"), options.users, {
-            ...(options.wal === undefined ? {} : { wal: options.wal }),
-            ...(options.nobody === undefined ? {} : { nobody: options.nobody })
-          })
-          const running = await startServer(repository, {
-            fastHooks: options.fastHooks ?? false,
-            ...(options.extroot === undefined ? {} : { extroot: options.extroot })
-          })
-          return { ...running, dir }
-        } catch (e) {
-          Fs.rmSync(dir, { recursive: true, force: true })
-          throw e
-        }
-      },
-      catch: (e) => (e instanceof Error ? e : new Error(String(e)))
-    }),
-    (server) =>
-      Effect.promise(async () => {
-        await server.stop()
-        Fs.rmSync(server.dir, { recursive: true, force: true })
-      })
-  )

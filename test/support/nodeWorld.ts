@@ -1,70 +1,16 @@
 /**
- * A served repository with the users a node needs, a check-in on trunk, a running fossil
- * server, and a release root: the world in which the watcher, the hook and the tools are tested.
- * The world itself is the demo's (src/demo/LocalNode.ts); here it gains what tests ask of it.
+ * The world in which the watcher, the hook and the tools are tested, as the demo makes it: the
+ * test world (test/support/world.ts) with its defaults (a Makefile and hello.txt on trunk), and
+ * the shapes of a run the tests post in it.
  */
-import * as ChildProcess from "node:child_process"
-import * as Path from "node:path"
-import * as Effect from "effect/Effect"
-import * as FossilReceipts from "../../layers/FossilReceipts.js"
-import * as FossilRepository from "../../layers/FossilRepository.js"
-import { Repository } from "../../services/Repository.js"
-import { makeLocalNode, type LocalNode, type LocalNodeOptions, users } from "../../src/demo/LocalNode.js"
-import { readRunRecord } from "../../src/node/RunRecord.js"
-import { writeMessage } from "../../src/protocol/Envelope.js"
-import * as Layer from "effect/Layer"
+import type { LocalNodeOptions } from "../../src/demo/LocalNode.js"
+import { makeWorld, users, type World } from "./world.js"
 
-export { linkPages, users } from "../../src/demo/LocalNode.js"
+export { users } from "./world.js"
 
-export interface NodeWorld extends LocalNode {
-  readonly watcherProgram: string
-  /** a run's content with the given changes, sent as `to` the node user */
-  readonly post: (run: object, options?: { readonly as?: string; readonly to?: string; readonly title?: string }) => Promise<string>
-  readonly record: (run: string) => Promise<Awaited<ReturnType<typeof readRecord>>>
-  /** every post of the run's thread: sender and text, in server order */
-  readonly thread: (run: string) => Promise<ReadonlyArray<{ readonly hash: string; readonly sender: string | undefined; readonly text: string }>>
-  readonly watch: (run: string, env?: Readonly<Record<string, string>>) => Promise<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>
-}
+export type NodeWorld = World
 
-const served = (repository: string) =>
-  Layer.mergeAll(FossilRepository.layer({ path: repository }), FossilReceipts.layer({ path: repository }))
-
-const readRecord = (repository: string, run: string) =>
-  Effect.runPromise(readRunRecord(run).pipe(Effect.provide(served(repository))))
-
-export const distProgram = (name: string) => Path.join(import.meta.dirname, "../../dist", `${name}.mjs`)
-
-export const makeNodeWorld = async (options: LocalNodeOptions = {}): Promise<NodeWorld> => {
-  const local = await makeLocalNode(options)
-  const { root, repository, server } = local
-  const post = async (run: object, options: { readonly as?: string; readonly to?: string; readonly title?: string } = {}) =>
-    Effect.runPromise(
-      Effect.flatMap(Repository, (r) =>
-        r.post({
-          user: options.as ?? users.admin.login,
-          title: options.title ?? "a run",
-          text: writeMessage({ ocx: 2, to: options.to ?? users.node.login, run }, "A run for the tests.")
-        })).pipe(Effect.map((w) => w.hash), Effect.provide(FossilRepository.layer({ path: repository })))
-    )
-  const thread = async (run: string) =>
-    Effect.runPromise(
-      Effect.flatMap(Repository, (r) => r.thread(run)).pipe(
-        Effect.map((posts) => posts.map((p) => ({ hash: p.hash, sender: p.sender, text: p.text }))),
-        Effect.provide(FossilRepository.layer({ path: repository }))
-      )
-    )
-  const watcherProgram = distProgram("ocx2-watcher")
-  const watch = (run: string, env: Readonly<Record<string, string>> = {}) =>
-    new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-      const child = ChildProcess.spawn(
-        process.execPath,
-        [watcherProgram, "--root", root, "--repository", repository, "--node", users.node.login, "--run", run, "--server-url", server.url],
-        { stdio: "ignore", env: { ...process.env, ...env } }
-      )
-      child.once("exit", (code, signal) => resolve({ code, signal }))
-    })
-  return { ...local, watcherProgram, post, thread, watch, record: (run) => readRecord(repository, run) }
-}
+export const makeNodeWorld = (options: LocalNodeOptions = {}): Promise<NodeWorld> => makeWorld(options)
 
 /** A sandbox that sees the system read-only and its workspace read-write, as uid/gid 1000. */
 export const sandbox = (overrides: object = {}) => ({

@@ -5,7 +5,7 @@ import * as Http from "node:http"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import type { AddressInfo } from "node:net"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as RemoteReceipts from "../../layers/RemoteReceipts.js"
 
 // A long poll's answer with arrived, from a page that is not the real one: whatever it says is
@@ -52,21 +52,23 @@ const row = (extra: object = {}) => ({ hash: run, received: true, sender: "alice
 const completed = (output: object) => ({ stopped: { reason: "completed" }, output: { receipts: [], ...output } })
 const service = () => RemoteReceipts.make({ url: base, user: "builder", password: "pw" })
 
+// a real HTTP server: every test is it.live
 describe("a long poll's answer with arrived", () => {
-  it("is remembered when well formed: the round after the pull asks the page nothing", async () => {
-    answer = () => completed({ newest: 9, arrived: { receipts: [row()], process_users: [{ user: "rita", capabilities: "oi" }, { user: "nobody-here" }], complete: true } })
-    const receipts = service()
-    expect(await Effect.runPromise(receipts.newest(7, 1000))).toBe(9)
-    expect(asked.at(-1)).toMatchObject({ newer_than: 7, wait: 1, arrived: true })
-    const count = asked.length
-    expect(await Effect.runPromise(receipts.receipts([run]))).toEqual([{ _tag: "Received", hash: run, sender: "alice", capabilities: "oi", rcvid: 8, rid: 40 }])
-    expect(await Effect.runPromise(receipts.capabilitiesOf("rita"))).toBe("oi")
-    expect(await Effect.runPromise(receipts.capabilitiesOf("nobody-here"))).toBeUndefined()
-    expect(asked.length).toBe(count)
-    // what it did not say is asked as before
-    expect(await Effect.runPromise(receipts.receipts([other]))).toEqual([{ _tag: "NotReceived", hash: other }])
-    expect(asked.length).toBe(count + 1)
-  })
+  it.live("is remembered when well formed: the round after the pull asks the page nothing", () =>
+    Effect.gen(function*() {
+      answer = () => completed({ newest: 9, arrived: { receipts: [row()], process_users: [{ user: "rita", capabilities: "oi" }, { user: "nobody-here" }], complete: true } })
+      const receipts = service()
+      expect(yield* receipts.newest(7, 1000)).toBe(9)
+      expect(asked.at(-1)).toMatchObject({ newer_than: 7, wait: 1, arrived: true })
+      const count = asked.length
+      expect(yield* receipts.receipts([run])).toEqual([{ _tag: "Received", hash: run, sender: "alice", capabilities: "oi", rcvid: 8, rid: 40 }])
+      expect(yield* receipts.capabilitiesOf("rita")).toBe("oi")
+      expect(yield* receipts.capabilitiesOf("nobody-here")).toBeUndefined()
+      expect(asked.length).toBe(count)
+      // what it did not say is asked as before
+      expect(yield* receipts.receipts([other])).toEqual([{ _tag: "NotReceived", hash: other }])
+      expect(asked.length).toBe(count + 1)
+    }))
 
   const hostile: ReadonlyArray<[string, unknown, RegExp]> = [
     ["a receipt from before the question", completed({ newest: 9, arrived: { receipts: [row({ rcvid: 7 })], process_users: [], complete: true } }), /receipt 7, not after 7 up to 9/],
@@ -84,74 +86,77 @@ describe("a long poll's answer with arrived", () => {
     ["too many rows", completed({ newest: 5000, arrived: { receipts: Array.from({ length: 1001 }, (_, i) => row({ hash: i.toString(16).padStart(64, "0"), rcvid: 8 })), process_users: [], complete: true } }), /more than 1000 rows/]
   ]
   for (const [what, given, says] of hostile) {
-    it(`is refused whole, none of it remembered: ${what}`, async () => {
-      answer = () => given
-      const receipts = service()
-      const refused = await Effect.runPromise(Effect.either(receipts.newest(7, 1000)))
-      expect(Either.isLeft(refused) && refused.left._tag).toBe("ReceiptsUnavailable")
-      expect(Either.isLeft(refused) && refused.left.message).toMatch(says)
-      // the hash it named is asked of the page, which says it was not received
-      expect(await Effect.runPromise(receipts.receipts([run]))).toEqual([{ _tag: "NotReceived", hash: run }])
-      expect(await Effect.runPromise(receipts.capabilitiesOf("rita"))).toBeUndefined()
-    })
+    it.live(`is refused whole, none of it remembered: ${what}`, () =>
+      Effect.gen(function*() {
+        answer = () => given
+        const receipts = service()
+        const refused = yield* Effect.either(receipts.newest(7, 1000))
+        expect(Either.isLeft(refused) && refused.left._tag).toBe("ReceiptsUnavailable")
+        expect(Either.isLeft(refused) && refused.left.message).toMatch(says)
+        // the hash it named is asked of the page, which says it was not received
+        expect(yield* receipts.receipts([run])).toEqual([{ _tag: "NotReceived", hash: run }])
+        expect(yield* receipts.capabilitiesOf("rita")).toBeUndefined()
+      }))
   }
 
-  it("is not asked of a page that predates it: that page's refusal asks the number alone from then on", async () => {
-    answer = (input) => input["arrived"] !== undefined
-      ? { stopped: { reason: "refused", message: "arrived: is unexpected" } }
-      : completed({ newest: 9 })
-    const receipts = service()
-    // the refusal answers with the number asked: nothing pulled, the question asked again
-    expect(await Effect.runPromise(receipts.newest(7, 1000))).toBe(7)
-    expect(await Effect.runPromise(receipts.newest(7, 1000))).toBe(9)
-    expect(asked.at(-1)).toEqual({ newer_than: 7, wait: 1 })
-  })
+  it.live("is not asked of a page that predates it: that page's refusal asks the number alone from then on", () =>
+    Effect.gen(function*() {
+      answer = (input) => input["arrived"] !== undefined
+        ? { stopped: { reason: "refused", message: "arrived: is unexpected" } }
+        : completed({ newest: 9 })
+      const receipts = service()
+      // the refusal answers with the number asked: nothing pulled, the question asked again
+      expect(yield* receipts.newest(7, 1000)).toBe(7)
+      expect(yield* receipts.newest(7, 1000)).toBe(9)
+      expect(asked.at(-1)).toEqual({ newer_than: 7, wait: 1 })
+    }))
 
-  it("a record's receipts ask its process user's capabilities in the same request, and the answer must name that user", async () => {
-    capabilitiesAnswer = (user) => ({ user, capabilities: "oi" })
-    const receipts = service()
-    const count = asked.length
-    expect(await Effect.runPromise(receipts.receipts([other], { capabilitiesNext: "rita" }))).toEqual([{ _tag: "NotReceived", hash: other }])
-    expect(asked.at(-1)).toEqual({ artifacts: [other], capabilities_of: "rita" })
-    expect(await Effect.runPromise(receipts.capabilitiesOf("rita"))).toBe("oi")
-    expect(asked.length).toBe(count + 1)
-    // a page that answers about someone else is refused, and nothing is remembered of it
-    capabilitiesAnswer = () => ({ user: "admin", capabilities: "s" })
-    const hostile = service()
-    const refused = await Effect.runPromise(Effect.either(hostile.receipts([other], { capabilitiesNext: "rita" })))
-    expect(Either.isLeft(refused) && refused.left.message).toMatch(/capabilities_of does not name rita/)
-    capabilitiesAnswer = (user) => ({ user })
-    expect(await Effect.runPromise(hostile.capabilitiesOf("rita"))).toBeUndefined()
-  })
+  it.live("a record's receipts ask its process user's capabilities in the same request, and the answer must name that user", () =>
+    Effect.gen(function*() {
+      capabilitiesAnswer = (user) => ({ user, capabilities: "oi" })
+      const receipts = service()
+      const count = asked.length
+      expect(yield* receipts.receipts([other], { capabilitiesNext: "rita" })).toEqual([{ _tag: "NotReceived", hash: other }])
+      expect(asked.at(-1)).toEqual({ artifacts: [other], capabilities_of: "rita" })
+      expect(yield* receipts.capabilitiesOf("rita")).toBe("oi")
+      expect(asked.length).toBe(count + 1)
+      // a page that answers about someone else is refused, and nothing is remembered of it
+      capabilitiesAnswer = () => ({ user: "admin", capabilities: "s" })
+      const hostile = service()
+      const refused = yield* Effect.either(hostile.receipts([other], { capabilitiesNext: "rita" }))
+      expect(Either.isLeft(refused) && refused.left.message).toMatch(/capabilities_of does not name rita/)
+      capabilitiesAnswer = (user) => ({ user })
+      expect(yield* hostile.capabilitiesOf("rita")).toBeUndefined()
+    }))
 
-  it("is shared with the node's other processes on the host: another instance answers from the file, for the same server and user only", async () => {
-    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-shared-receipts-"))
-    try {
+  it.scopedLive("is shared with the node's other processes on the host: another instance answers from the file, for the same server and user only", () =>
+    Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-shared-receipts-"))),
+        (d) => Effect.sync(() => Fs.rmSync(d, { recursive: true, force: true }))
+      )
       const file = Path.join(dir, "node", "receipts-remembered.json")
       const sharing = (user = "builder") => RemoteReceipts.make({ url: base, user, password: "pw", shareWith: file })
       answer = () => completed({ newest: 9, arrived: { receipts: [row()], process_users: [{ user: "rita", capabilities: "oi" }], complete: true } })
-      expect(await Effect.runPromise(sharing().newest(7, 1000))).toBe(9)
+      expect(yield* sharing().newest(7, 1000)).toBe(9)
       expect(Fs.statSync(file).mode & 0o777).toBe(0o600)
       const count = asked.length
       // another process (a watcher) reads them there: no question asked
       const watcher = sharing()
-      expect(await Effect.runPromise(watcher.receipts([run], { capabilitiesNext: "rita" }))).toEqual([{ _tag: "Received", hash: run, sender: "alice", capabilities: "oi", rcvid: 8, rid: 40 }])
-      expect(await Effect.runPromise(watcher.capabilitiesOf("rita"))).toBe("oi")
+      expect(yield* watcher.receipts([run], { capabilitiesNext: "rita" })).toEqual([{ _tag: "Received", hash: run, sender: "alice", capabilities: "oi", rcvid: 8, rid: 40 }])
+      expect(yield* watcher.capabilitiesOf("rita")).toBe("oi")
       expect(asked.length).toBe(count)
       // another user sees what the server shows that user: it asks
-      expect(await Effect.runPromise(sharing("carol").receipts([run]))).toEqual([{ _tag: "NotReceived", hash: run }])
+      expect(yield* sharing("carol").receipts([run])).toEqual([{ _tag: "NotReceived", hash: run }])
       expect(asked.length).toBe(count + 1)
       // an entry older than the memory's span, or a damaged file, is not believed: asked again
       const kept = JSON.parse(Fs.readFileSync(file, "utf8")) as { receipts: Array<{ at: number }> }
       Fs.writeFileSync(file, JSON.stringify({ ...kept, receipts: kept.receipts.map((r) => ({ ...r, at: r.at - 6000 })) }))
-      expect(await Effect.runPromise(sharing().receipts([run]))).toEqual([{ _tag: "NotReceived", hash: run }])
+      expect(yield* sharing().receipts([run])).toEqual([{ _tag: "NotReceived", hash: run }])
       Fs.writeFileSync(file, JSON.stringify({ ...kept, receipts: kept.receipts.map((r) => ({ ...r, sender: 5 })) }))
-      expect(await Effect.runPromise(sharing().receipts([run]))).toEqual([{ _tag: "NotReceived", hash: run }])
+      expect(yield* sharing().receipts([run])).toEqual([{ _tag: "NotReceived", hash: run }])
       Fs.writeFileSync(file, "{ not json")
-      expect(await Effect.runPromise(sharing().receipts([run]))).toEqual([{ _tag: "NotReceived", hash: run }])
+      expect(yield* sharing().receipts([run])).toEqual([{ _tag: "NotReceived", hash: run }])
       expect(asked.length).toBe(count + 4)
-    } finally {
-      Fs.rmSync(dir, { recursive: true, force: true })
-    }
-  })
+    }))
 })

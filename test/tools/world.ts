@@ -9,11 +9,10 @@ import BetterSqlite3 from "better-sqlite3"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { runFossil } from "../../src/fossil/Command.js"
 import * as Read from "../../src/fossil/Read.js"
 import { builtProgram } from "../adapters/extServer.js"
-import { createRepository, fossil, makeTempDir, startServer, type TestUser } from "../support/fossilServer.js"
-import { users } from "../support/nodeWorld.js"
+import { fossil, type TestUser } from "../support/fossilServer.js"
+import { cgiExtroot, makeWorld, users } from "../support/world.js"
 
 export { users }
 
@@ -85,7 +84,16 @@ const run = (command: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEn
   })
 
 export const makeToolsWorld = async (): Promise<ToolsWorld> => {
-  const dir = makeTempDir("ocx2-tools-")
+  // nobody without Read (o): the node user, holding nothing of its own, then reads nothing
+  const world = await makeWorld({
+    prefix: "ocx2-tools-",
+    users: allUsers,
+    nobody: "gjrz",
+    checkin: { "PLAN.md": "The objective.\n" },
+    // the bundled CGI (built below), served as a service manager serves it: from /, with a bare environment
+    extroot: (_root, dir) => cgiExtroot(dir, Path.join(dir, "build", "ocx2-cgi.mjs"))
+  })
+  const { dir, repository, trunk, serverCode, server } = world
   const build = Path.join(dir, "build")
   Fs.mkdirSync(build)
   // the bundles leave better-sqlite3 external: they find it as a release finds its packages
@@ -94,27 +102,11 @@ export const makeToolsWorld = async (): Promise<ToolsWorld> => {
     builtProgram("ocx2", build),
     builtProgram("ocx2-cgi", build),
     builtProgram("ocx2-mcp", build)
-  ])
-  // nobody without Read (o): the node user, holding nothing of its own, then reads nothing
-  const repository = await createRepository(Path.join(dir, "served.fossil"), allUsers, { nobody: "gjrz" })
-  const checkout = Path.join(dir, "checkout")
-  Fs.mkdirSync(checkout)
-  const inCheckout = async (args: ReadonlyArray<string>) => {
-    const r = await runFossil(args, { user: "alice", cwd: checkout })
-    if (r.code !== 0) throw new Error(`fossil ${args.join(" ")}: ${r.stderr}${r.stdout}`)
-  }
-  await inCheckout(["open", repository])
-  Fs.writeFileSync(Path.join(checkout, "PLAN.md"), "The objective.\n")
-  await inCheckout(["add", "PLAN.md"])
-  await inCheckout(["commit", "-m", "the first check-in", "--user-override", "alice"])
-  const trunk = /artifact:\s+([0-9a-f]{64})/.exec(await fossil(["whatis", "trunk", "-R", repository]))![1]!
-  const serverCode = (await fossil(["sql", "-R", repository, "SELECT value FROM config WHERE name='server-code'"])).trim().replace(/'/g, "")
-
-  const extroot = Path.join(dir, "ext")
-  Fs.mkdirSync(extroot)
-  Fs.writeFileSync(Path.join(extroot, "ocx2-cgi"), `#!/bin/sh\nexec ${process.execPath} ${cgi}\n`, { mode: 0o755 })
-  // served as a service manager serves it: from /, with a bare environment
-  const server = await startServer(repository, { extroot })
+  ]).catch(async (e: unknown) => {
+    await world.close()
+    throw e
+  })
+  if (cgi !== Path.join(build, "ocx2-cgi.mjs")) throw new Error(`the CGI was built as ${cgi}`)
   const base = server.url
   let serverUp = true
   const stopServer = async () => {
@@ -215,7 +207,7 @@ export const makeToolsWorld = async (): Promise<ToolsWorld> => {
     close: async () => {
       for (const client of mcpClients.values()) await client.close().catch(() => undefined)
       await stopServer()
-      Fs.rmSync(dir, { recursive: true, force: true })
+      await world.close()
     }
   }
 }
