@@ -13,6 +13,7 @@ import { buildImage } from "../support/ociImages.js"
 import { shellRun, users } from "../support/nodeWorld.js"
 import { git } from "../git/gitWorld.js"
 import { pidsNaming } from "../node/hookWorld.js"
+import { startSupervisor, stopSupervisor, supervisorLog } from "../node/supervisorWorld.js"
 import { LineCheckingTransport, makeShippedWorld, runProgram, shellEnvironment, type ShippedWorld, waitFor } from "./shippedWorld.js"
 
 // The release as shipped (issue 11): this checkout staged and accepted into a fresh ROOT as the
@@ -178,6 +179,25 @@ describe("the release as installed", () => {
       expect(JSON.parse(nodeCall.stdout).stopped.message).toContain("no-such-passwords.json")
     }, 240_000)
   }
+})
+
+describe("the supervisor as installed", () => {
+  it("ROOT/current/ocx2-supervise, as its systemd unit starts it: status names it, a posted run is handed by it and answered once, SIGTERM ends it", async () => {
+    const at = { root: world.root, repository: world.node.repository, dir: world.node.dir }
+    const supervisor = await startSupervisor(at)
+    try {
+      const status = await ocx2(["status", "--root", world.root])
+      expect(status.answer.output.supervisor).toMatchObject({ running: true, pid: supervisor.pid })
+      const run = await world.node.post(runFields("supervised", undefined, {}, users.stranger.login))
+      const ended = await world.waitEnded(run)
+      expect(ended.map((m) => m.kind)).toEqual(["started", "ended"])
+      expect(ended[1]!.content).toEqual({ outcome: "exited", exit: 0 })
+      expect(supervisorLog(at).some((l) => l.pid === supervisor.pid && l.did.some((d) => d.startsWith(`${run}: handed to a watcher`)))).toBe(true)
+    } finally {
+      await stopSupervisor(supervisor)
+    }
+    expect(await supervisor.exited).toEqual({ code: 0, signal: null })
+  })
 })
 
 describe("MCP as installed", () => {
