@@ -11,7 +11,7 @@ import { hook } from "../../src/tools/hook.js"
 import { unhook } from "../../src/tools/unhook.js"
 import { webLogin, webNewThread, type WebSession } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
-import { endWatchers, makeHookWorld, sleep, waitFor, type HookWorld } from "./hookWorld.js"
+import { endWatchers, makeHookWorld, pidsNaming, sleep, waitFor, type HookWorld } from "./hookWorld.js"
 
 // The node going down and coming back: watchers SIGKILLed mid-run, a run posted while no hook
 // ran, a stop the hook missed; then `hook --node lab` again, twice.
@@ -38,6 +38,28 @@ const launched = (run: string) => {
   }
 }
 const holder = (run: string) => Number(Fs.readFileSync(Path.join(world.root, "care", `${run}.lock`), "utf8").trim())
+/** whether the process `pid` has ended (a zombie not yet reaped has) */
+const gone = (pid: number) => {
+  try {
+    return Fs.readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /s, "").startsWith("Z")
+  } catch {
+    return true
+  }
+}
+
+/**
+ * Once the hook is removed: whether no backoffice run of Fossil's (its poller aside) and no hook it
+ * ran is still at work, one started before the removal being able to read what arrives next.
+ */
+const hooksAtRest = () =>
+  waitFor(() => pidsNaming(world.repository).some((pid) => {
+    try {
+      const argv = Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
+      return (argv.includes("backoffice") && !argv.includes("--poll")) || argv.includes(Path.join(world.root, "node", "hook.log"))
+    } catch {
+      return false
+    }
+  }) ? undefined : true, 30_000, 50)
 
 describe("the node restarting (hook --node USER again)", () => {
   it("answers lost the runs whose watchers died, hands on a run never started, sends a missed stop, and never launches twice", async () => {
@@ -52,7 +74,7 @@ describe("the node restarting (hook --node USER again)", () => {
     }
     // the node goes away: no hook; a run and a stop arrive meanwhile
     expect((await world.call(unhook, { root: world.root })).output?.removed.length).toBe(1)
-    await sleep(2000) // a hook Fossil started before the unhook has run its round
+    expect(await hooksAtRest()).toBe(true) // a hook Fossil started before the unhook has run its round
     const neverStarted = await post(counting("true"))
     await world.reply(users.admin.login, missedStop, writeMessage({ ocx: 2, re: missedStop, stop: {} }, "stop"))
     // the watchers of two runs die (their sandboxed processes die with them)
@@ -99,6 +121,15 @@ describe("the node restarting (hook --node USER again)", () => {
     const hooked = await world.call(hook, { node: users.node.login, root: world.root })
     expect(hooked.stopped).toEqual({ reason: "completed" })
     await world.waitEnded(run, 30_000)
+    // its watcher still holds the run a moment after its ended is in (its kept logs, its outbox taken
+    // away): what a dead watcher leaves is left once it is gone, or it would meet a live one
+    expect(await waitFor(() => {
+      try {
+        return gone(holder(run)) ? true : undefined
+      } catch {
+        return true // no lock file left: nobody holds the run
+      }
+    }, 30_000, 50)).toBe(true)
     // a watcher killed after keeping a report and before sending it leaves this behind
     const kept = composeForumPost({ user: users.node.login, date: new Date(), root: run, replyTo: run, text: "kept logs left behind" })
     Fs.appendFileSync(Path.join(world.root, "care", `${run}.outbox`),
@@ -133,7 +164,7 @@ describe("the node restarting (hook --node USER again)", () => {
 
   it("hooks SIGKILLed mid-round leave nothing undone or done twice: hook --node decides what they left", async () => {
     expect((await world.call(unhook, { root: world.root })).stopped.reason).toBe("completed")
-    await sleep(2000)
+    expect(await hooksAtRest()).toBe(true)
     const runs: Array<string> = []
     for (const delay of [50, 150, 300, 600]) {
       const run = await webNewThread(world.server, alice, { title: "a run", text: world.runText(counting("true")) })

@@ -72,11 +72,17 @@ const launches = (run: string) => {
 
 const processUserOf = (point: CrashPoint) => `crash-${point}`
 
+/**
+ * A run of `user` that counts its launches; its workspace a directory only, since nothing here looks
+ * for trunk's files in it (a fossil tarball, a tar and a gzip less for each of the many crashes).
+ */
+const countingRun = (user: string) => shellRun(world, "", {
+  user,
+  command: ["sh", "-c", "echo launched >> $$workspace$$/launches; sleep 0.3"]
+}, { workspace: [{ step: "directory", at: "$$root$$/work/$$run$$" }] })
+
 const crashOnce = async (point: CrashPoint) => {
-  const run = await world.post(shellRun(world, "", {
-    user: processUserOf(point),
-    command: ["sh", "-c", "echo launched >> $$workspace$$/launches; sleep 0.3"]
-  }))
+  const run = await world.post(countingRun(processUserOf(point)))
   const crashed = await world.watch(run, { OCX2_CRASH_AT: point })
   const recovered = await recoverFully(run)
   return { run, crashed, recovered, reports: await reports(run), launches: launches(run) }
@@ -107,10 +113,7 @@ describe("a watcher killed at any point", () => {
 
 describe("a watcher started again for a run whose watcher was killed while it ran", () => {
   it("finds the run's lock free and answers it lost itself, in Life.decide's words", async () => {
-    const run = await world.post(shellRun(world, "", {
-      user: "crash-again",
-      command: ["sh", "-c", "echo launched >> $$workspace$$/launches; sleep 0.3"]
-    }))
+    const run = await world.post(countingRun("crash-again"))
     expect((await world.watch(run, { OCX2_CRASH_AT: "running" })).signal).toBe("SIGKILL")
     expect(await world.watch(run)).toEqual({ code: 0, signal: null })
     const log = Fs.readFileSync(Path.join(world.root, "care", `${run}.log`), "utf8")
