@@ -16,7 +16,7 @@ import * as Path from "node:path"
 import * as V8 from "node:v8"
 import * as Vm from "node:vm"
 import { CareDirectory } from "../../services/CareDirectory.js"
-import type { HostsService } from "../../services/Hosts.js"
+import type { WatcherHostsService } from "../../services/Hosts.js"
 import { Receipts } from "../../services/Receipts.js"
 import { openDatabase, preloadSqlite } from "../fossil/Sqlite.js"
 import { cloneEntryOf } from "../root/CloneFiles.js"
@@ -67,7 +67,7 @@ const rehearseSpawn = Effect.async<void>((resume) => {
 })
 
 /** A lock taken and a record read, as a watcher's first steps are. */
-const rehearseRecord = (config: NodeConfig, hosts: HostsService) =>
+const rehearseRecord = (config: NodeConfig, hosts: WatcherHostsService) =>
   Effect.scoped(Effect.gen(function*() {
     const care = yield* CareDirectory
     const lock = yield* care.lockRun("rehearsal")
@@ -94,7 +94,7 @@ const rehearseRecord = (config: NodeConfig, hosts: HostsService) =>
   )
 
 /** The whole rehearsal; whatever fails in it only warms less. */
-export const warmUp = (config: NodeConfig, hosts: HostsService): Promise<void> => {
+export const warmUp = (config: NodeConfig, hosts: WatcherHostsService): Promise<void> => {
   try {
     preloadSqlite()
     rehearseDecision(config)

@@ -9,7 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import type { HostsService } from "../../services/Hosts.js"
+import type { WatcherHostsService } from "../../services/Hosts.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { cloneEntryOf } from "../root/CloneFiles.js"
 import { clonePlaceOf, readPasswordsFile } from "../root/ClonePasswords.js"
@@ -93,7 +93,7 @@ export const parseWatcherArgs = (argv: ReadonlyArray<string>): WatcherOptions | 
 }
 
 /** The watcher's program, on the host's layers (bin/ocx2-watcher.ts gives the live ones). */
-export const main = (argv: ReadonlyArray<string>, hosts: HostsService) => {
+export const main = (argv: ReadonlyArray<string>, hosts: WatcherHostsService) => {
   const mainAt = Date.now()
   if (argv[0] === "--spare") {
     const config = parseNodeArgs(argv.slice(1))
@@ -118,7 +118,7 @@ export const main = (argv: ReadonlyArray<string>, hosts: HostsService) => {
 }
 
 /** Watches the run: in a watcher started for it, or in the spare that took it. */
-const watch = (options: WatcherOptions, hosts: HostsService) => {
+const watch = (options: WatcherOptions, hosts: WatcherHostsService) => {
   const care = releasePaths(options.config.root).care
   const logLine = (line: string) => {
     try {
