@@ -46,7 +46,7 @@ import { startSupervisor, stopSupervisor } from "../test/node/supervisorWorld.js
 import { closeCloneWorld, cloneUsers, makeCloneWorld, runNode, useThisBuild } from "../test/node/cloneWorld.js"
 import { dist } from "../test/node/hookWorld.js"
 import { supervisorFilesOf } from "../src/root/SupervisorFiles.js"
-import { stopSpare } from "../src/node/SpareClient.js"
+import { stopSpare } from "../src/pickup/SpareClient.js"
 import { writeMessage } from "../src/protocol/Envelope.js"
 import { sandbox } from "../test/support/nodeWorld.js"
 

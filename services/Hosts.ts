@@ -62,4 +62,10 @@ export interface HostsService {
   readonly releaseRoot: Layer.Layer<ReleaseRoot>
 }
 
+/**
+ * What a watcher asks of its host, and all its program is given (layers/WatcherHost.ts): its run's
+ * record on the server's host or a clone's, ROOT/care, the sandbox, the workspace steps' Fossil.
+ */
+export type WatcherHostsService = Pick<HostsService, "record" | "cloneRecord" | "care" | "sandbox" | "checkouts">
+
 export class Hosts extends Context.Tag("ocx2/Hosts")<Hosts, HostsService>() {}

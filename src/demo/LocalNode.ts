@@ -7,7 +7,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { runFossil } from "../fossil/Command.js"
 import type { NodeConfig } from "../root/NodeConfig.js"
-import { stopSpare } from "../node/SpareClient.js"
+import { stopSpare } from "../pickup/SpareClient.js"
 import { createRepository, fossil, makeTempDir, startServer, type FossilUser, type RunningServer } from "./LocalServer.js"
 
 export const users = {

@@ -9,11 +9,9 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type { Act } from "../operations/Operations.js"
 import { CareDirectory } from "../../services/CareDirectory.js"
-import type { ClonePlace } from "../../services/Hosts.js"
 import { Receipts } from "../../services/Receipts.js"
 import { Repository, serverOrder, type Cursor } from "../../services/Repository.js"
 import { releasePaths } from "../release/ReleasePaths.js"
-import type { Passwords } from "../root/ClonePasswords.js"
 import { deliverArrivals, whereSomeSessionListens } from "./Deliveries.js"
 import { readSessionFiles } from "../care/SessionFiles.js"
 import type { Arrival } from "../protocol/Subscriptions.js"
@@ -87,12 +85,3 @@ export const cloneRound = (config: NodeConfig, act: Act, options: { readonly wat
       return { from, to, decisions } satisfies CloneRoundResult
     }))
   })
-
-/** Where the node on a clone's host acts, for the Hosts service: its clone and ROOT, the server, the node user's password. */
-export const clonePlaceOf = (config: NodeConfig, passwords: Passwords): ClonePlace => ({
-  repository: config.repository,
-  root: config.root,
-  serverUrl: config.serverUrl ?? "",
-  user: passwords.user,
-  password: passwords.password
-})

@@ -13,7 +13,7 @@ import { deliveryLine, filterArrival, type Arrival, type SessionView } from "../
 import { releasePaths } from "../release/ReleasePaths.js"
 import { cloneUsers } from "../root/CloneUsers.js"
 import type { NodeConfig } from "../root/NodeConfig.js"
-import { readRunRecord } from "./RunRecord.js"
+import { readRunRecord } from "../pickup/RunRecord.js"
 import type { SessionFile } from "../care/SessionFiles.js"
 import { deliveryDiskBound, inboxWaiting } from "../watcher/Inbox.js"
 

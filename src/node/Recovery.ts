@@ -14,7 +14,7 @@ import { endingWords } from "../watcher/KeptLogs.js"
 import { endedMessage } from "../protocol/Messages.js"
 import type { NodeConfig } from "../root/NodeConfig.js"
 import { writeMessageWhereTheRunIs } from "./Reports.js"
-import { readRunRecord } from "./RunRecord.js"
+import { readRunRecord } from "../pickup/RunRecord.js"
 import { finishOutbox, outboxRuns, readOutbox } from "../watcher/Outbox.js"
 import type { RunDecision } from "./Round.js"
 

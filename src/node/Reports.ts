@@ -4,7 +4,7 @@
 import * as Effect from "effect/Effect"
 import { Repository } from "../../services/Repository.js"
 import { writeMessage } from "../protocol/Envelope.js"
-import type { RunRecord } from "./RunRecord.js"
+import type { RunRecord } from "../pickup/RunRecord.js"
 
 export const writeWhereTheRunIs = (record: Pick<RunRecord, "hash" | "place">, user: string, text: string) =>
   Effect.gen(function*() {

@@ -12,9 +12,8 @@
 
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { handOffFileOf, runName } from "../care/HandOffFiles.js"
 import { processStartTime } from "../root/SupervisorFiles.js"
-
-const runName = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/
 
 /** The run a file of the care directory is the lock of (RUN.lock; not round.lock, ~USER.lock). */
 export const runOfLockFile = (name: string): string | undefined => {
@@ -44,24 +43,6 @@ const pidIn = (file: string): number | undefined => {
 
 /** The pid RUN.lock's last holder wrote, if any. */
 export const holderOf = (care: string, run: string): number | undefined => pidIn(Path.join(care, `${run}.lock`))
-
-/**
- * The hand-off's record: whoever hands a run to a watcher (the spare, or one started for it) writes
- * the watcher's pid into RUN.handoff, so that a watcher gone before it took the run's lock (and so
- * never wrote its pid into RUN.lock) is on the roll all the same, and its run is decided again.
- */
-export const handOffFileOf = (care: string, run: string): string => Path.join(care, `${run}.handoff`)
-
-/** Notes the hand-off of `run` to the watcher `pid`; a care directory gone loses nothing (the record keeps the run). */
-export const writeHandOff = (care: string, run: string, pid: number): void => {
-  if (!runName.test(run) || pid <= 0) return
-  try {
-    // with the pid's start time, so that a pid used again since is not taken for the watcher
-    Fs.writeFileSync(handOffFileOf(care, run), `${pid} ${processStartTime(pid) ?? ""}\n`, { mode: 0o600 })
-  } catch {
-    // the node's start decides the run again
-  }
-}
 
 interface Known {
   readonly pid: number

@@ -6,6 +6,8 @@
 
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import type { ClonePlace } from "../../services/Hosts.js"
+import type { NodeConfig } from "./NodeConfig.js"
 
 export interface Passwords {
   /** the file, its links followed */
@@ -76,3 +78,12 @@ export const readPasswordsFile = (given: string, uid: number | undefined = proce
   }
   return { _tag: "Passwords", passwords: { file, user: object["user"], password: object["password"] } }
 }
+
+/** Where the node on a clone's host acts, for the Hosts service: its clone and ROOT, the server, the node user's password. */
+export const clonePlaceOf = (config: NodeConfig, passwords: Passwords): ClonePlace => ({
+  repository: config.repository,
+  root: config.root,
+  serverUrl: config.serverUrl ?? "",
+  user: passwords.user,
+  password: passwords.password
+})

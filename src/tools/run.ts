@@ -4,7 +4,7 @@
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { Repository } from "../../services/Repository.js"
-import { readRunRecord } from "../node/RunRecord.js"
+import { readRunRecord } from "../pickup/RunRecord.js"
 import { fullHashOf } from "./stop.js"
 import { loadRound, thisHostNode } from "./support/ActAtOnce.js"
 import { finish, recording, refuse } from "../operations/Operations.js"

@@ -6,7 +6,7 @@ import type { Message } from "../protocol/Envelope.js"
 import { decide, type Action } from "../protocol/Life.js"
 import { refusal, type Refusal } from "../protocol/Refusals.js"
 import { decodeRunMessage, type Run } from "../protocol/Run.js"
-import type { RunRecord } from "../node/RunRecord.js"
+import type { RunRecord } from "../pickup/RunRecord.js"
 
 export interface HeldInput {
   readonly record: Pick<RunRecord, "sender" | "started" | "stops">

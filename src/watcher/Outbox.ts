@@ -15,7 +15,7 @@ import { ReceiptsUnavailable, ServerUnreachable } from "../../services/Receipts.
 import { Repository, RepositoryUnavailable, WriteFailed, WriteNotConfirmed } from "../../services/Repository.js"
 import { type Artifact, cardValue, composeForumPost, composeTicketChange, parseArtifact } from "../fossil/Artifact.js"
 import { sha3 } from "../fossil/Hash.js"
-import { readRunRecord, type RunRecord } from "../node/RunRecord.js"
+import { readRunRecord, type RunRecord } from "../pickup/RunRecord.js"
 
 /** "report": kept logs; "verdict": the ci tag */
 export type ReportKind = "started" | "ended" | "report" | "verdict"

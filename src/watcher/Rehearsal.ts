@@ -16,12 +16,12 @@ import * as Path from "node:path"
 import * as V8 from "node:v8"
 import * as Vm from "node:vm"
 import { CareDirectory } from "../../services/CareDirectory.js"
-import type { HostsService } from "../../services/Hosts.js"
+import type { WatcherHostsService } from "../../services/Hosts.js"
 import { Receipts } from "../../services/Receipts.js"
 import { openDatabase, preloadSqlite } from "../fossil/Sqlite.js"
 import { cloneEntryOf } from "../root/CloneFiles.js"
 import { cloneUsers } from "../root/CloneUsers.js"
-import { readRunRecord } from "../node/RunRecord.js"
+import { readRunRecord } from "../pickup/RunRecord.js"
 import { hostSettings, nodeOwnPaths, type NodeConfig } from "../root/NodeConfig.js"
 import { readMessage, writeMessage } from "../protocol/Envelope.js"
 import { endedMessage, startedMessage, startedValues } from "../protocol/Messages.js"
@@ -67,7 +67,7 @@ const rehearseSpawn = Effect.async<void>((resume) => {
 })
 
 /** A lock taken and a record read, as a watcher's first steps are. */
-const rehearseRecord = (config: NodeConfig, hosts: HostsService) =>
+const rehearseRecord = (config: NodeConfig, hosts: WatcherHostsService) =>
   Effect.scoped(Effect.gen(function*() {
     const care = yield* CareDirectory
     const lock = yield* care.lockRun("rehearsal")
@@ -94,7 +94,7 @@ const rehearseRecord = (config: NodeConfig, hosts: HostsService) =>
   )
 
 /** The whole rehearsal; whatever fails in it only warms less. */
-export const warmUp = (config: NodeConfig, hosts: HostsService): Promise<void> => {
+export const warmUp = (config: NodeConfig, hosts: WatcherHostsService): Promise<void> => {
   try {
     preloadSqlite()
     rehearseDecision(config)

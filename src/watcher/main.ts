@@ -9,13 +9,12 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import type { HostsService } from "../../services/Hosts.js"
+import type { WatcherHostsService } from "../../services/Hosts.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { cloneEntryOf } from "../root/CloneFiles.js"
-import { readPasswordsFile } from "../root/ClonePasswords.js"
-import { clonePlaceOf } from "../node/CloneRound.js"
-import { watcherOf } from "../node/HandOff.js"
-import { ensureSpare } from "../node/SpareClient.js"
+import { clonePlaceOf, readPasswordsFile } from "../root/ClonePasswords.js"
+import { watcherOf } from "../pickup/HandOff.js"
+import { ensureSpare } from "../pickup/SpareClient.js"
 import { spareFiles } from "../care/SpareFiles.js"
 import { warmUp } from "./Rehearsal.js"
 import { serveAsSpare } from "./Spare.js"
@@ -94,7 +93,7 @@ export const parseWatcherArgs = (argv: ReadonlyArray<string>): WatcherOptions | 
 }
 
 /** The watcher's program, on the host's layers (bin/ocx2-watcher.ts gives the live ones). */
-export const main = (argv: ReadonlyArray<string>, hosts: HostsService) => {
+export const main = (argv: ReadonlyArray<string>, hosts: WatcherHostsService) => {
   const mainAt = Date.now()
   if (argv[0] === "--spare") {
     const config = parseNodeArgs(argv.slice(1))
@@ -119,7 +118,7 @@ export const main = (argv: ReadonlyArray<string>, hosts: HostsService) => {
 }
 
 /** Watches the run: in a watcher started for it, or in the spare that took it. */
-const watch = (options: WatcherOptions, hosts: HostsService) => {
+const watch = (options: WatcherOptions, hosts: WatcherHostsService) => {
   const care = releasePaths(options.config.root).care
   const logLine = (line: string) => {
     try {

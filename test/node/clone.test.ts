@@ -11,7 +11,7 @@ import { runFossil } from "../../src/fossil/Command.js"
 import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
 import { fossil, makeTempDir, pushArtifacts, webLogin, webNewThread, webReply } from "../support/fossilServer.js"
 import { sandbox } from "../support/nodeWorld.js"
-import { askSpare } from "../../src/node/SpareClient.js"
+import { askSpare } from "../../src/pickup/SpareClient.js"
 import { closeCloneWorld, cloneUsers, type CloneWorld, makeCloneWorld, type NodeAnswer, runNode } from "./cloneWorld.js"
 import { pidsNaming, waitFor } from "./hookWorld.js"
 

@@ -6,7 +6,7 @@
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { spareWaits, stopSpare } from "../../src/node/SpareClient.js"
+import { spareWaits, stopSpare } from "../../src/pickup/SpareClient.js"
 import { runningSupervisor, supervisorFilesOf, type SupervisorInfo } from "../../src/root/SupervisorFiles.js"
 import { users } from "../support/nodeWorld.js"
 import { waitFor, type HookWorld } from "./hookWorld.js"

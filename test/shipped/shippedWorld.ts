@@ -12,7 +12,7 @@ import * as Readline from "node:readline"
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import { readMessage } from "../../src/protocol/Envelope.js"
-import { stopSpare } from "../../src/node/SpareClient.js"
+import { stopSpare } from "../../src/pickup/SpareClient.js"
 import { makeNodeWorld, type NodeWorld, users } from "../support/nodeWorld.js"
 
 export const project = Path.resolve(import.meta.dirname, "../..")

@@ -1,7 +1,7 @@
 /** The process user a run names, read before the run is checked, whatever else is wrong with it. */
 import { describe, expect, it } from "@effect/vitest"
 import type { Message } from "../../src/protocol/Envelope.js"
-import { processUserOf } from "../../src/node/RunCheck.js"
+import { processUserOf } from "../../src/pickup/RunCheck.js"
 
 const message = (block: Record<string, unknown>): Message => ({ _tag: "Message", version: 2, kind: "run", content: block["run"], block })
 

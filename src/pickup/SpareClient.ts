@@ -9,7 +9,7 @@ import * as Net from "node:net"
 import { handOff, nodeArgs, type HandOffOptions } from "./HandOff.js"
 import type { NodeConfig } from "../root/NodeConfig.js"
 import { releasePaths } from "../release/ReleasePaths.js"
-import { writeHandOff } from "./WatcherRoll.js"
+import { writeHandOff } from "../care/HandOffFiles.js"
 import { socketPathFits, spareFiles, sparePid, spareSetting, type SpareAnswer, type SpareRequest } from "../care/SpareFiles.js"
 
 /** One request, one answer; undefined when no spare answers within the time. */
