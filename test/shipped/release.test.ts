@@ -19,7 +19,8 @@ import { LineCheckingTransport, makeShippedWorld, runProgram, shellEnvironment, 
 // The release as shipped (issue 11): this checkout staged and accepted into a fresh ROOT as the
 // README says, then every entry point driven as a user drives it, through ROOT/current, each
 // twice: the second time with every cache the first left beside the programs (V8's code caches,
-// the capabilities cache, the spare watcher; the CLI's second pass, the tools they change). The
+// the capabilities cache, the spare watcher; the CLI's second pass, the tools they change; the
+// pages, a program started afresh for each page, once: their first page without the cache). The
 // in-process suites test the tools; this one tests what is installed: the links, the bundles, the
 // native addon found from the release, the hook run by a poller that a service manager started,
 // and the pages from an extension root.
