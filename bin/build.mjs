@@ -14,8 +14,9 @@
 // bundle still holds an `import(`.
 //
 // Each file is written beside its place and renamed over it, so a program started while a build
-// runs (a test, a release being staged from this checkout) reads the old file or the new one.
-import { build } from "esbuild"
+// runs (a test, a release being staged from this checkout) reads the old file or the new one. A
+// checkout unchanged since its last build is not bundled again (dist/.build-record.json, below).
+import { build, version as esbuildVersion } from "esbuild"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { buildContainerRelay, buildFuseMountFd } from "./fusemountfd.mjs"
@@ -81,7 +82,10 @@ const common = {
   logOverride: { "empty-import-meta": "silent" },
   // src/Siblings.ts: a bundle never keeps the import() of a module from source
   define: { OCX2_BUNDLED: "true" },
-  write: false
+  write: false,
+  // the files each bundle was made of, for the record below
+  metafile: true,
+  absWorkingDir: project
 }
 
 /** Writes FILE beside its place and renames it over it: a program started meanwhile reads one whole file. */
@@ -89,6 +93,12 @@ const place = (file, contents, mode) => {
   const temporary = `${file}.${process.pid}.partial`
   Fs.writeFileSync(temporary, contents, mode === undefined ? {} : { mode })
   Fs.renameSync(temporary, file)
+}
+
+/** Notes the files a build was made of (its metafile's inputs, relative to the project); the build. */
+const made = (result) => {
+  for (const input of Object.keys(result.metafile.inputs)) madeOf.add(Path.resolve(project, input))
+  return result
 }
 
 /** The output esbuild made of one build (write: false). */
@@ -99,11 +109,43 @@ const output = (result) => {
 
 Fs.mkdirSync(dist, { recursive: true })
 const entries = Fs.readdirSync(Path.join(project, "bin")).filter((f) => f.endsWith(".ts")).map((f) => f.slice(0, -3))
+
+// A checkout built before and unchanged since is not bundled again, as make would not (and as the
+// C programs below are not): each build records every file its bundles were made of and every file
+// it wrote, each with its size and modification time, and what else shapes the output (this
+// script, Node's and esbuild's versions, the externals, the programs). A build that finds all of
+// them as recorded leaves dist/ as it is, the programs' code caches with it: `ocx2 stage` builds a
+// checkout that has usually just been built, and a rebuilt bundle throws its code cache away.
+const recordFile = Path.join(dist, ".build-record.json")
+const stamp = (file) => {
+  try {
+    const stat = Fs.statSync(file)
+    return `${stat.size} ${stat.mtimeMs}`
+  } catch {
+    return "missing"
+  }
+}
+const shape = JSON.stringify({ node: process.version, esbuild: esbuildVersion, externals, entries })
+const upToDate = (() => {
+  try {
+    const record = JSON.parse(Fs.readFileSync(recordFile, "utf8"))
+    return record.shape === shape && Object.entries(record.files).every(([file, was]) => stamp(file) === was)
+  } catch {
+    return false
+  }
+})()
+const madeOf = new Set([Path.join(project, "bin", "build.mjs")])
+// a file changed while the bundles were made may be in them as it was or as it is: never recorded
+const began = Date.now()
+const written = []
+
 const failures = []
-await Promise.all(entries.map(async (name) => {
+if (upToDate) console.log(`dist/ is up to date (${recordFile}): nothing bundled`)
+else Fs.rmSync(recordFile, { force: true })
+if (!upToDate) await Promise.all(entries.map(async (name) => {
   const entryPoints = [Path.join(project, "bin", `${name}.ts`)]
   if (cached.has(name)) {
-    const code = output(await build({ ...common, entryPoints, format: "cjs", outfile: Path.join(dist, `${name}.cjs`) }))
+    const code = output(await build({ ...common, entryPoints, format: "cjs", outfile: Path.join(dist, `${name}.cjs`) }).then(made))
     const dynamicImports = code.match(/\bimport\(/g)?.length ?? 0
     if (dynamicImports > 0) {
       failures.push(`${name}.cjs holds ${dynamicImports} import(): a program run through the code cache cannot import dynamically on Node 20 (load a sibling bundle with loadSibling, src/Siblings.ts)`)
@@ -111,6 +153,7 @@ await Promise.all(entries.map(async (name) => {
     }
     place(Path.join(dist, `${name}.cjs`), code)
     place(Path.join(dist, `${name}.mjs`), loader(name), 0o755)
+    written.push(Path.join(dist, `${name}.cjs`), Path.join(dist, `${name}.mjs`))
     // the cache of the bundle replaced: V8 would reject it anyway
     Fs.rmSync(Path.join(dist, `${name}.cjs.cache`), { force: true })
   } else {
@@ -122,8 +165,9 @@ await Promise.all(entries.map(async (name) => {
       banner: {
         js: `#!/usr/bin/env ${nodeOptions[name] !== undefined ? `-S node ${nodeOptions[name]}` : "node"}\nimport { createRequire as __ocx2CreateRequire } from 'node:module'; const require = __ocx2CreateRequire(import.meta.url); globalThis.__ocx2Import ??= (url) => import(url);`
       }
-    }))
+    }).then(made))
     place(Path.join(dist, `${name}.mjs`), code, 0o755)
+    written.push(Path.join(dist, `${name}.mjs`))
     Fs.rmSync(Path.join(dist, `${name}.cjs`), { force: true })
     Fs.rmSync(Path.join(dist, `${name}.cjs.cache`), { force: true })
   }
@@ -131,6 +175,20 @@ await Promise.all(entries.map(async (name) => {
 if (failures.length > 0) {
   for (const failure of failures) console.error(`build: ${failure}`)
   process.exit(1)
+}
+if (!upToDate) {
+  const changedSince = (file) => {
+    try {
+      return Fs.statSync(file).mtimeMs >= began
+    } catch {
+      return true
+    }
+  }
+  const files = Object.fromEntries([
+    ...[...madeOf].map((file) => [file, changedSince(file) ? "changed as it was built" : stamp(file)]),
+    ...written.map((file) => [file, stamp(file)])
+  ])
+  place(recordFile, JSON.stringify({ shape, files }))
 }
 // the C programs: the FUSE mount helper the container proxy runs (src/containers/fuse/Mount.ts),
 // and the relay to a container's proxy (src/containers/deploy/relay.c)

@@ -19,7 +19,8 @@ import { LineCheckingTransport, makeShippedWorld, runProgram, shellEnvironment, 
 // The release as shipped (issue 11): this checkout staged and accepted into a fresh ROOT as the
 // README says, then every entry point driven as a user drives it, through ROOT/current, each
 // twice: the second time with every cache the first left beside the programs (V8's code caches,
-// the capabilities cache, the spare watcher; the CLI's second pass, the tools they change). The
+// the capabilities cache, the spare watcher; the CLI's second pass, the tools they change; the
+// pages, a program started afresh for each page, once: their first page without the cache). The
 // in-process suites test the tools; this one tests what is installed: the links, the bundles, the
 // native addon found from the release, the hook run by a poller that a service manager started,
 // and the pages from an extension root.
@@ -259,67 +260,71 @@ describe("the OCX pages as installed, in Chromium", () => {
   const submit = (page: Page) => Promise.all([page.waitForNavigation(), page.click("form.ocx-form button[type=submit]")])
   const answerOf = async (page: Page) => JSON.parse((await page.locator("#ocx-answer pre.ocx-json").textContent()) ?? "")
 
-  for (const pass of [1, 2]) {
-    it(`a person logs in, creates a run, sees it answered, creates another and stops it (pass ${pass})`, async () => {
-      browser ??= await chromium.launch({
-        executablePath: "/usr/bin/chromium",
-        args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-      })
-      const context = await browser.newContext({ viewport: { width: 1024, height: 800 } })
-      const page = await context.newPage()
-      try {
-        await logIn(page)
-        await page.goto(world.pagesUrl)
-        expect(await page.locator(".ocx").innerText()).toContain(`You act as ${users.admin.login}`)
-        await page.screenshot({ path: Path.join(screenshots, `${pass}-ocx-page.png`), fullPage: true })
+  // One pass: the pages' program is started afresh for every page, so its first page runs it as the
+  // first call after an install does (no code cache) and every later page runs it from the cache
+  // that first call left; a second pass would only repeat the later pages.
+  it("a person logs in, creates a run, sees it answered, creates another and stops it: the first page without the pages' code cache, the rest with it", async () => {
+    const cgiCache = Path.join(world.root, "current", "ocx2-cgi.cjs.cache")
+    Fs.rmSync(cgiCache, { force: true })
+    browser ??= await chromium.launch({
+      executablePath: "/usr/bin/chromium",
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+    })
+    const context = await browser.newContext({ viewport: { width: 1024, height: 800 } })
+    const page = await context.newPage()
+    try {
+      await logIn(page)
+      await page.goto(world.pagesUrl)
+      expect(await page.locator(".ocx").innerText()).toContain(`You act as ${users.admin.login}`)
+      expect(await waitFor(async () => (Fs.existsSync(cgiCache) ? true : undefined), 10_000, 50), "the first page left the pages' code cache in ROOT/current").toBe(true)
+      await page.screenshot({ path: Path.join(screenshots, `ocx-page.png`), fullPage: true })
 
-        await page.goto(`${world.pagesUrl}/create`)
-        await page.fill("#f-title", `a run from the page, pass ${pass}`)
-        await page.fill("#f-node", users.node.login)
-        await page.fill("#f-fields", JSON.stringify(runFields(`page-${pass}`, undefined, {}, users.stranger.login)))
-        await submit(page)
-        const created = await answerOf(page)
-        expect(created.stopped.reason, JSON.stringify(created)).toBe("completed")
-        expect(created.output.acted).toMatch(actedAtOnce)
-        await page.screenshot({ path: Path.join(screenshots, `${pass}-created.png`), fullPage: true })
-        const run = created.output.run as string
-        // the person sees the answer in the thread, as Fossil shows it
-        const seen = await waitFor(async () => {
-          await page.goto(`${world.node.server.url}forumpost/${run}`)
-          return (await page.content()).includes("Ended: exited 0") ? true : undefined
-        }, 60_000, 300)
-        expect(seen).toBe(true)
-        await page.screenshot({ path: Path.join(screenshots, `${pass}-answered.png`), fullPage: true })
+      await page.goto(`${world.pagesUrl}/create`)
+      await page.fill("#f-title", `a run from the page`)
+      await page.fill("#f-node", users.node.login)
+      await page.fill("#f-fields", JSON.stringify(runFields("page", undefined, {}, users.stranger.login)))
+      await submit(page)
+      const created = await answerOf(page)
+      expect(created.stopped.reason, JSON.stringify(created)).toBe("completed")
+      expect(created.output.acted).toMatch(actedAtOnce)
+      await page.screenshot({ path: Path.join(screenshots, `created.png`), fullPage: true })
+      const run = created.output.run as string
+      // the person sees the answer in the thread, as Fossil shows it
+      const seen = await waitFor(async () => {
+        await page.goto(`${world.node.server.url}forumpost/${run}`)
+        return (await page.content()).includes("Ended: exited 0") ? true : undefined
+      }, 60_000, 300)
+      expect(seen).toBe(true)
+      await page.screenshot({ path: Path.join(screenshots, `answered.png`), fullPage: true })
 
-        await page.goto(`${world.pagesUrl}/create`)
-        await page.fill("#f-title", `a long run from the page, pass ${pass}`)
-        await page.fill("#f-node", users.node.login)
-        await page.fill("#f-fields", JSON.stringify(runFields(`page-long-${pass}`, 120, {}, users.stranger.login)))
-        await submit(page)
-        const long = (await answerOf(page)).output.run as string
-        expect(await world.waitStarted(long)).toBe(true)
-        await page.goto(`${world.pagesUrl}/stop`)
-        await page.fill("#f-run", long)
-        await submit(page)
-        const stopped = await answerOf(page)
-        expect(stopped.stopped.reason, JSON.stringify(stopped)).toBe("completed")
-        await page.screenshot({ path: Path.join(screenshots, `${pass}-stopped.png`), fullPage: true })
-        const replies = await world.waitEnded(long)
-        expect(replies.filter((m) => m.kind === "ended").map((m) => m.content.outcome)).toEqual(["stopped"])
+      await page.goto(`${world.pagesUrl}/create`)
+      await page.fill("#f-title", `a long run from the page`)
+      await page.fill("#f-node", users.node.login)
+      await page.fill("#f-fields", JSON.stringify(runFields("page-long", 120, {}, users.stranger.login)))
+      await submit(page)
+      const long = (await answerOf(page)).output.run as string
+      expect(await world.waitStarted(long)).toBe(true)
+      await page.goto(`${world.pagesUrl}/stop`)
+      await page.fill("#f-run", long)
+      await submit(page)
+      const stopped = await answerOf(page)
+      expect(stopped.stopped.reason, JSON.stringify(stopped)).toBe("completed")
+      await page.screenshot({ path: Path.join(screenshots, `stopped.png`), fullPage: true })
+      const replies = await world.waitEnded(long)
+      expect(replies.filter((m) => m.kind === "ended").map((m) => m.content.outcome)).toEqual(["stopped"])
 
-        // the runs page lists both, and each links to its run page
-        await page.goto(`${world.pagesUrl}/runs`)
-        for (const made of [run, long]) expect(await page.locator(`tr[data-run="${made}"]`).count()).toBe(1)
-        await page.screenshot({ path: Path.join(screenshots, `${pass}-runs.png`), fullPage: true })
-        await Promise.all([page.waitForNavigation(), page.click(`tr[data-run="${long}"] a[href*="watch"]`)])
-        expect(await page.locator("#ocx-run-state").textContent()).toBe("stopped")
-        await page.screenshot({ path: Path.join(screenshots, `${pass}-run.png`), fullPage: true })
-      } finally {
-        await context.close()
-      }
-      console.log(`screenshots of the shipped pages: ${screenshots}`)
-    }, 180_000)
-  }
+      // the runs page lists both, and each links to its run page
+      await page.goto(`${world.pagesUrl}/runs`)
+      for (const made of [run, long]) expect(await page.locator(`tr[data-run="${made}"]`).count()).toBe(1)
+      await page.screenshot({ path: Path.join(screenshots, `runs.png`), fullPage: true })
+      await Promise.all([page.waitForNavigation(), page.click(`tr[data-run="${long}"] a[href*="watch"]`)])
+      expect(await page.locator("#ocx-run-state").textContent()).toBe("stopped")
+      await page.screenshot({ path: Path.join(screenshots, `run.png`), fullPage: true })
+    } finally {
+      await context.close()
+    }
+    console.log(`screenshots of the shipped pages: ${screenshots}`)
+  }, 180_000)
 })
 
 describe("the git export as installed", () => {

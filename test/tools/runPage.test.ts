@@ -69,7 +69,7 @@ const createRun = async (script: string) => {
 }
 
 describe("the run page", () => {
-  it("shows a running run's output live, without a reload, from the runs page's link; then its outcome", async () => {
+  it("shows a running run's output live, without a reload, from the runs page's link; then its outcome; and reads well on a phone", async () => {
     const run = await createRun(`${gatedLines("tick", 40)}; echo finished >&2`)
     expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
     for (const [name, viewport] of [["desktop", { width: 1100, height: 900 }]] as const) {
@@ -113,27 +113,23 @@ describe("the run page", () => {
         await context.close()
       }
     }
-    console.log(`screenshots of the runs page and a run page: ${screenshots}`)
-  }, 180_000)
 
-  it("reads well on a phone", async () => {
-    const run = await createRun("echo on a phone; sleep 1")
-    await world.waitEnded(run, 60_000)
+    // the same pages read well on a phone: nothing wider than the screen
     const context = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true })
     const page = await context.newPage()
     try {
       await logIn(page)
       await page.goto(`${world.server.url}ext/ocx2-cgi/runs`)
       await page.screenshot({ path: Path.join(screenshots, "phone-runs.png"), fullPage: true })
-      // nothing wider than the screen
-      expect(await page.evaluate("document.documentElement.scrollWidth")).toBeLessThanOrEqual(390 + 1)
+      expect(await page.evaluate("document.documentElement.scrollWidth"), "the runs page's width on a phone").toBeLessThanOrEqual(390 + 1)
       await page.goto(`${world.server.url}ext/ocx2-cgi/watch?run=${run}`)
       expect(await page.locator("#ocx-run-state").textContent()).toBe("exited 0")
       await page.screenshot({ path: Path.join(screenshots, "phone-run.png"), fullPage: true })
     } finally {
       await context.close()
     }
-  }, 120_000)
+    console.log(`screenshots of the runs page and a run page: ${screenshots}`)
+  }, 180_000)
 
   it("with Fossil's own Content-Security-Policy (no connect-src for the stream server) the page still follows the run live, through its own site", async () => {
     await fossil(["unset", "default-csp", "-R", world.repository])
