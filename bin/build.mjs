@@ -88,11 +88,25 @@ const common = {
   absWorkingDir: project
 }
 
-/** Writes FILE beside its place and renames it over it: a program started meanwhile reads one whole file. */
+/**
+ * Writes FILE beside its place and renames it over it: a program started meanwhile reads one whole
+ * file. A file already holding these bytes is left as it is (its time made the build's), and says
+ * so: a bundle rebuilt from unchanged sources keeps its code cache while another program's sources
+ * changed.
+ */
 const place = (file, contents, mode) => {
+  let same = false
+  try { same = Fs.readFileSync(file, "utf8") === contents } catch {}
+  if (same) {
+    if (mode !== undefined) Fs.chmodSync(file, mode)
+    const now = new Date()
+    Fs.utimesSync(file, now, now)
+    return false
+  }
   const temporary = `${file}.${process.pid}.partial`
   Fs.writeFileSync(temporary, contents, mode === undefined ? {} : { mode })
   Fs.renameSync(temporary, file)
+  return true
 }
 
 /** Notes the files a build was made of (its metafile's inputs, relative to the project); the build. */
@@ -101,11 +115,9 @@ const made = (result) => {
   return result
 }
 
-/** The output esbuild made of one build (write: false). */
-const output = (result) => {
-  if (result.outputFiles.length !== 1) throw new Error(`expected one output file, got ${result.outputFiles.length}`)
-  return result.outputFiles[0].text
-}
+/** NAME -> text of each output of one build (write: false) of several programs. */
+const outputs = (result, extension) =>
+  new Map(result.outputFiles.map((file) => [Path.basename(file.path, extension), file.text]))
 
 Fs.mkdirSync(dist, { recursive: true })
 const entries = Fs.readdirSync(Path.join(project, "bin")).filter((f) => f.endsWith(".ts")).map((f) => f.slice(0, -3))
@@ -142,36 +154,41 @@ const written = []
 const failures = []
 if (upToDate) console.log(`dist/ is up to date (${recordFile}): nothing bundled`)
 else Fs.rmSync(recordFile, { force: true })
-if (!upToDate) await Promise.all(entries.map(async (name) => {
-  const entryPoints = [Path.join(project, "bin", `${name}.ts`)]
-  if (cached.has(name)) {
-    const code = output(await build({ ...common, entryPoints, format: "cjs", outfile: Path.join(dist, `${name}.cjs`) }).then(made))
+if (!upToDate) {
+  const entryPoints = (names) => names.map((name) => ({ in: Path.join(project, "bin", `${name}.ts`), out: name }))
+  const cachedNames = entries.filter((name) => cached.has(name))
+  const plainNames = entries.filter((name) => !cached.has(name))
+  // one build per format, each bundling all of its programs: esbuild reads and parses the modules
+  // they share (Effect, the protocol) once, not once per program (half the CPU of a build)
+  const [cjs, esm] = await Promise.all([
+    build({ ...common, entryPoints: entryPoints(cachedNames), format: "cjs", outdir: dist, outExtension: { ".js": ".cjs" } }).then(made),
+    build({ ...common, entryPoints: entryPoints(plainNames), format: "esm", outdir: dist, outExtension: { ".js": ".mjs" } }).then(made)
+  ])
+  const cjsCode = outputs(cjs, ".cjs")
+  for (const name of cachedNames) {
+    const code = cjsCode.get(name)
+    if (code === undefined) throw new Error(`esbuild made no ${name}.cjs`)
     const dynamicImports = code.match(/\bimport\(/g)?.length ?? 0
     if (dynamicImports > 0) {
       failures.push(`${name}.cjs holds ${dynamicImports} import(): a program run through the code cache cannot import dynamically on Node 20 (load a sibling bundle with loadSibling, src/Siblings.ts)`)
-      return
+      continue
     }
-    place(Path.join(dist, `${name}.cjs`), code)
+    // the cache of a replaced bundle goes: V8 would reject it anyway
+    if (place(Path.join(dist, `${name}.cjs`), code)) Fs.rmSync(Path.join(dist, `${name}.cjs.cache`), { force: true })
     place(Path.join(dist, `${name}.mjs`), loader(name), 0o755)
     written.push(Path.join(dist, `${name}.cjs`), Path.join(dist, `${name}.mjs`))
-    // the cache of the bundle replaced: V8 would reject it anyway
-    Fs.rmSync(Path.join(dist, `${name}.cjs.cache`), { force: true })
-  } else {
-    const code = output(await build({
-      ...common,
-      entryPoints,
-      format: "esm",
-      outfile: Path.join(dist, `${name}.mjs`),
-      banner: {
-        js: `#!/usr/bin/env ${nodeOptions[name] !== undefined ? `-S node ${nodeOptions[name]}` : "node"}\nimport { createRequire as __ocx2CreateRequire } from 'node:module'; const require = __ocx2CreateRequire(import.meta.url); globalThis.__ocx2Import ??= (url) => import(url);`
-      }
-    }).then(made))
-    place(Path.join(dist, `${name}.mjs`), code, 0o755)
+  }
+  const esmCode = outputs(esm, ".mjs")
+  for (const name of plainNames) {
+    const code = esmCode.get(name)
+    if (code === undefined) throw new Error(`esbuild made no ${name}.mjs`)
+    const banner = `#!/usr/bin/env ${nodeOptions[name] !== undefined ? `-S node ${nodeOptions[name]}` : "node"}\nimport { createRequire as __ocx2CreateRequire } from 'node:module'; const require = __ocx2CreateRequire(import.meta.url); globalThis.__ocx2Import ??= (url) => import(url);\n`
+    place(Path.join(dist, `${name}.mjs`), banner + code, 0o755)
     written.push(Path.join(dist, `${name}.mjs`))
     Fs.rmSync(Path.join(dist, `${name}.cjs`), { force: true })
     Fs.rmSync(Path.join(dist, `${name}.cjs.cache`), { force: true })
   }
-}))
+}
 if (failures.length > 0) {
   for (const failure of failures) console.error(`build: ${failure}`)
   process.exit(1)
