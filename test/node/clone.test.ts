@@ -230,10 +230,13 @@ describe("ocx2 node, a node on another host", () => {
     })
     expect(watchers.length).toBe(1)
     process.kill(watchers[0]!, "SIGKILL")
-    await waitFor(() => (pidsNaming(run).length === 0 ? true : undefined), 10_000, 50)
+    // the watcher gone (its process, sleeping in its sandbox, is no part of what the node asks)
+    expect(await waitFor(() => (Fs.existsSync(`/proc/${watchers[0]}`) ? undefined : true), 10_000, 20)).toBe(true)
     const answer = await node(["--check"])
     expect(answer.output?.why).toBe("asked with --check")
     expect(decisionOf(answer, run)).toMatch(/^answered lost/)
+    // its process, left running by its watcher, was ended first
+    expect(await waitFor(() => (pidsNaming(run).length === 0 ? true : undefined), 10_000, 50), `what still names the run: ${pidsNaming(run).join(" ")}`).toBe(true)
     // a call after the host restarted (another boot id) is the node starting, asked or not; the run has ended
     const clones = Path.join(world.root, "node", "clones.json")
     const registered = JSON.parse(Fs.readFileSync(clones, "utf8"))

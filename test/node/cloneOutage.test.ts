@@ -23,6 +23,8 @@ import { pidsNaming, waitFor } from "./hookWorld.js"
 const users = cloneUsers
 
 let world: CloneWorld
+/** the process users of (b) and (c), beside builder's (a) */
+const processUsers = ["builder-b", "builder-c"] as const
 /** the server running now: the world's first, then each one restarted */
 let server: RunningServer | undefined
 
@@ -31,6 +33,11 @@ beforeAll(async () => {
   server = world.server
   // lab2 may publish unversioned files: they are reports too, kept until the server takes them
   await fossil(["user", "capabilities", "lab2", "oiy", "-R", world.served])
+  // process users of their own for the runs that share one outage: a process user's runs run one at a time
+  for (const user of processUsers) {
+    await fossil(["user", "new", user, `${user}@example.com`, `${user}-pw`, "-R", world.served])
+    await fossil(["user", "capabilities", user, "oi", "-R", world.served])
+  }
 }, 90_000)
 
 afterAll(() => closeCloneWorld(world, server))
@@ -143,121 +150,115 @@ describe("a node on another host while its server is down", () => {
     expect(started.stopped).toEqual({ reason: "completed" })
   }, 30_000)
 
-  it("(a) the server down when the process exits: once it is back, one started, one ended with the real outcome, the kept logs and the published file", async () => {
-    const run = await postRun(gated(4), { cwd: "$$workspace$$", verdict: true, ...publishing("builds/outage-a.txt") })
+  // One outage for three runs, each in another state when the server goes: (a) running, its process
+  // ending while the server is down; (b) not yet started, handed to its watcher once the server is
+  // gone; (c) running, its watcher killed while its reports wait. Each is checked as it would be alone.
+  it("(a) the server down when the process exits: once it is back, one started, one ended with the real outcome, the kept logs and the published file; " +
+    "(b) the server down before started: the watcher waits, launching nothing, and once it is back starts the run once and ends it once; " +
+    "(c) the watcher killed while its reports wait for the server: once it is back, the timer's plain call sends them", async () => {
+    const a = await postRun(gated(4), { cwd: "$$workspace$$", verdict: true, ...publishing("builds/outage-a.txt") })
+    const c = await postRun(gated(7), { user: processUsers[1], cwd: "$$workspace$$", verdict: true, ...publishing("builds/outage-c.txt") })
     const answer = await node()
-    expect(decisionOf(answer, run)).toBe("handed to a watcher, which starts it")
-    await waitForKind(run, "started")
-    await logSays(run, "launched:")
+    expect(decisionOf(answer, a), "(a) handed").toBe("handed to a watcher, which starts it")
+    expect(decisionOf(answer, c), "(c) handed").toBe("handed to a watcher, which starts it")
+    for (const run of [a, c]) {
+      await waitForKind(run, "started")
+      await logSays(run, "launched:")
+    }
+    // (b) in the clone, not handed yet
+    const b = await postRun("cat tree/hello.txt; echo launched >> $$workspace$$/launches; echo the-end >&2; exit 0", { user: processUsers[0] })
+    await runFossil(["pull", "-R", world.clone], { user: "root" })
 
     await serverDown()
-    letGo(run)
-    expect(await logSays(run, "the process ended: exited 4")).toBe(true)
-    // down longer than a watcher used to try (about 6 s): it keeps trying, holding the run, its reports
+    letGo(a)
+    letGo(c)
+    // (b) handed to its watcher as the node hands it, the server gone meanwhile
+    handOff({ root: world.root, repository: world.clone, nodeUser: users.lab2.login, serverUrl: world.url, passwordsFile: world.passwords }, b, {
+      watcherProgram: Path.join(world.root, "current", "ocx2-watcher")
+    })
+    // (c) its reports wait for the server; its watcher is killed
+    expect(await logSays(c, "the process ended: exited 7"), "(c) its process ended").toBe(true)
+    expect(await logSays(c, /sending ended .*the server does not answer/, 30_000), "(c) its reports wait").toBe(true)
+    const watchersOfC = watcherOfRun(c)
+    expect(watchersOfC.length, "(c) one watcher").toBe(1)
+    process.kill(watchersOfC[0]!, "SIGKILL")
+    await waitFor(() => (pidsNaming(c).length === 0 ? true : undefined), 10_000, 50)
+    const leftByC = readOutbox(Path.join(world.root, "care"), c).unsent.map((r) => r.kind)
+    // (b) until its third try to read the run has failed (1 and 2 s apart): it waits, it did not crash
+    expect(await waitFor(() => (downTries(b, "reading the run's record") >= 3 ? true : undefined), 30_000), "(b) three tries").toBe(true)
+    const whileDownB = {
+      watchers: watcherOfRun(b).length, // it waits: it did not crash
+      launched: Fs.existsSync(Path.join(world.root, "work", b, "launches")),
+      replies: (await replies(b)).length
+    }
+    // (a) down longer than a watcher used to try (about 6 s): it keeps trying, holding the run, its reports
     // on disk; its fourth try failing (1, 2 and 4 s apart) says it has tried for 7 s
-    expect(await logSays(run, /sending ended .*the server does not answer.*tried again in 8 s/, 30_000)).toBe(true)
-    const whileDown = {
-      outbox: readOutbox(Path.join(world.root, "care"), run).unsent.map((r) => r.kind),
-      watchers: watcherOfRun(run).length,
-      kinds: (await replies(run)).map((m) => m.kind)
+    expect(await logSays(a, "the process ended: exited 4"), "(a) its process ended").toBe(true)
+    expect(await logSays(a, /sending ended .*the server does not answer.*tried again in 8 s/, 30_000), "(a) its fourth try").toBe(true)
+    const whileDownA = {
+      outbox: readOutbox(Path.join(world.root, "care"), a).unsent.map((r) => r.kind),
+      watchers: watcherOfRun(a).length,
+      kinds: (await replies(a)).map((m) => m.kind)
     }
 
     await serverUp()
-    const messages = await waitForKind(run, "ended", 45_000)
-    expect(messages.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
+    // (c) the timer's plain call sends what its watcher left
+    const sent = await node()
+    expect(sent.output?.check).toBe(false)
+    const messagesOfC = await replies(c)
+    expect(messagesOfC.map((m) => [m.kind, m.sender]), "(c) replies").toEqual([["started", "lab2"], ["ended", "lab2"]])
+    expect(messagesOfC[1]!.content).toEqual({ outcome: "exited", exit: 7 })
+    expect(decisionOf(sent, c)).toMatch(
+      /^sent what its watcher left in its outbox: ended [0-9a-f]{12} sent; a report [0-9a-f]{12} sent; the verdict [0-9a-f]{12} sent; the unversioned file builds\/outage-c\.txt published; the reply naming the published files [0-9a-f]{12} sent$/
+    )
+    expect(await uv("builds/outage-c.txt")).toBe("built 7\n")
+    expect((await publicationRepliesOf(c)).map((p) => [p.sender, p.text.includes("builds/outage-c.txt: 8 bytes, hash")])).toEqual([["lab2", true]])
+    expect(await verdictsOf(c)).toEqual([{ value: `fail: exit 7 (against ${c})`, sender: "lab2" }])
+    const logsOfC = await keptLogsOf(c)
+    expect(logsOfC.length).toBe(1)
+    expect(logsOfC[0]!.sender).toBe("lab2")
+    expect(logsOfC[0]!.text).toContain("The process exited 7")
+    expect(leftByC, "(c) its outbox while down").toEqual(["unversioned", "publications", "ended", "report", "verdict"])
+    expect(Fs.existsSync(Path.join(world.root, "care", `${c}.outbox`))).toBe(false)
+
+    // (a) its watcher sends its reports itself
+    const messages = await waitForKind(a, "ended", 45_000)
+    expect(messages.map((m) => [m.kind, m.sender]), "(a) replies").toEqual([["started", "lab2"], ["ended", "lab2"]])
     expect(messages[1]!.content).toEqual({ outcome: "exited", exit: 4 })
-    const logs = await waitFor(async () => ((await keptLogsOf(run)).length > 0 ? keptLogsOf(run) : undefined), 15_000)
+    const logs = await waitFor(async () => ((await keptLogsOf(a)).length > 0 ? keptLogsOf(a) : undefined), 15_000)
     expect(logs?.length).toBe(1)
     expect(logs![0]!.sender).toBe("lab2")
     expect(logs![0]!.text).toContain("The process exited 4")
     expect(logs![0]!.text).toContain("the-end")
     expect(logs![0]!.text).toContain("hello from trunk")
-    expect(await waitFor(async () => ((await verdictsOf(run)).length > 0 ? true : undefined), 15_000)).toBe(true)
-    expect(await verdictsOf(run)).toEqual([{ value: `fail: exit 4 (against ${run})`, sender: "lab2" }])
-    expect(whileDown).toEqual({ outbox: ["unversioned", "publications", "ended", "report", "verdict"], watchers: 1, kinds: ["started"] })
+    expect(await waitFor(async () => ((await verdictsOf(a)).length > 0 ? true : undefined), 15_000)).toBe(true)
+    expect(await verdictsOf(a)).toEqual([{ value: `fail: exit 4 (against ${a})`, sender: "lab2" }])
+    expect(whileDownA, "(a) while down").toEqual({ outbox: ["unversioned", "publications", "ended", "report", "verdict"], watchers: 1, kinds: ["started"] })
     // the file, and the reply naming it
     expect(await waitFor(async () => ((await uv("builds/outage-a.txt")) === "built 4\n" ? true : undefined), 15_000)).toBe(true)
-    const named = await waitFor(async () => ((await publicationRepliesOf(run)).length > 0 ? publicationRepliesOf(run) : undefined), 15_000)
+    const named = await waitFor(async () => ((await publicationRepliesOf(a)).length > 0 ? publicationRepliesOf(a) : undefined), 15_000)
     expect(named?.map((p) => [p.sender, p.text.includes("builds/outage-a.txt: 8 bytes, hash")])).toEqual([["lab2", true]])
-    expect(careLog(run)).toMatch(/sending ended .*the server does not answer.*tried again in 8 s/)
+    expect(careLog(a)).toMatch(/sending ended .*the server does not answer.*tried again in 8 s/)
     // everything sent: the outbox is gone, and the watcher with it
-    expect(await waitFor(() => (Fs.existsSync(Path.join(world.root, "care", `${run}.outbox`)) ? undefined : true), 10_000)).toBe(true)
-    expect(await waitFor(() => (watcherOfRun(run).length === 0 ? true : undefined), 10_000)).toBe(true)
-    // the timer's next call finds nothing to do for it
+    expect(await waitFor(() => (Fs.existsSync(Path.join(world.root, "care", `${a}.outbox`)) ? undefined : true), 10_000)).toBe(true)
+    expect(await waitFor(() => (watcherOfRun(a).length === 0 ? true : undefined), 10_000)).toBe(true)
+
+    // (b) once the server is back its watcher starts the run once and ends it once
+    const messagesOfB = await waitForKind(b, "ended", 45_000)
+    expect(messagesOfB.map((m) => [m.kind, m.sender]), "(b) replies").toEqual([["started", "lab2"], ["ended", "lab2"]])
+    expect(messagesOfB[1]!.content).toEqual({ outcome: "exited", exit: 0 })
+    expect(Fs.readFileSync(Path.join(world.root, "work", b, "launches"), "utf8")).toBe("launched\n")
+    expect(whileDownB, "(b) while down").toEqual({ watchers: 1, launched: false, replies: 0 })
+    expect(downTries(b, "reading the run's record")).toBeGreaterThanOrEqual(3)
+    expect(await waitFor(async () => ((await keptLogsOf(b)).length === 1 ? true : undefined), 15_000)).toBe(true)
+
+    // the timer's next calls find nothing to do for any of them; the node starting answers none again (not lost: each has its ended)
     const again = await node()
-    expect(decisionOf(again, run)).toBeUndefined()
-    expect((await replies(run)).map((m) => m.kind)).toEqual(["started", "ended"])
-  }, 120_000)
-
-  it("(b) the server down before started: the watcher waits, launching nothing, and once it is back starts the run once and ends it once", async () => {
-    const run = await postRun("cat tree/hello.txt; echo launched >> $$workspace$$/launches; echo the-end >&2; exit 0")
-    await runFossil(["pull", "-R", world.clone], { user: "root" })
-    await serverDown()
-    // the run handed to its watcher as the node hands it, the server gone meanwhile
-    handOff({ root: world.root, repository: world.clone, nodeUser: users.lab2.login, serverUrl: world.url, passwordsFile: world.passwords }, run, {
-      watcherProgram: Path.join(world.root, "current", "ocx2-watcher")
-    })
-    // until its third try to read the run has failed (1 and 2 s apart): it waits, it did not crash
-    expect(await waitFor(() => (downTries(run, "reading the run's record") >= 3 ? true : undefined), 30_000)).toBe(true)
-    const whileDown = {
-      watchers: watcherOfRun(run).length, // it waits: it did not crash
-      launched: Fs.existsSync(Path.join(world.root, "work", run, "launches")),
-      replies: (await replies(run)).length
-    }
-
-    await serverUp()
-    const messages = await waitForKind(run, "ended", 45_000)
-    expect(messages.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
-    expect(messages[1]!.content).toEqual({ outcome: "exited", exit: 0 })
-    expect(Fs.readFileSync(Path.join(world.root, "work", run, "launches"), "utf8")).toBe("launched\n")
-    expect(whileDown).toEqual({ watchers: 1, launched: false, replies: 0 })
-    expect(downTries(run, "reading the run's record")).toBeGreaterThanOrEqual(3)
-    expect(await waitFor(async () => ((await keptLogsOf(run)).length === 1 ? true : undefined), 15_000)).toBe(true)
-    const again = await node()
-    expect(decisionOf(again, run) ?? "ended (exited): nothing to do").toBe("ended (exited): nothing to do")
-    expect((await replies(run)).map((m) => m.kind)).toEqual(["started", "ended"])
-  }, 120_000)
-
-  it("(c) the watcher killed while its reports wait for the server: once it is back, the timer's plain call sends them", async () => {
-    const run = await postRun(gated(7), { cwd: "$$workspace$$", verdict: true, ...publishing("builds/outage-c.txt") })
-    await node()
-    await waitForKind(run, "started")
-    await logSays(run, "launched:")
-
-    await serverDown()
-    letGo(run)
-    expect(await logSays(run, "the process ended: exited 7")).toBe(true)
-    // its reports wait for the server
-    expect(await logSays(run, /sending ended .*the server does not answer/, 30_000)).toBe(true)
-    const watchers = watcherOfRun(run)
-    expect(watchers.length).toBe(1)
-    process.kill(watchers[0]!, "SIGKILL")
-    await waitFor(() => (pidsNaming(run).length === 0 ? true : undefined), 10_000, 50)
-    const left = readOutbox(Path.join(world.root, "care"), run).unsent.map((r) => r.kind)
-
-    await serverUp()
-    const answer = await node()
-    expect(answer.output?.check).toBe(false)
-    const messages = await replies(run)
-    expect(messages.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
-    expect(messages[1]!.content).toEqual({ outcome: "exited", exit: 7 })
-    expect(decisionOf(answer, run)).toMatch(
-      /^sent what its watcher left in its outbox: ended [0-9a-f]{12} sent; a report [0-9a-f]{12} sent; the verdict [0-9a-f]{12} sent; the unversioned file builds\/outage-c\.txt published; the reply naming the published files [0-9a-f]{12} sent$/
-    )
-    expect(await uv("builds/outage-c.txt")).toBe("built 7\n")
-    expect((await publicationRepliesOf(run)).map((p) => [p.sender, p.text.includes("builds/outage-c.txt: 8 bytes, hash")])).toEqual([["lab2", true]])
-    expect(await verdictsOf(run)).toEqual([{ value: `fail: exit 7 (against ${run})`, sender: "lab2" }])
-    const logs = await keptLogsOf(run)
-    expect(logs.length).toBe(1)
-    expect(logs[0]!.sender).toBe("lab2")
-    expect(logs[0]!.text).toContain("The process exited 7")
-    expect(left).toEqual(["unversioned", "publications", "ended", "report", "verdict"])
-    expect(Fs.existsSync(Path.join(world.root, "care", `${run}.outbox`))).toBe(false)
-    // neither the next call nor the node starting answers it again (not lost: it has its ended)
-    const again = await node()
-    expect(decisionOf(again, run)).toBeUndefined()
+    expect(decisionOf(again, a), "(a) again").toBeUndefined()
+    expect(decisionOf(again, b) ?? "ended (exited): nothing to do", "(b) again").toBe("ended (exited): nothing to do")
+    expect(decisionOf(again, c), "(c) again").toBeUndefined()
     const check = await node(["--check"])
-    expect(decisionOf(check, run)).toBeUndefined()
-    expect((await replies(run)).map((m) => m.kind)).toEqual(["started", "ended"])
-  }, 120_000)
+    expect(decisionOf(check, c), "(c) at the node's start").toBeUndefined()
+    for (const run of [a, b, c]) expect((await replies(run)).map((m) => m.kind), run).toEqual(["started", "ended"])
+  }, 240_000)
 })

@@ -25,6 +25,10 @@ import { withoutSpare } from "./supervisorWorld.js"
 let world: CloneWorld
 let server: RunningServer | undefined
 let supervisor: ChildProcess.ChildProcess | undefined
+/** whether the supervisor running is a plain one (plainSupervisor), which the next case may go on with */
+let plain = false
+/** where the plain supervisor's log began */
+let plainFrom = 0
 beforeAll(async () => {
   world = await makeCloneWorld("ocx2-clonesup-")
   // the clone's host runs this checkout's build, the round's bundle (which the supervisor is) beside ocx2
@@ -40,6 +44,7 @@ const stopSupervisor = async () => {
     await exited
   }
   supervisor = undefined
+  plain = false
 }
 afterAll(async () => {
   await stopSupervisor()
@@ -49,13 +54,27 @@ afterAll(async () => {
 const log = () => supervisorFilesOf(world.root, world.clone, cloneUsers.lab2.login).log
 const logText = () => (Fs.existsSync(log()) ? Fs.readFileSync(log(), "utf8") : "")
 
-/** Starts the release's `ocx2 supervise` and waits for the node's start; what the log held before is passed by. */
+/** Starts the release's `ocx2 supervise` and waits for the node's start; what the log held before is passed by (its length is returned). */
 const startSupervisor = async (args: ReadonlyArray<string> = [], env: Readonly<Record<string, string>> = {}) => {
+  await stopSupervisor()
   const from = logText().length
   supervisor = ChildProcess.spawn(process.execPath, [Path.join(world.root, "current", "ocx2"), "supervise", "--node", cloneUsers.lab2.login, "--root", world.root, ...args], {
     env: { ...process.env, USER: "root", ...env }, stdio: "ignore", detached: true
   })
   expect(await waitFor(() => (logText().slice(from).includes("the node on") ? true : undefined), 60_000, 100)).toBe(true)
+  return from
+}
+
+/**
+ * The plain supervisor (no arguments, the page as served): the one a case before left running, or a
+ * new one. The cases that need nothing else of it share one, as a host keeps one running; what the
+ * log held before the case is passed by (its length is returned).
+ */
+const plainSupervisor = async (): Promise<number> => {
+  if (supervisor !== undefined && plain && supervisor.exitCode === null && supervisor.signalCode === null) return logText().length
+  const from = await startSupervisor()
+  plain = true
+  plainFrom = from
   return from
 }
 
@@ -105,7 +124,10 @@ const postRunAndSeeItEnd = async () => {
   return run
 }
 
-/** The clone file's modification time once it stays the same for `everyMs` (each pull writes it), or undefined if it never does within `ms`. */
+/**
+ * The clone file's modification time once it stays the same for `everyMs` (each pull writes it), or
+ * undefined if it never does within `ms`.
+ */
 const clonePullsStop = (ms: number, everyMs: number) => {
   let last = -1
   return waitFor(() => {
@@ -114,6 +136,22 @@ const clonePullsStop = (ms: number, everyMs: number) => {
     last = now
     return still ? now : undefined
   }, ms, everyMs)
+}
+
+/**
+ * The gaps (ms) between the next `times` writes of the clone file (each pull writes it), seen every
+ * 50 ms; undefined if it is not written that often within `ms`.
+ */
+const clonePullsAgain = async (times: number, ms: number) => {
+  const writes: Array<number> = []
+  let last = Fs.statSync(world.clone).mtimeMs
+  const seen = await waitFor(() => {
+    const now = Fs.statSync(world.clone).mtimeMs
+    if (now !== last) writes.push(Date.now())
+    last = now
+    return writes.length >= times ? true : undefined
+  }, ms, 50)
+  return seen === undefined ? undefined : writes.slice(1).map((at, i) => at - writes[i]!)
 }
 
 const replies = async (run: string) =>
@@ -127,8 +165,8 @@ const replies = async (run: string) =>
 
 describe("the supervisor on a clone's host", () => {
   it("pulls when the server's page says a receipt arrived, and not while nothing does: a run posted on the server is started and ended", async () => {
-    const from = await startSupervisor()
-    expect(logText().slice(from)).toContain("pulling when the server's OCX page says a receipt arrived")
+    const from = await plainSupervisor()
+    expect(logText().slice(plainFrom)).toContain("pulling when the server's OCX page says a receipt arrived")
     // idle, it holds its question at the server's page and pulls nothing (a short cycle would pull twice a second)
     expect(await clonePullsStop(30_000, 1500)).toBeDefined()
     await postRunAndSeeItEnd()
@@ -137,52 +175,24 @@ describe("the supervisor on a clone's host", () => {
     const next = await postRunAndSeeItEnd()
     expect(Fs.readFileSync(Path.join(world.root, "care", `${next}.log`), "utf8")).toMatch(/in care: spare \d+ took the run/)
     expect(logText().slice(from)).not.toContain("failed")
-    await stopSupervisor()
   }, 240_000)
 
-  it("pulls every half second from a server whose page cannot hold the question (an older release)", async () => {
-    // the page of an older release: it knows no newer-than, and refuses it as any tool refuses an argument it does not take
-    const page = Path.join(world.extroot, "ocx2-cgi")
-    Fs.renameSync(page, `${page}-now`)
-    Fs.writeFileSync(page, [
-      "#!/bin/sh",
-      "body=$(/usr/bin/head -c \"${CONTENT_LENGTH:-0}\")",
-      "case \"$body\" in",
-      `  *newer_than*) printf 'Status: 200 OK\\r\\nContent-Type: application/json; charset=utf-8\\r\\n\\r\\n%s' '${JSON.stringify({
-        tool: "receipt", operations: [],
-        stopped: { reason: "refused", message: "bad argument: newer_than: is unexpected, expected: \"artifacts\" | \"capabilities_of\"; wait: is unexpected, expected: \"artifacts\" | \"capabilities_of\"" }
-      })}' ;;`,
-      `  *) printf '%s' "$body" | exec ${page}-now ;;`,
-      "esac",
-      ""
-    ].join("\n"), { mode: 0o755 })
-    try {
-      const from = await startSupervisor()
-      expect(await waitFor(() => (logText().slice(from).includes("does not hold a question until a receipt arrives") ? true : undefined), 30_000, 100)).toBe(true)
-      // it pulls on its short cycle: the clone is written again and again
-      expect(await clonePullsStop(12_000, 3000)).toBeUndefined()
-      await postRunAndSeeItEnd()
-      await stopSupervisor()
-    } finally {
-      Fs.renameSync(`${page}-now`, page)
-    }
-  }, 180_000)
-
   it("tries a server that is down again, less and less often, and goes on once it is back", async () => {
-    const from = await startSupervisor()
+    const from = await plainSupervisor()
+    const pid = supervisor!.pid
     await server!.stop()
     server = undefined
     expect(await waitFor(() => (/the round failed: .*tried again in \d+ ms/.test(logText().slice(from)) ? true : undefined), 60_000, 100)).toBe(true)
     server = await restartServer(world.served, world.port, { extroot: world.extroot })
     await postRunAndSeeItEnd()
     expect(supervisor!.exitCode).toBeNull()
-    await stopSupervisor()
+    expect(supervisor!.pid).toBe(pid)
   }, 240_000)
 })
 
 describe("the roll of watchers on a clone's host", () => {
   it("a watcher SIGKILLed is answered lost at once, with no restart and no call of ocx2 node", async () => {
-    const from = await startSupervisor()
+    const from = await plainSupervisor()
     const pid = supervisor!.pid
     const run = await postRun("sleep 60")
     expect(await waitFor(() => (launched(run) === 1 ? true : undefined), 60_000, 50)).toBe(true)
@@ -195,7 +205,6 @@ describe("the roll of watchers on a clone's host", () => {
     expect(await waitFor(() => (logText().slice(from).split("\n").some((l) => l.includes(`"run":"${run}"`) && l.includes(`"watcher":${watcher}`) && l.includes("answered lost")) ? true : undefined), 30_000, 50),
       logText().slice(from)).toBe(true)
     expect(supervisor!.pid).toBe(pid)
-    await stopSupervisor()
   }, 180_000)
 
   it("a watcher SIGKILLed after its hand-off, before it took the run's lock, has its run handed again: started and ended once", async () => {
@@ -219,4 +228,36 @@ describe("the roll of watchers on a clone's host", () => {
       spareBack()
     }
   }, timeoutFor(3, 300_000))
+})
+
+describe("the supervisor on a clone's host, the server's page of an older release", () => {
+  it("pulls every half second from a server whose page cannot hold the question (an older release)", async () => {
+    // the page of an older release: it knows no newer-than, and refuses it as any tool refuses an argument it does not take
+    const page = Path.join(world.extroot, "ocx2-cgi")
+    Fs.renameSync(page, `${page}-now`)
+    Fs.writeFileSync(page, [
+      "#!/bin/sh",
+      "body=$(/usr/bin/head -c \"${CONTENT_LENGTH:-0}\")",
+      "case \"$body\" in",
+      `  *newer_than*) printf 'Status: 200 OK\\r\\nContent-Type: application/json; charset=utf-8\\r\\n\\r\\n%s' '${JSON.stringify({
+        tool: "receipt", operations: [],
+        stopped: { reason: "refused", message: "bad argument: newer_than: is unexpected, expected: \"artifacts\" | \"capabilities_of\"; wait: is unexpected, expected: \"artifacts\" | \"capabilities_of\"" }
+      })}' ;;`,
+      `  *) printf '%s' "$body" | exec ${page}-now ;;`,
+      "esac",
+      ""
+    ].join("\n"), { mode: 0o755 })
+    try {
+      const from = await startSupervisor()
+      expect(await waitFor(() => (logText().slice(from).includes("does not hold a question until a receipt arrives") ? true : undefined), 30_000, 100)).toBe(true)
+      // it pulls on its short cycle: the clone is written again and again, never 3 s apart
+      const gaps = await clonePullsAgain(5, 12_000)
+      expect(gaps, "the clone written 5 times within 12 s").toBeDefined()
+      expect(Math.max(...gaps!), `the gaps between its pulls: ${gaps!.join(", ")} ms`).toBeLessThan(3000)
+      await postRunAndSeeItEnd()
+      await stopSupervisor()
+    } finally {
+      Fs.renameSync(`${page}-now`, page)
+    }
+  }, 180_000)
 })

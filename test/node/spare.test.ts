@@ -213,7 +213,16 @@ describe("the spare watcher", () => {
       const before = Fs.readFileSync(spareFiles(world.root).log, "utf8")
       const other = await post(shellRun({ serverCode: world.serverCode }, "true"))
       expect(counted(await world.waitEnded(other))).toEqual(["started", "ended"])
-      await sleep(3000)
+      // its watcher, the one that would start a spare here, ends having started none
+      expect(await waitFor(() => (pidsNaming(other).length === 0 ? true : undefined), 20_000, 50), `the watcher of ${other} ends`).toBe(true)
+      const spares = pidsNaming(world.root).filter((pid) => {
+        try {
+          return Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").includes("--spare")
+        } catch {
+          return false
+        }
+      })
+      expect(spares, "spare watchers of the root").toEqual([])
       expect(await askSpare(world.root, { ping: true })).toBeUndefined()
       expect(Fs.readFileSync(spareFiles(world.root).log, "utf8")).toBe(before)
     } finally {
