@@ -3,7 +3,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { bundle } from "../adapters/extServer.js"
-import { createRepository, makeTempDir } from "../support/fossilServer.js"
+import { makeWorld, type World } from "../support/world.js"
 
 // The release rule with real programs (seed 001, "Stage, accept or roll back a release"): a
 // release root built as test/node/hookWorld.ts's makeReleaseRoot builds one (the bundled programs
@@ -19,6 +19,7 @@ const C = "cccccccccccc"
 const admin = { login: "admin", password: "admin-secret-1", capabilities: "s" }
 const origin = "http://127.0.0.1:8080"
 
+let world: World | undefined
 let dir: string
 let build: string
 let repository: string
@@ -39,7 +40,7 @@ const addRelease = (at: string, name: string) => {
 }
 
 const makeRoot = (at: string, links: Record<string, string>) => {
-  Fs.mkdirSync(at)
+  Fs.mkdirSync(at, { recursive: true }) // the world's ROOT is there already
   for (const name of new Set(Object.values(links))) addRelease(at, name)
   for (const [link, name] of Object.entries(links)) Fs.symlinkSync(`staged/${name}`, Path.join(at, link))
   Fs.symlinkSync("current/ocx2-hook", Path.join(at, "ocx2-hook"))
@@ -109,7 +110,11 @@ const jsonPost = (program: string, script: string, tool: string, object: unknown
   cgi(program, { method: "POST", script, path: `/${tool}`, body: JSON.stringify(object), type: "application/json" })
 
 beforeAll(async () => {
-  dir = Fs.realpathSync(makeTempDir("ocx2-release-programs-"))
+  // the served repository with its admin; the programs act on its file, so its backoffice stays off
+  world = await makeWorld({ prefix: "ocx2-release-programs-", users: [admin], checkin: {}, backoffice: false })
+  // the programs name their release root by its real path
+  dir = Fs.realpathSync(world.dir)
+  repository = Path.join(dir, Path.basename(world.repository))
   build = Path.join(dir, "build")
   Fs.mkdirSync(build)
   const project = Path.join(import.meta.dirname, "../..")
@@ -120,7 +125,6 @@ beforeAll(async () => {
     Fs.chmodSync(file, 0o755)
     programs[program] = file
   }
-  repository = await createRepository(Path.join(dir, "served.fossil"), [admin])
   root = makeRoot(Path.join(dir, "root"), { previous: A, current: B, next: C })
   // Fossil's extension root: ocx2-cgi follows current, and ocx2-cgi-next reaches next through a chain of links
   ext = Path.join(dir, "ext")
@@ -130,9 +134,7 @@ beforeAll(async () => {
   Fs.symlinkSync(Path.join(dir, "hop"), Path.join(ext, "ocx2-cgi-next"))
 }, 120_000)
 
-afterAll(() => {
-  if (dir !== undefined) Fs.rmSync(dir, { recursive: true, force: true })
-})
+afterAll(() => world?.close())
 
 describe("the release rule, with real programs", { timeout: 120_000 }, () => {
   it("ocx2-cgi-next knows it is the pre-release candidate and refuses to accept once a release is served", () => {
