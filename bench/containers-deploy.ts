@@ -263,7 +263,7 @@ if (process.argv[2] === "--server") {
   const [root, rootfs, spares] = process.argv.slice(3) as [string, string, string]
   // each step of each deploy, on the clock every process of the host shares (CLOCK_MONOTONIC)
   const trace = (step: string) => process.stdout.write(`trace ${process.hrtime.bigint()} ${step}\n`)
-  const w = await makeDeployWorld(root, [imageOf(rootfs)], programs, { trace, spares: spares === "spares" })
+  const w = await makeDeployWorld(root, [imageOf(rootfs)], programs, { trace, spares: spares === "spares" ? 3 : 0 })
   process.stdout.write(`url ${w.url}\n`)
   process.once("SIGTERM", () => void w.close().then(() => process.exit(0)))
 } else {
