@@ -137,7 +137,8 @@ describe("the spares", () => {
   })
 
   it("carry nothing of a client before they are taken: no mount, file or process of the run before, only the image's launch", async () => {
-    const served = tempDir("spares-served")
+    const served = Path.join(base, "served")
+    Fs.mkdirSync(served)
     const image = sh(`until grep -q ' /etc/token ' /proc/mounts; do sleep 0.05; done; echo written > /tmp/mine; wget -q -O /dev/null --post-data "$(cat /etc/token)" ${api}/ask/17`)
     const w = await world([image])
     const fused = (content: string) => {
@@ -178,7 +179,6 @@ describe("the spares", () => {
     expect(launch).not.toMatch(/first-client|secret-template/)
     // taken, its FUSE mount is made then, the second client's
     expect(await withToken("second-client")).toEqual(["second-client"])
-    Fs.rmSync(served, { recursive: true, force: true })
   })
 
   it("are kept for the few shapes most recently deployed, and a server started again on the ROOT stands them up before any request", async () => {
