@@ -13,10 +13,15 @@
  * (every deploy from nothing: disk, overlay, cgroups, sandbox, proxy).
  * - start: BENCH_ROUNDS (default 10) rounds, each timed from the request to the id then stopped:
  *   the server with a spare (once the spare stood up: requests that come faster than a spare is
- *   made find it half made), the server without, bare `bwrap` (its own user, pid, ipc, uts and
+ *   made find it half made), twice: a request whose memory differs from the one before (the spare
+ *   stood with the last memory asked, its limit set as it is taken) and one of the same memory;
+ *   the server without, bare `bwrap` (its own user, pid, ipc, uts and
  *   network namespaces, the rootfs read-only) of the same entrypoint timed from the spawn to its
  *   "ready", and podman where it runs. Rounds alternate; medians. Target: the server at most 3x
  *   bare bwrap. Each step of the deploy is timed too (the deployer's trace).
+ * - restart: BENCH_RESTARTS (default 3) times the server with spares is stopped (SIGTERM) and
+ *   started again on its ROOT, and its first request timed once the spare of the shape it last
+ *   deployed stood up again (how long after it listened is printed too).
  * - memory: BENCH_CONTAINERS (default 4) containers running at once: the server's resident size
  *   grown per container, each relay's and each proxy's (VmRSS and Pss).
  */
@@ -27,10 +32,12 @@ import * as Path from "node:path"
 import { connect, type ContainersClient } from "../src/containers/Client.js"
 import { tagged } from "../src/containers/Frames.js"
 import { mintToken } from "../src/containers/Server.js"
+import { mountsUnder } from "../src/containers/deploy/Mounts.js"
 import { busyboxRootfs, makeDeployWorld, obtained, tempDir } from "../test/containers/deploy/deployWorld.js"
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 10)
 const containers = Number(process.env.BENCH_CONTAINERS ?? 4)
+const restarts = Number(process.env.BENCH_RESTARTS ?? 3)
 const programs = Path.join(process.cwd(), "dist")
 const entrypoint = ["/bin/sh", "-c"]
 const cmd = ["echo ready; exec sleep 1000"]
@@ -42,16 +49,27 @@ interface BenchServer {
   readonly process: ChildProcess
   readonly root: string
   readonly client: ContainersClient
+  /** from the spawn to its URL, ms */
+  readonly listenedMs: number
+  /** when it printed its URL */
+  readonly listenedAt: bigint
   /** the steps traced since the last call */
   readonly steps: () => Array<{ at: bigint; step: string }>
-  /** resolves once a spare stood up since the last call */
+  /** resolves once a spare stood up since the last call, and its proxy listens */
   readonly spareReady: () => Promise<void>
 }
 
+const tokens = new Map<string, string>()
+
+/** a server on ROOT (dir/warm or dir/cold), made on the first start, the same ROOT when started again */
 const startServer = async (dir: string, rootfs: string, spares: boolean): Promise<BenchServer> => {
   const root = Path.join(dir, spares ? "warm" : "cold")
-  Fs.mkdirSync(root)
-  const token = mintToken(root, "bench")
+  if (!tokens.has(root)) {
+    Fs.mkdirSync(root)
+    tokens.set(root, mintToken(root, "bench"))
+  }
+  const token = tokens.get(root)!
+  const spawned = process.hrtime.bigint()
   const server = spawn(process.execPath, [process.argv[1]!, "--server", root, rootfs, spares ? "spares" : "none"], { stdio: ["ignore", "pipe", "inherit"] })
   let traced: Array<{ at: bigint; step: string }> = []
   let ready = 0
@@ -73,20 +91,62 @@ const startServer = async (dir: string, rootfs: string, spares: boolean): Promis
       }
     })
   })
+  const listenedAt = process.hrtime.bigint()
   const client = await connect(url, token)
   return {
     process: server,
     root,
     client,
+    listenedMs: Number(listenedAt - spawned) / 1e6,
+    listenedAt,
     steps: () => traced.splice(0),
-    spareReady: () => {
-      if (ready > 0) {
-        ready = 0
-        return Promise.resolve()
+    spareReady: async () => {
+      if (ready > 0) ready = 0
+      else await new Promise<void>((resolve) => readyWaiters.push(() => ((ready = 0), resolve())))
+      // the deployer's "spare ready" is its relay listening; the proxy inside starts a moment later
+      for (const began = Date.now(); !spareListens(root); await new Promise((resolve) => setTimeout(resolve, 2))) {
+        if (Date.now() - began > 60_000) throw new Error("no spare's proxy listened within a minute")
       }
-      return new Promise<void>((resolve) => readyWaiters.push(() => ((ready = 0), resolve())))
     }
   }
+}
+
+/** the processes of each container under ROOT, with whether it is a spare (those whose cgroups are made) */
+function containerProcesses(root: string): Array<{ readonly spare: boolean; readonly relayPid: number | undefined; readonly pids: ReadonlyArray<number> }> {
+  const top = Path.join(root, "containers")
+  const found = []
+  for (const name of Fs.existsSync(top) ? Fs.readdirSync(top) : []) {
+    try {
+      const record = JSON.parse(Fs.readFileSync(Path.join(top, name, "record.json"), "utf8")) as { cgroups: Array<string>; relayPid?: number; spare?: boolean }
+      if (record.cgroups[0] === undefined) continue
+      const pids = Fs.readFileSync(Path.join(record.cgroups[0], "cgroup.procs"), "utf8").split("\n").filter((l) => l !== "").map(Number)
+      found.push({ spare: record.spare === true, relayPid: record.relayPid, pids })
+    } catch {
+      // being made or removed
+    }
+  }
+  return found
+}
+
+/** a spare under ROOT whose proxy listens on 14979: its network namespace's TCP table, read from the host, has it */
+function spareListens(root: string): boolean {
+  return containerProcesses(root).some((c) => c.spare && c.pids.some((pid) => {
+    try {
+      // the proxy's own (bubblewrap's outer process is in the host's network namespace)
+      if (!Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").startsWith("/.proxy/lib/")) return false
+      // listening (state 0A) on port 14979 (3A83), on IPv4 or IPv6 (the proxy listens on every address)
+      const table = ["tcp", "tcp6"].map((f) => { try { return Fs.readFileSync(`/proc/${pid}/net/${f}`, "utf8") } catch { return "" } }).join("\n")
+      return table.split("\n").some((l) => / [0-9A-F]+:3A83 0+:0000 0A /.test(l))
+    } catch {
+      return false
+    }
+  }))
+}
+
+async function stopServer(s: BenchServer): Promise<void> {
+  s.client.close()
+  s.process.kill("SIGTERM")
+  if (s.process.exitCode === null && s.process.signalCode === null) await new Promise((resolve) => s.process.once("exit", resolve))
 }
 
 async function main() {
@@ -96,17 +156,17 @@ async function main() {
   const rootfs = busyboxRootfs(dir)
   const servers: Array<BenchServer> = []
   try {
-    const warm = await startServer(dir, rootfs, true)
+    let warm = await startServer(dir, rootfs, true)
     servers.push(warm)
     const cold = await startServer(dir, rootfs, false)
     servers.push(cold)
     const digest = imageOf(rootfs).digest
-    const request = JSON.stringify({ image: digest, template: "t", memory: 256 << 20, disk: 64 << 20 })
+    const request = (memory: number) => JSON.stringify({ image: digest, template: "t", memory, disk: 64 << 20 })
 
-    const viaServer = async (server: BenchServer): Promise<{ ms: number; steps: Map<string, number>; stop: () => Promise<void> }> => {
+    const viaServer = async (server: BenchServer, memory = 256 << 20): Promise<{ ms: number; steps: Map<string, number>; stop: () => Promise<void> }> => {
       server.steps()
       const began = process.hrtime.bigint()
-      const run = server.client.run(request, {})
+      const run = server.client.run(request(memory), {})
       const first = await run.first
       const ms = Number(process.hrtime.bigint() - began) / 1e6
       if (first.kind !== "id") throw new Error(`the run did not start: ${JSON.stringify(first)}`)
@@ -140,14 +200,24 @@ async function main() {
     await (await viaServer(cold)).stop()
     await bare()
     if (typeof podman !== "string") await podman.run().catch(() => undefined)
-    const times = { warm: [] as Array<number>, cold: [] as Array<number>, bare: [] as Array<number>, podman: [] as Array<number> }
+    const times = {
+      warm: [] as Array<number>, changed: [] as Array<number>, restarted: [] as Array<number>,
+      cold: [] as Array<number>, bare: [] as Array<number>, podman: [] as Array<number>
+    }
     const stepTimes = new Map<string, Array<number>>()
     let spareMs: Array<number> = []
+    let memory = 256 << 20
     for (let i = 0; i < rounds; i++) {
+      // the spare stands with the memory asked last: this round's asks the other
+      memory = i % 2 === 0 ? 128 << 20 : 256 << 20
+      await warm.spareReady()
+      const changed = await viaServer(warm, memory)
+      times.changed.push(changed.ms)
+      await changed.stop()
       const waited = process.hrtime.bigint()
       await warm.spareReady()
       spareMs.push(Number(process.hrtime.bigint() - waited) / 1e6)
-      const w = await viaServer(warm)
+      const w = await viaServer(warm, memory)
       times.warm.push(w.ms)
       await w.stop()
       const c = await viaServer(cold)
@@ -157,15 +227,32 @@ async function main() {
       times.bare.push(await bare())
       if (typeof podman !== "string") times.podman.push(await podman.run())
     }
+    // the server stopped and started again on its ROOT: its first request, once the spare it stands up again stood
+    const listened: Array<number> = []
+    const spareAfterListening: Array<number> = []
+    for (let i = 0; i < restarts; i++) {
+      await stopServer(warm)
+      servers.splice(servers.indexOf(warm), 1)
+      warm = await startServer(dir, rootfs, true)
+      servers.push(warm)
+      listened.push(warm.listenedMs)
+      await warm.spareReady()
+      spareAfterListening.push(Number(process.hrtime.bigint() - warm.listenedAt) / 1e6)
+      const first = await viaServer(warm, memory)
+      times.restarted.push(first.ms)
+      await first.stop()
+    }
     const ms = (v: number) => `${v.toFixed(1)} ms`
     const b = median(times.bare)
     const ratio = (v: ReadonlyArray<number>) => `${ms(median(v))} (${(median(v) / b).toFixed(2)}x)`
     console.log(`load average at the end: ${Os.loadavg().map((l) => l.toFixed(2)).join(" ")}`)
     console.log(`request to id, cached image, medians of ${rounds} (x: against bare bwrap; target at most 3x):`)
     console.log(`  bare bwrap             ${ms(b)}`)
-    console.log(`  server, spare ready    ${ratio(times.warm)}`)
-    console.log(`  server, from nothing   ${ratio(times.cold)}`)
-    console.log(`  podman run             ${typeof podman === "string" ? `not measured: ${podman}` : ratio(times.podman)}`)
+    console.log(`  server, spare ready               ${ratio(times.warm)}`)
+    console.log(`  server, spare ready, memory changed  ${ratio(times.changed)}`)
+    console.log(`  server, first request after a restart  ${restarts === 0 ? "not measured" : ratio(times.restarted)} (medians of ${restarts}: the server listened ${ms(median(listened))} after it was started, the spare it stood up again was ready ${ms(median(spareAfterListening))} after that)`)
+    console.log(`  server, from nothing              ${ratio(times.cold)}`)
+    console.log(`  podman run                        ${typeof podman === "string" ? `not measured: ${podman}` : ratio(times.podman)}`)
     console.log(`  (the next spare stood up, after the run before it stopped, within ${ms(median(spareMs))} at the median)`)
     // where the time goes, from nothing: each step's median time from the request, and since the step before
     const order = [...stepTimes.entries()].map(([step, at]) => ({ step, at: median(at) })).sort((x, y) => x.at - y.at)
@@ -191,28 +278,22 @@ async function main() {
     const running = []
     for (let i = 0; i < containers; i++) running.push(await viaServer(warm))
     const after = rss(warm.process.pid!)
+    await warm.spareReady()
     const relays: Array<number> = []
     const proxies: Array<number> = []
-    let spares = 0
-    for (const name of Fs.readdirSync(Path.join(warm.root, "containers"))) {
-      const record = JSON.parse(Fs.readFileSync(Path.join(warm.root, "containers", name, "record.json"), "utf8")) as { cgroups: Array<string>; relayPid?: number; spare?: boolean }
-      if (record.spare === true) {
-        spares++
-        continue
-      }
-      if (record.relayPid !== undefined) relays.push(record.relayPid)
-      const pids = Fs.readFileSync(Path.join(record.cgroups[0]!, "cgroup.procs"), "utf8").split("\n").filter((l) => l !== "").map(Number)
-      for (const pid of pids) if (Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").startsWith("/.proxy/lib/")) proxies.push(pid)
+    const spareProxies: Array<number> = []
+    for (const c of containerProcesses(warm.root)) {
+      if (c.relayPid !== undefined && !c.spare) relays.push(c.relayPid)
+      for (const pid of c.pids) if (Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").startsWith("/.proxy/lib/")) (c.spare ? spareProxies : proxies).push(pid)
     }
-    const both = (pids: ReadonlyArray<number>) => `${mib(median(pids.map(rss)))} resident, ${mib(median(pids.map(pss)))} proportional`
-    console.log(`memory per container (${containers} running, medians): server +${mib((after - before) / containers)} resident; relay ${both(relays)}; proxy ${both(proxies)}; and ${spares} spare container(s) held ready, each one more proxy and relay`)
+    const both = (pids: ReadonlyArray<number>) => pids.length === 0 ? "none" : `${mib(median(pids.map(rss)))} resident, ${mib(median(pids.map(pss)))} proportional`
+    console.log(`memory per container (${containers} running, medians): server +${mib((after - before) / containers)} resident; relay ${both(relays)}; proxy ${both(proxies)}`)
+    console.log(`memory per spare (${spareProxies.length} standing, each a proxy that has not started its program, and a relay): proxy ${both(spareProxies)}`)
     for (const r of running) await r.stop()
   } finally {
-    for (const s of servers) {
-      s.client.close()
-      s.process.kill("SIGTERM")
-      if (s.process.exitCode === null) await new Promise((resolve) => s.process.once("exit", resolve))
-    }
+    for (const s of servers) await stopServer(s)
+    // podman's storage may keep a mount of its own under it
+    for (const m of mountsUnder(dir)) spawnSync("umount", ["-l", m])
     Fs.rmSync(dir, { recursive: true, force: true })
   }
 }
@@ -263,7 +344,7 @@ if (process.argv[2] === "--server") {
   const [root, rootfs, spares] = process.argv.slice(3) as [string, string, string]
   // each step of each deploy, on the clock every process of the host shares (CLOCK_MONOTONIC)
   const trace = (step: string) => process.stdout.write(`trace ${process.hrtime.bigint()} ${step}\n`)
-  const w = await makeDeployWorld(root, [imageOf(rootfs)], programs, { trace, spares: spares === "spares" })
+  const w = await makeDeployWorld(root, [imageOf(rootfs)], programs, { trace, spares: spares === "spares" ? 3 : 0 })
   process.stdout.write(`url ${w.url}\n`)
   process.once("SIGTERM", () => void w.close().then(() => process.exit(0)))
 } else {

@@ -22,6 +22,7 @@ import {
 import { mountDisk, mountOverlay } from "../src/containers/deploy/Mounts.js"
 import { proxyKit, type ProxyKit } from "../src/containers/deploy/ProxyKit.js"
 import { sandboxArgs } from "../src/containers/deploy/SandboxArgs.js"
+import { readShapes, shapesFile, SparePool, type SpareShape } from "../src/containers/deploy/SparePool.js"
 import { holdUserNamespace, type HeldNamespace } from "../src/containers/deploy/UserNamespace.js"
 import { encodeLaunch, proxyPort, type Launch } from "../src/containers/proxy/Launch.js"
 import { ByteTail } from "../src/sandbox/ByteTail.js"
@@ -41,9 +42,16 @@ export interface BwrapDeployerOptions {
   readonly log?: (line: string) => void
   /** told each step of a deploy as it completes (bench/containers-deploy prints where the time goes) */
   readonly trace?: (step: string) => void
-  /** false: no spare container is stood up ahead (bench/containers-deploy measures both) */
-  readonly spares?: boolean
+  /**
+   * how many shapes (identity, image, disk) of the most recent deploys keep a spare container
+   * stood up ahead (src/containers/deploy/SparePool.ts); 0: none (bench/containers-deploy measures
+   * both). Default: `defaultSpares`.
+   */
+  readonly spares?: number
 }
+
+/** each spare is a proxy (a Node process) and a relay waiting: a few, for a small machine */
+export const defaultSpares = 3
 
 const wrapperEnv = { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" }
 // joins each cgroup named before "--", then becomes bwrap: the container is counted from its first instruction
@@ -72,6 +80,8 @@ interface Standing {
   readonly alive: () => boolean
   /** a spare taken by a deploy: no longer written down as a spare */
   readonly taken: () => void
+  /** sets its memory limit (a spare's, as it is taken); why it could not be, or undefined */
+  readonly setMemory: (bytes: number) => string | undefined
   /** calls F once the relay reached the proxy (at once when it did) */
   readonly whenReached: (f: () => void) => void
 }
@@ -220,6 +230,7 @@ export const make = (options: BwrapDeployerOptions) => {
           spare = false
           writeRecord(dir, record())
         },
+        setMemory: (bytes) => cgroups!.setMemory(bytes),
         whenReached: (f) => (reached ? f() : void onReached.push(f))
       }
     } catch (e) {
@@ -229,78 +240,65 @@ export const make = (options: BwrapDeployerOptions) => {
   }
 
   /**
-   * The spare: after a deploy of an image with no volume mounts, the next container of the same
-   * image, memory and disk is stood up ahead, once the proxy of the one deployed was reached (so it
-   * does not compete with that one's start), and the next such deploy takes it: its proxy is
-   * listening already, and starts the image's program only once the server's WebSocket comes, as
-   * it always does. One at a time: a spare of another kind is stopped. It is a container like any
-   * other under ROOT/containers (record.json says "spare"), so the sweep frees it after a kill.
+   * The spares: after a deploy of an image with no volume mounts, once its proxy was reached (so
+   * that the spare does not compete with its start), the next container of the same identity,
+   * image and disk is stood up ahead, for the few shapes most recently deployed (SparePool.ts).
+   * The next such deploy takes it and sets its memory limit; its proxy is listening already, and
+   * starts the image's program only once the server's WebSocket comes, as it always does. A
+   * spare is a container like any other under ROOT/containers (record.json says "spare"), so the
+   * sweep frees it after a kill; the shapes are kept in ROOT/spares.json, and a server started
+   * again stands their spares up before any request.
    */
-  let spare: { readonly key: string; readonly ready: Promise<Standing | undefined> } | undefined
-  let closed = false
-  const dropSpare = async () => {
-    const s = spare
-    spare = undefined
-    const standing = await s?.ready
-    await standing?.stop()
-  }
-  const makeSpare = (key: string, plan: { readonly rootfs: string; readonly launch: Launch }, spec: DeploySpec, kit: ProxyKit) => {
-    if (closed || spare?.key === key) return
-    void dropSpare()
-    spare = {
-      key,
-      ready: standUp(plan, spec, kit, () => {}, true).then(
-        (standing) => (trace("spare ready"), standing),
-        () => undefined
-      )
-    }
-  }
-  /** the spare of this kind, when one is standing and alive */
-  const takeSpare = async (key: string): Promise<Standing | undefined> => {
-    if (spare?.key !== key) return undefined
-    const s = spare
-    spare = undefined
-    // one still being stood up is ready no later than a new one would be
-    const standing = await s.ready
-    if (standing === undefined) return undefined
-    if (!standing.alive()) {
-      await standing.stop()
-      return undefined
-    }
-    standing.taken()
-    return standing
-  }
+  const spares = new SparePool<Standing>({
+    max: options.spares ?? defaultSpares,
+    file: shapesFile(options.root),
+    standUp: (shape) => {
+      kit ??= proxyKit(options.root, options.proxyBundle, process.execPath, options.bwrap)
+      return standUp({ rootfs: shape.rootfs, launch: shape.launch }, { memory: shape.memory, disk: shape.disk, mounts: [] }, kit, () => {}, true)
+    },
+    onReady: () => trace("spare ready")
+  })
 
   const deploy = async (spec: DeploySpec): Promise<Deployment> => {
     trace("deploy begun")
     const plan = imageLaunch(spec.image)
     if (typeof plan === "string") throw new Error(plan)
     kit ??= proxyKit(options.root, options.proxyBundle, process.execPath, options.bwrap)
-    const key = options.spares === false || spec.mounts.length > 0 ? undefined : `${spec.image.digest} ${spec.memory} ${spec.disk}`
-    const taken = key === undefined ? undefined : await takeSpare(key)
-    if (taken !== undefined) trace("spare taken")
+    // a container with volumes has them bound as its sandbox is made: never one stood up ahead
+    const shape: SpareShape | undefined = spec.mounts.length > 0
+      ? undefined
+      : { identity: spec.identity, digest: spec.image.digest, disk: spec.disk, memory: spec.memory, rootfs: plan.rootfs, launch: plan.launch }
+    let taken = shape === undefined ? undefined : await spares.take(shape)
+    if (taken !== undefined) {
+      const why = taken.setMemory(spec.memory)
+      if (why === undefined) {
+        taken.taken()
+        trace("spare taken")
+      } else {
+        trace(`spare not taken: its memory limit could not be set: ${why}`)
+        await taken.stop()
+        taken = undefined
+      }
+    }
     const standing = taken ?? (await standUp(plan, spec, kit, trace, false))
-    const ready = kit
-    if (key !== undefined) standing.whenReached(() => makeSpare(key, plan, spec, ready))
+    if (shape !== undefined) standing.whenReached(() => spares.used(shape))
     return { proxyUrl: `ws+unix:${standing.socket}:/`, stop: Effect.promise(standing.stop) }
   }
 
-  const close = async () => {
-    closed = true
-    await dropSpare()
+  return {
+    restore: (shapes: ReadonlyArray<SpareShape>) => spares.restore(shapes),
+    service: Deployer.of({
+      close: Effect.promise(() => spares.close()),
+      deploy: (spec) =>
+        Effect.tryPromise({
+          try: () => deploy(spec),
+          catch: (e) => new DeployError({ message: e instanceof Error ? e.message : String(e) })
+        })
+    })
   }
-
-  return Deployer.of({
-    close: Effect.promise(close),
-    deploy: (spec) =>
-      Effect.tryPromise({
-        try: () => deploy(spec),
-        catch: (e) => new DeployError({ message: e instanceof Error ? e.message : String(e) })
-      })
-  })
 }
 
-/** frees what a server killed earlier left under ROOT; then the deployer */
+/** frees what a server killed earlier left under ROOT; then the deployer, which stands the spares of the last shapes up again */
 export const layer = (options: BwrapDeployerOptions) =>
   Layer.effect(
     Deployer,
@@ -309,6 +307,8 @@ export const layer = (options: BwrapDeployerOptions) =>
       const log = options.log ?? ((line: string) => process.stderr.write(line + "\n"))
       if (swept > 0) log(`ocx2-containers: freed what ${swept} container(s) of an earlier server left`)
       for (const p of problems) log(`ocx2-containers: could not free: ${p}`)
-      return make(options)
+      const made = make(options)
+      made.restore(readShapes(shapesFile(options.root)))
+      return made.service
     })
   )

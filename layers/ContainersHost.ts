@@ -15,7 +15,7 @@ export const containersHostLayer = (choice: ContainersHostChoice) => {
     ? MemoryImageSource.layer({ refuse: StoreImageSource.refusedImages(imagePolicy) })
     : StoreImageSource.layer({ store: choice.store, registries: choice.registries, imagePolicy })
   const deployer = choice.deployer._tag === "bwrap"
-    ? BwrapDeployer.layer({ root: choice.root, proxyBundle: choice.deployer.proxyBundle, relayProgram: choice.deployer.relayProgram })
+    ? BwrapDeployer.layer({ root: choice.root, proxyBundle: choice.deployer.proxyBundle, relayProgram: choice.deployer.relayProgram, ...(choice.deployer.spares !== undefined ? { spares: choice.deployer.spares } : {}) })
     : InProcessDeployer.layer()
   return Layer.merge(deployer, imageSource)
 }

@@ -10,7 +10,7 @@ import { mintToken, startContainersServer } from "./Server.js"
 
 /**
  * `ocx2-containers serve --root ROOT [--listen HOST:PORT] --deployer bwrap|in-process
- * [--images store|memory] [--store DIR] [--registries FILE]` and
+ * [--images store|memory] [--store DIR] [--registries FILE] [--spares N]` and
  * `ocx2-containers token IDENTITY --root ROOT`. `bwrap` runs each container for real (as root:
  * layers/BwrapDeployer.ts); `in-process` stands a proxy inside the server that begins, declares no
  * secret and answers nothing else, for trying the protocol without containers. Images come from
@@ -19,7 +19,7 @@ import { mintToken, startContainersServer } from "./Server.js"
  */
 const usage = `usage:
   ocx2-containers serve --root ROOT [--listen HOST:PORT] --deployer bwrap|in-process
-        [--images store|memory] [--store DIR] [--registries FILE]
+        [--images store|memory] [--store DIR] [--registries FILE] [--spares N]
   ocx2-containers token IDENTITY --root ROOT`
 
 const option = (args: ReadonlyArray<string>, name: string): string | undefined => {
@@ -35,7 +35,7 @@ export interface ContainersHostChoice {
   readonly registries: string
   readonly deployer:
     | { readonly _tag: "in-process" }
-    | { readonly _tag: "bwrap"; readonly proxyBundle: string; readonly relayProgram: string }
+    | { readonly _tag: "bwrap"; readonly proxyBundle: string; readonly relayProgram: string; readonly spares?: number }
 }
 
 /** undefined: the server runs until a signal ends it */
@@ -76,7 +76,9 @@ export const runContainersServer = async (
     if (proxyBundle === undefined || relayProgram === undefined || !Fs.existsSync(relayProgram)) {
       return bad("--deployer bwrap needs ocx2-container-proxy and ocx2-container-relay beside this program (npm run build)")
     }
-    chosen = { _tag: "bwrap", proxyBundle, relayProgram }
+    const spares = option(rest, "spares")
+    if (spares !== undefined && !/^\d{1,3}$/.test(spares)) return bad(`--spares takes how many shapes keep a container stood up ahead, 0 to 999: ${spares}`)
+    chosen = { _tag: "bwrap", proxyBundle, relayProgram, ...(spares !== undefined ? { spares: Number(spares) } : {}) }
   }
   const hostLayer = assemble({
     root: resolved,

@@ -48,6 +48,12 @@ export interface LocalNodeOptions {
   readonly nobody?: string
   /** the temporary directory's prefix */
   readonly prefix?: string
+  /**
+   * the served repository in a directory of repositories (DIR/repos/served.fossil), the server
+   * serving that directory: a repository made beside it is served at SERVER/NAME, and the served
+   * one at SERVER/served/
+   */
+  readonly directory?: boolean
 }
 
 const firstCheckin = {
@@ -80,7 +86,9 @@ export const makeLocalNode = async (options: LocalNodeOptions = {}): Promise<Loc
   Fs.chmodSync(dir, 0o755)
   const root = Path.join(dir, "root")
   Fs.mkdirSync(root, { mode: 0o755 })
-  const repository = await createRepository(Path.join(dir, "served.fossil"), options.users ?? Object.values(users), {
+  const repos = options.directory === true ? Path.join(dir, "repos") : dir
+  if (repos !== dir) Fs.mkdirSync(repos, { mode: 0o755 })
+  const repository = await createRepository(Path.join(repos, "served.fossil"), options.users ?? Object.values(users), {
     ...(options.wal === undefined ? {} : { wal: options.wal }),
     ...(options.nobody === undefined ? {} : { nobody: options.nobody })
   })
@@ -99,8 +107,11 @@ export const makeLocalNode = async (options: LocalNodeOptions = {}): Promise<Loc
   const extroot = options.extroot?.(root, dir) ?? (options.pages === true ? Path.join(dir, "ext") : undefined)
   if (options.pages === true && options.extroot === undefined && extroot !== undefined) linkPages(extroot, root)
   if (options.backoffice === false) await fossil(["settings", "backoffice-disable", "on", "-R", repository])
-  const server = await startServer(repository, { fastHooks: options.fastHooks ?? false, ...(extroot !== undefined ? { extroot } : {}) })
-  const config: NodeConfig = { root, repository, nodeUser: users.node.login, serverUrl: server.url, passwordsFile: undefined }
+  const server = await startServer(repository, {
+    fastHooks: options.fastHooks ?? false, ...(extroot !== undefined ? { extroot } : {}), ...(repos !== dir ? { directory: repos } : {})
+  })
+  const serverUrl = repos === dir ? server.url : `${server.url}served/`
+  const config: NodeConfig = { root, repository, nodeUser: users.node.login, serverUrl, passwordsFile: undefined }
   return {
     dir, root, repository, server, serverCode, trunk, config,
     close: async () => {

@@ -142,6 +142,8 @@ export interface ServerOptions {
   readonly fastHooks?: boolean
   /** serves this directory as Fossil's extension root (`--extroot`), where the OCX pages are linked */
   readonly extroot?: string
+  /** serves this directory of repositories (the repository among them) in place of the repository alone: each at SERVER/NAME */
+  readonly directory?: string
 }
 
 /** Until the server at `url` answers (true), or it has exited or the deadline passed (false). */
@@ -170,9 +172,12 @@ export const startServer = async (repository: string, options: ServerOptions = {
     children.push(child)
     return child
   }
+  // what a directory's server forks (its backoffices) names the directory, not the repository
+  const served = options.directory === undefined ? abs : Path.resolve(options.directory)
   const stop = async () => {
     await Promise.all(children.map(killGroup))
     await killStragglers(abs)
+    if (served !== abs) await killStragglers(served)
   }
   const extroot = options.extroot === undefined ? [] : ["--extroot", Path.resolve(options.extroot)]
   try {
@@ -182,7 +187,7 @@ export const startServer = async (repository: string, options: ServerOptions = {
     }
     for (let attempt = 0; ; attempt++) {
       const port = await freePort()
-      const server = spawn(["server", "--nojail", "--localhost", "--port", String(port), ...extroot, abs])
+      const server = spawn(["server", "--nojail", "--localhost", "--port", String(port), ...extroot, served])
       const url = `http://127.0.0.1:${port}/`
       if (await answers(server, url, Date.now() + 10_000)) return { repository: abs, port, url, stop }
       await killGroup(server)

@@ -228,6 +228,36 @@ export class LaunchCgroups {
       : readInts(this.io, Path.join(g.dir, "memory.events"), "oom_kill")
   }
 
+  /**
+   * Sets the memory limit anew while the group's processes run (a container stood up ahead, its
+   * limit set when it is taken); why it could not be, or undefined. A limit below what the group
+   * holds is refused rather than enforced: v1 refuses it itself (EBUSY once it cannot reclaim), v2
+   * would kill a process for it, so it is not written there when the group's use is above it.
+   */
+  setMemory(bytes: number): string | undefined {
+    const g = this.groupOf("memory")
+    if (g === undefined) return "no memory cgroup"
+    try {
+      if (g.version === 1) {
+        const limit = Path.join(g.dir, "memory.limit_in_bytes")
+        const memsw = Path.join(g.dir, "memory.memsw.limit_in_bytes")
+        const swap = Fs.existsSync(memsw)
+        // memory+swap may never be below memory alone: raised first, lowered last
+        const raising = bytes > Number(Fs.readFileSync(limit, "utf8").trim())
+        if (swap && raising) Fs.writeFileSync(memsw, String(bytes))
+        Fs.writeFileSync(limit, String(bytes))
+        if (swap && !raising) Fs.writeFileSync(memsw, String(bytes))
+      } else {
+        const current = Number(this.io.read(Path.join(g.dir, "memory.current")).trim())
+        if (current > bytes) return `the group holds ${current} bytes, more than ${bytes}`
+        writeV2Limits(this.io, g.dir, { pids: false, pidsMax: undefined, memoryBytes: bytes })
+      }
+      return undefined
+    } catch (e) {
+      return (e as Error).message
+    }
+  }
+
   /** SIGKILL to every process of the groups (v2: cgroup.kill where the kernel has it); how many there were */
   killAll(): number {
     let listed = 0

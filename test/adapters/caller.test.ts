@@ -3,7 +3,7 @@ import * as Effect from "effect/Effect"
 import { execFile } from "node:child_process"
 import { join } from "node:path"
 import { promisify } from "node:util"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { resolveCaller } from "../../src/adapters/cli/Caller.js"
 import * as Read from "../../src/fossil/Read.js"
 import { cloneAs, fossil, webLogin, webNewThread, type TestUser } from "../support/fossilServer.js"
@@ -51,7 +51,7 @@ const fullcap = (file: string, login: string): string => {
 }
 
 const resolve = (repository: string | undefined, user: string | undefined, env: NodeJS.ProcessEnv = { USER: "someone" }) =>
-  Effect.runPromise(resolveCaller({ repository, user }, env))
+  resolveCaller({ repository, user }, env)
 
 const cli = async (...args: Array<string>) => {
   try {
@@ -64,27 +64,31 @@ const cli = async (...args: Array<string>) => {
 }
 
 describe("the caller of the command line", () => {
-  it("on the served repository, is the user named, with that user's capabilities there", async () => {
-    expect(await resolve(served, "alice")).toEqual({ user: "alice", capabilities: fullcap(served, "alice"), sandboxed: false })
-    expect(fullcap(served, "alice")).toContain("s")
-    expect(await resolve(served, "builder")).toEqual({ user: "builder", capabilities: fullcap(served, "builder"), sandboxed: false })
-    expect(await resolve(served, "nosuchuser")).toEqual({ user: "nosuchuser", capabilities: "", sandboxed: false })
-    // no user named: the account's, which holds what the repository gives it (here nothing)
-    expect(await resolve(served, undefined)).toEqual({ user: "someone", capabilities: "", sandboxed: false })
-  })
+  // the repository's files, read as they are
+  it.live("on the served repository, is the user named, with that user's capabilities there", () =>
+    Effect.gen(function*() {
+      expect(yield* resolve(served, "alice")).toEqual({ user: "alice", capabilities: fullcap(served, "alice"), sandboxed: false })
+      expect(fullcap(served, "alice")).toContain("s")
+      expect(yield* resolve(served, "builder")).toEqual({ user: "builder", capabilities: fullcap(served, "builder"), sandboxed: false })
+      expect(yield* resolve(served, "nosuchuser")).toEqual({ user: "nosuchuser", capabilities: "", sandboxed: false })
+      // no user named: the account's, which holds what the repository gives it (here nothing)
+      expect(yield* resolve(served, undefined)).toEqual({ user: "someone", capabilities: "", sandboxed: false })
+    }))
 
-  it("on a clone with no user named, is the user the clone remembers", async () => {
-    expect(await resolve(clone, undefined)).toEqual({ user: "builder", capabilities: fullcap(clone, "builder"), sandboxed: false })
-    expect(await resolve(clone, undefined, {})).toMatchObject({ user: "builder" })
-    // a user named still wins, with what the clone gives that user
-    expect(await resolve(clone, "alice")).toEqual({ user: "alice", capabilities: fullcap(clone, "alice"), sandboxed: false })
-  })
+  it.live("on a clone with no user named, is the user the clone remembers", () =>
+    Effect.gen(function*() {
+      expect(yield* resolve(clone, undefined)).toEqual({ user: "builder", capabilities: fullcap(clone, "builder"), sandboxed: false })
+      expect(yield* resolve(clone, undefined, {})).toMatchObject({ user: "builder" })
+      // a user named still wins, with what the clone gives that user
+      expect(yield* resolve(clone, "alice")).toEqual({ user: "alice", capabilities: fullcap(clone, "alice"), sandboxed: false })
+    }))
 
-  it("without a repository holds nothing, whatever the environment says", async () => {
-    expect(await resolve(undefined, "alice", { USER: "root", OCX_CAPABILITIES: "s" })).toEqual({ user: "alice", capabilities: "", sandboxed: false })
-    expect(await resolve(undefined, undefined, { USER: "root", OCX_SANDBOX: "1" })).toEqual({ user: "root", capabilities: "", sandboxed: true })
-    expect(await resolve(join(dir, "missing.fossil"), "alice")).toEqual({ user: "alice", capabilities: "", sandboxed: false })
-  })
+  it.live("without a repository holds nothing, whatever the environment says", () =>
+    Effect.gen(function*() {
+      expect(yield* resolve(undefined, "alice", { USER: "root", OCX_CAPABILITIES: "s" })).toEqual({ user: "alice", capabilities: "", sandboxed: false })
+      expect(yield* resolve(undefined, undefined, { USER: "root", OCX_SANDBOX: "1" })).toEqual({ user: "root", capabilities: "", sandboxed: true })
+      expect(yield* resolve(join(dir, "missing.fossil"), "alice")).toEqual({ user: "alice", capabilities: "", sandboxed: false })
+    }))
 
   it("ocx2 --repository CLONE acts as the user the clone remembers", async () => {
     const status = await cli("--repository", clone, "status")

@@ -3,7 +3,8 @@ import * as Effect from "effect/Effect"
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { vi } from "vitest"
 import { tools } from "../../src/tools/Registry.js"
 import { runTool } from "../../src/tools/RunTool.js"
 import { type Caller, notOfferedMessage, offeredBy } from "../../src/tools/Tool.js"
@@ -63,7 +64,7 @@ const marked = () => (existsSync(marks) ? readFileSync(marks, "utf8") : "")
 const callerOf = (login: string | undefined): Caller => ({ user: login, capabilities: login === "alice" ? "s" : "", sandboxed: false })
 const guarded = () => makeGuarded(marks)
 const expected = (tool: (typeof tools)[number], raw: unknown, caller: Caller, dryRun = false) =>
-  Effect.runPromise(runTool(tool, raw, { caller, dryRun, repository: undefined, entryPoint: "cgi" }))
+  runTool(tool, raw, { caller, dryRun, repository: undefined, entryPoint: "cgi" })
 const echo = tools.find((t) => t.name === "echo")!
 const named = (name: string) => tools.find((t) => t.name === name)!
 const webTools = offeredBy("cgi", tools)
@@ -104,12 +105,13 @@ describe("the OCX page", () => {
     expect(page).toMatch(/capabilities <code>[A-Za-z0-9]*s[A-Za-z0-9]*<\/code>/)
   })
 
-  it("answers a JSON client with the list's answer, as a dry run since it is a GET", async () => {
-    const response = await get(`${real}?format=json`)
-    expect(response.headers.get("content-type")).toContain("application/json")
-    const list = tools.find((t) => t.name === "list")!
-    expect(await response.json()).toEqual(await expected(list, {}, callerOf(undefined), true))
-  })
+  it.live("answers a JSON client with the list's answer, as a dry run since it is a GET", () =>
+    Effect.gen(function*() {
+      const response = yield* Effect.promise(() => get(`${real}?format=json`))
+      expect(response.headers.get("content-type")).toContain("application/json")
+      const list = tools.find((t) => t.name === "list")!
+      expect(yield* Effect.promise(() => response.json())).toEqual(yield* expected(list, {}, callerOf(undefined), true))
+    }))
 })
 
 describe("a tool's page", () => {
@@ -170,60 +172,65 @@ describe("a tool's page", () => {
 })
 
 describe("a POST from the tool's own page", () => {
-  it("runs echo and shows its answer; its JSON is runTool's answer", async () => {
-    const response = await post(`${real}/echo`, { word: "hello", option: "x", flag: "on" }, { cookie: aliceCookie })
-    expect(response.status).toBe(200)
-    const page = await response.text()
-    expect(page).toContain(`data-reason="completed"`)
-    expect(page).toContain("<tr><th>word</th><td>hello</td></tr>")
-    const json = await post(`${real}/echo?format=json`, { word: "hello", option: "x", flag: "on" }, { cookie: aliceCookie })
-    expect(json.headers.get("content-type")).toContain("application/json")
-    expect(await json.json()).toEqual(await expected(echo, { word: "hello", option: "x", flag: true }, callerOf("alice")))
-  })
+  it.live("runs echo and shows its answer; its JSON is runTool's answer", () =>
+    Effect.gen(function*() {
+      const response = yield* Effect.promise(() => post(`${real}/echo`, { word: "hello", option: "x", flag: "on" }, { cookie: aliceCookie }))
+      expect(response.status).toBe(200)
+      const page = yield* Effect.promise(() => response.text())
+      expect(page).toContain(`data-reason="completed"`)
+      expect(page).toContain("<tr><th>word</th><td>hello</td></tr>")
+      const json = yield* Effect.promise(() => post(`${real}/echo?format=json`, { word: "hello", option: "x", flag: "on" }, { cookie: aliceCookie }))
+      expect(json.headers.get("content-type")).toContain("application/json")
+      expect(yield* Effect.promise(() => json.json())).toEqual(yield* expected(echo, { word: "hello", option: "x", flag: true }, callerOf("alice")))
+    }))
 
-  it("a format=json field and a JSON body are answered in JSON too", async () => {
-    const field = await post(`${real}/echo`, { word: "w", format: "json", dry_run: "on" })
-    expect(await field.json()).toEqual(await expected(echo, { word: "w" }, callerOf(undefined), true))
-    const body = await fetch(`${server.base}${real}/echo`, {
-      method: "POST",
-      headers: { "content-type": "application/json", referer: `${server.base}${real}/echo` },
-      body: JSON.stringify({ word: "j", flag: true, dry_run: false })
-    })
-    expect(await body.json()).toEqual(await expected(echo, { word: "j", flag: true }, callerOf(undefined)))
-  })
+  it.live("a format=json field and a JSON body are answered in JSON too", () =>
+    Effect.gen(function*() {
+      const field = yield* Effect.promise(() => post(`${real}/echo`, { word: "w", format: "json", dry_run: "on" }))
+      expect(yield* Effect.promise(() => field.json())).toEqual(yield* expected(echo, { word: "w" }, callerOf(undefined), true))
+      const body = yield* Effect.promise(() => fetch(`${server.base}${real}/echo`, {
+        method: "POST",
+        headers: { "content-type": "application/json", referer: `${server.base}${real}/echo` },
+        body: JSON.stringify({ word: "j", flag: true, dry_run: false })
+      }))
+      expect(yield* Effect.promise(() => body.json())).toEqual(yield* expected(echo, { word: "j", flag: true }, callerOf(undefined)))
+    }))
 
-  it("a tool with an effect does it for a user it allows; a dry run only says it would", async () => {
-    const dry = await post(`${test}/guarded?format=json`, { word: "dry", dry_run: "on" }, { cookie: aliceCookie })
-    expect(await dry.json()).toEqual(await expected(guarded(), { word: "dry" }, callerOf("alice"), true))
-    expect(marked()).toBe("")
-    const done = await post(`${test}/guarded?format=json`, { word: "first", color: "red", times: "2", extra: `{"a":1}` }, { cookie: aliceCookie })
-    expect(await done.json()).toEqual({
-      tool: "guarded",
-      operations: [{ op: "mark", detail: `first in ${marks}`, done: true }],
-      output: { marked: "first" },
-      stopped: { reason: "completed" }
-    })
-    expect(marked()).toBe("first\n")
-  })
+  it.live("a tool with an effect does it for a user it allows; a dry run only says it would", () =>
+    Effect.gen(function*() {
+      const dry = yield* Effect.promise(() => post(`${test}/guarded?format=json`, { word: "dry", dry_run: "on" }, { cookie: aliceCookie }))
+      expect(yield* Effect.promise(() => dry.json())).toEqual(yield* expected(guarded(), { word: "dry" }, callerOf("alice"), true))
+      expect(marked()).toBe("")
+      const done = yield* Effect.promise(() => post(`${test}/guarded?format=json`, { word: "first", color: "red", times: "2", extra: `{"a":1}` }, { cookie: aliceCookie }))
+      expect(yield* Effect.promise(() => done.json())).toEqual({
+        tool: "guarded",
+        operations: [{ op: "mark", detail: `first in ${marks}`, done: true }],
+        output: { marked: "first" },
+        stopped: { reason: "completed" }
+      })
+      expect(marked()).toBe("first\n")
+    }))
 
-  it("refuses a tool to a user it does not allow, in runTool's words", async () => {
-    const before = marked()
-    const json = await post(`${test}/guarded?format=json`, { word: "bob" }, { cookie: bobCookie })
-    const answer: any = await json.json()
-    expect(answer).toEqual(await expected(guarded(), { word: "bob" }, callerOf("bob")))
-    expect(answer.stopped).toEqual({ reason: "refused", message: "guarded is for a user with Setup (s)" })
-    const page = await (await post(`${test}/guarded`, { word: "bob" }, { cookie: bobCookie })).text()
-    expect(page).toContain(`<p class="generalError ocx-stopped">Refused: guarded is for a user with Setup (s)</p>`)
-    const anonymous: any = await (await post(`${test}/guarded?format=json`, { word: "anon" })).json()
-    expect(anonymous.stopped.reason).toBe("refused")
-    expect(marked()).toBe(before)
-  })
+  it.live("refuses a tool to a user it does not allow, in runTool's words", () =>
+    Effect.gen(function*() {
+      const before = marked()
+      const json = yield* Effect.promise(() => post(`${test}/guarded?format=json`, { word: "bob" }, { cookie: bobCookie }))
+      const answer: any = yield* Effect.promise(() => json.json())
+      expect(answer).toEqual(yield* expected(guarded(), { word: "bob" }, callerOf("bob")))
+      expect(answer.stopped).toEqual({ reason: "refused", message: "guarded is for a user with Setup (s)" })
+      const page = yield* Effect.promise(async () => (await post(`${test}/guarded`, { word: "bob" }, { cookie: bobCookie })).text())
+      expect(page).toContain(`<p class="generalError ocx-stopped">Refused: guarded is for a user with Setup (s)</p>`)
+      const anonymous: any = yield* Effect.promise(async () => (await post(`${test}/guarded?format=json`, { word: "anon" })).json())
+      expect(anonymous.stopped.reason).toBe("refused")
+      expect(marked()).toBe(before)
+    }))
 
-  it("a bad argument is refused by the tool's schema, naming the field", async () => {
-    const answer: any = await (await post(`${test}/guarded?format=json`, { word: "w", times: "many" }, { cookie: aliceCookie })).json()
-    expect(answer).toEqual(await expected(guarded(), { word: "w", times: "many" }, callerOf("alice")))
-    expect(answer.stopped.message).toContain("times")
-  })
+  it.live("a bad argument is refused by the tool's schema, naming the field", () =>
+    Effect.gen(function*() {
+      const answer: any = yield* Effect.promise(async () => (await post(`${test}/guarded?format=json`, { word: "w", times: "many" }, { cookie: aliceCookie })).json())
+      expect(answer).toEqual(yield* expected(guarded(), { word: "w", times: "many" }, callerOf("alice")))
+      expect(answer.stopped.message).toContain("times")
+    }))
 })
 
 describe("a POST that is not from the tool's own page", () => {
@@ -286,11 +293,12 @@ describe("bad requests", () => {
     expect(await badDryRun.text()).toContain("dry_run: expected on, true, 1, off, false or 0, not &quot;maybe&quot;")
   })
 
-  it("a JSON GET of a tool runs it only as a dry run", async () => {
-    const before = marked()
-    const answer: any = await (await get(`${test}/guarded?format=json&word=viaget`, aliceCookie)).json()
-    expect(answer).toEqual(await expected(guarded(), { word: "viaget" }, callerOf("alice"), true))
-    expect(answer.operations).toEqual([{ op: "mark", detail: `viaget in ${marks}`, done: false }])
-    expect(marked()).toBe(before)
-  })
+  it.live("a JSON GET of a tool runs it only as a dry run", () =>
+    Effect.gen(function*() {
+      const before = marked()
+      const answer: any = yield* Effect.promise(async () => (await get(`${test}/guarded?format=json&word=viaget`, aliceCookie)).json())
+      expect(answer).toEqual(yield* expected(guarded(), { word: "viaget" }, callerOf("alice"), true))
+      expect(answer.operations).toEqual([{ op: "mark", detail: `viaget in ${marks}`, done: false }])
+      expect(marked()).toBe(before)
+    }))
 })

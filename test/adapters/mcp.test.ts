@@ -5,7 +5,7 @@ import BetterSqlite3 from "better-sqlite3"
 import * as Effect from "effect/Effect"
 import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as Read from "../../src/fossil/Read.js"
 import { tools } from "../../src/tools/Registry.js"
 import { runTool } from "../../src/tools/RunTool.js"
@@ -112,7 +112,7 @@ const state = () => {
 
 const callerOf = (login: string): Caller => ({ user: login, capabilities: fullcap(repository, login), sandboxed: false })
 const expected = (tool: Tool, raw: unknown, caller: Caller, dryRun = false, repo: string | undefined = repository) =>
-  Effect.runPromise(runTool(tool, raw, { caller, dryRun, repository: repo, entryPoint: "mcp" }))
+  runTool(tool, raw, { caller, dryRun, repository: repo, entryPoint: "mcp" })
 const named = (name: string) => tools.find((t) => t.name === name)!
 const textOf = (result: any) => JSON.parse(result.content[0].text)
 const mcpNames = offeredBy("mcp", tools).map((t) => `ocx.${t.name}`)
@@ -160,46 +160,50 @@ describe("ocx2-mcp", () => {
     console.log(`ocx2-mcp: started and listed its tools in ${ready} ms`)
   })
 
-  it("marks the tools that only read as read-only, and no other; no description names a section of the protocol", async () => {
-    const client = await as("alice")
-    const { tools: offered } = await client.listTools()
-    const readOnly = offered.filter((t) => t.annotations?.readOnlyHint === true).map((t) => t.name)
-    expect(readOnly).toEqual(offeredBy("mcp", tools).filter((t) => t.readOnly === true).map((t) => `ocx.${t.name}`))
-    expect(readOnly).toEqual(expect.arrayContaining(["ocx.runs"]))
-    expect(readOnly).not.toContain("ocx.create")
-    for (const tool of offered) expect(tool.description, tool.name).not.toMatch(/\b2\.\d{1,2}\b|section \d/)
-    const listed = await client.callTool({ name: "ocx.runs", arguments: {} })
-    expect(listed.isError).toBe(false)
-    expect(listed.structuredContent).toEqual(await expected(named("runs"), {}, callerOf("alice")))
-  })
+  it.live("marks the tools that only read as read-only, and no other; no description names a section of the protocol", () =>
+    Effect.gen(function*() {
+      const client = yield* Effect.promise(() => as("alice"))
+      const { tools: offered } = yield* Effect.promise(() => client.listTools())
+      const readOnly = offered.filter((t) => t.annotations?.readOnlyHint === true).map((t) => t.name)
+      expect(readOnly).toEqual(offeredBy("mcp", tools).filter((t) => t.readOnly === true).map((t) => `ocx.${t.name}`))
+      expect(readOnly).toEqual(expect.arrayContaining(["ocx.runs"]))
+      expect(readOnly).not.toContain("ocx.create")
+      for (const tool of offered) expect(tool.description, tool.name).not.toMatch(/\b2\.\d{1,2}\b|section \d/)
+      const listed = yield* Effect.promise(() => client.callTool({ name: "ocx.runs", arguments: {} }))
+      expect(listed.isError).toBe(false)
+      expect(listed.structuredContent).toEqual(yield* expected(named("runs"), {}, callerOf("alice")))
+    }))
 
-  it("a call answers runTool's answer, as JSON text and as structuredContent", async () => {
-    const client = await as("alice")
-    const result = await client.callTool({ name: "ocx.echo", arguments: { word: "hello", option: "x", flag: true } })
-    const answer = await expected(named("echo"), { word: "hello", option: "x", flag: true }, callerOf("alice"))
-    expect(result.isError).toBe(false)
-    expect(result.structuredContent).toEqual(answer)
-    expect(textOf(result)).toEqual(answer)
-  })
+  it.live("a call answers runTool's answer, as JSON text and as structuredContent", () =>
+    Effect.gen(function*() {
+      const client = yield* Effect.promise(() => as("alice"))
+      const result = yield* Effect.promise(() => client.callTool({ name: "ocx.echo", arguments: { word: "hello", option: "x", flag: true } }))
+      const answer = yield* expected(named("echo"), { word: "hello", option: "x", flag: true }, callerOf("alice"))
+      expect(result.isError).toBe(false)
+      expect(result.structuredContent).toEqual(answer)
+      expect(textOf(result)).toEqual(answer)
+    }))
 
-  it("dry_run is an argument of every tool", async () => {
-    const client = await as("alice")
-    const result = await client.callTool({ name: "ocx.echo", arguments: { word: "hello", dry_run: true } })
-    expect(result.structuredContent).toEqual(await expected(named("echo"), { word: "hello" }, callerOf("alice"), true))
-    const bad = await client.callTool({ name: "ocx.echo", arguments: { word: "hello", dry_run: "yes" } })
-    expect(bad.isError).toBe(true)
-    expect((bad.structuredContent as any).stopped).toEqual({ reason: "refused", message: `bad argument: dry_run: expected a boolean, not "yes"` })
-  })
+  it.live("dry_run is an argument of every tool", () =>
+    Effect.gen(function*() {
+      const client = yield* Effect.promise(() => as("alice"))
+      const result = yield* Effect.promise(() => client.callTool({ name: "ocx.echo", arguments: { word: "hello", dry_run: true } }))
+      expect(result.structuredContent).toEqual(yield* expected(named("echo"), { word: "hello" }, callerOf("alice"), true))
+      const bad = yield* Effect.promise(() => client.callTool({ name: "ocx.echo", arguments: { word: "hello", dry_run: "yes" } }))
+      expect(bad.isError).toBe(true)
+      expect((bad.structuredContent as any).stopped).toEqual({ reason: "refused", message: `bad argument: dry_run: expected a boolean, not "yes"` })
+    }))
 
-  it("a bad argument and an unknown tool are refused, isError, in runTool's words", async () => {
-    const client = await as("alice")
-    const bad = await client.callTool({ name: "ocx.echo", arguments: { word: 3 } })
-    expect(bad.isError).toBe(true)
-    expect(bad.structuredContent).toEqual(await expected(named("echo"), { word: 3 }, callerOf("alice")))
-    const unknown = await client.callTool({ name: "ocx.frobnicate", arguments: {} })
-    expect(unknown.isError).toBe(true)
-    expect(textOf(unknown).stopped.message).toBe(`no tool named "ocx.frobnicate"; the tools are ${mcpNames.join(", ")}`)
-  })
+  it.live("a bad argument and an unknown tool are refused, isError, in runTool's words", () =>
+    Effect.gen(function*() {
+      const client = yield* Effect.promise(() => as("alice"))
+      const bad = yield* Effect.promise(() => client.callTool({ name: "ocx.echo", arguments: { word: 3 } }))
+      expect(bad.isError).toBe(true)
+      expect(bad.structuredContent).toEqual(yield* expected(named("echo"), { word: 3 }, callerOf("alice")))
+      const unknown = yield* Effect.promise(() => client.callTool({ name: "ocx.frobnicate", arguments: {} }))
+      expect(unknown.isError).toBe(true)
+      expect(textOf(unknown).stopped.message).toBe(`no tool named "ocx.frobnicate"; the tools are ${mcpNames.join(", ")}`)
+    }))
 
   it("a tool MCP does not offer is refused, naming where it is offered; list and help show only MCP's tools", async () => {
     const client = await as("alice")
@@ -223,21 +227,22 @@ describe("ocx2-mcp", () => {
 })
 
 describe("create over MCP", () => {
-  it("a dry run checks the run and says what it would write, and writes nothing", async () => {
-    const client = await as("alice")
-    const before = state()
-    const input = { title: "from MCP", node: "lab", objective: "say hello", user: "builder", fields: runFields() }
-    const result = await client.callTool({ name: "ocx.create", arguments: { ...input, dry_run: true } })
-    expect(result.isError).toBe(false)
-    const answer = textOf(result)
-    expect(answer.stopped).toEqual({ reason: "dry_run" })
-    expect(answer.operations.at(-1)).toEqual({ op: "write", detail: `a new thread "from MCP" as alice, holding a run for lab`, done: false })
-    expect(answer.output.message).toEqual({
-      ocx: 2, to: "lab", run: { clone: serverCode, objective: "say hello", ...runFields(), process: { ...runFields().process, user: "builder" } }
-    })
-    expect(answer).toEqual(await expected(named("create"), input, callerOf("alice"), true))
-    expect(state()).toBe(before)
-  })
+  it.live("a dry run checks the run and says what it would write, and writes nothing", () =>
+    Effect.gen(function*() {
+      const client = yield* Effect.promise(() => as("alice"))
+      const before = state()
+      const input = { title: "from MCP", node: "lab", objective: "say hello", user: "builder", fields: runFields() }
+      const result = yield* Effect.promise(() => client.callTool({ name: "ocx.create", arguments: { ...input, dry_run: true } }))
+      expect(result.isError).toBe(false)
+      const answer = textOf(result)
+      expect(answer.stopped).toEqual({ reason: "dry_run" })
+      expect(answer.operations.at(-1)).toEqual({ op: "write", detail: `a new thread "from MCP" as alice, holding a run for lab`, done: false })
+      expect(answer.output.message).toEqual({
+        ocx: 2, to: "lab", run: { clone: serverCode, objective: "say hello", ...runFields(), process: { ...runFields().process, user: "builder" } }
+      })
+      expect(answer).toEqual(yield* expected(named("create"), input, callerOf("alice"), true))
+      expect(state()).toBe(before)
+    }))
 
   it("is refused to a user without admin or setup, by the capabilities the repository gives, and nothing is written", async () => {
     const client = await as("builder")
@@ -253,42 +258,44 @@ describe("create over MCP", () => {
 })
 
 describe("an MCP server acts as its user, within the capabilities its repository gives that user", () => {
-  it("takes no capability from the environment: OCX_CAPABILITIES grants nothing, with or without a repository", async () => {
-    const before = state()
-    const withRepository = await connect(withGuarded, { OCX_USER: "builder", OCX_CAPABILITIES: "s", OCX_REPOSITORY: repository })
-    const refused = await withRepository.callTool({ name: "ocx.guarded", arguments: { word: "builder" } })
-    expect(refused.isError).toBe(true)
-    expect(textOf(refused)).toEqual(await expected(makeGuarded(marks), { word: "builder" }, callerOf("builder")))
-    expect(textOf(refused).stopped).toEqual({ reason: "refused", message: "guarded is for a user with Setup (s)" })
-    // without a repository the caller holds nothing, whoever it names
-    const without = await connect(withGuarded, { OCX_USER: "alice", OCX_CAPABILITIES: "s" })
-    const alsoRefused = await without.callTool({ name: "ocx.guarded", arguments: { word: "alice" } })
-    expect(textOf(alsoRefused).stopped).toEqual({ reason: "refused", message: "guarded is for a user with Setup (s)" })
-    const status = await without.callTool({ name: "ocx.status", arguments: {} })
-    expect(textOf(status).output.caller).toEqual({ user: "alice", capabilities: "" })
-    expect(existsSync(marks)).toBe(false)
-    expect(state()).toBe(before)
-  })
+  it.live("takes no capability from the environment: OCX_CAPABILITIES grants nothing, with or without a repository", () =>
+    Effect.gen(function*() {
+      const before = state()
+      const withRepository = yield* Effect.promise(() => connect(withGuarded, { OCX_USER: "builder", OCX_CAPABILITIES: "s", OCX_REPOSITORY: repository }))
+      const refused = yield* Effect.promise(() => withRepository.callTool({ name: "ocx.guarded", arguments: { word: "builder" } }))
+      expect(refused.isError).toBe(true)
+      expect(textOf(refused)).toEqual(yield* expected(makeGuarded(marks), { word: "builder" }, callerOf("builder")))
+      expect(textOf(refused).stopped).toEqual({ reason: "refused", message: "guarded is for a user with Setup (s)" })
+      // without a repository the caller holds nothing, whoever it names
+      const without = yield* Effect.promise(() => connect(withGuarded, { OCX_USER: "alice", OCX_CAPABILITIES: "s" }))
+      const alsoRefused = yield* Effect.promise(() => without.callTool({ name: "ocx.guarded", arguments: { word: "alice" } }))
+      expect(textOf(alsoRefused).stopped).toEqual({ reason: "refused", message: "guarded is for a user with Setup (s)" })
+      const status = yield* Effect.promise(() => without.callTool({ name: "ocx.status", arguments: {} }))
+      expect(textOf(status).output.caller).toEqual({ user: "alice", capabilities: "" })
+      expect(existsSync(marks)).toBe(false)
+      expect(state()).toBe(before)
+    }))
 
-  it("lets a user with Setup use it: a dry run says what it would do, a call does it", async () => {
-    const client = await as("alice", withGuarded)
-    const dry = await client.callTool({ name: "ocx.guarded", arguments: { word: "first", dry_run: true } })
-    expect(dry.structuredContent).toEqual(await expected(makeGuarded(marks), { word: "first" }, callerOf("alice"), true))
-    expect(existsSync(marks)).toBe(false)
-    const done = await client.callTool({ name: "ocx.guarded", arguments: { word: "first", times: 2, extra: { a: 1 } } })
-    expect(done.isError).toBe(false)
-    expect(done.structuredContent).toEqual({
-      tool: "guarded",
-      operations: [{ op: "mark", detail: `first in ${marks}`, done: true }],
-      output: { marked: "first" },
-      stopped: { reason: "completed" }
-    })
-    expect(readFileSync(marks, "utf8")).toBe("first\n")
-    // what the tool logged went to stderr, and stdout carried only the protocol
-    await new Promise((r) => setTimeout(r, 50))
-    expect(stderrOf.get(client)!()).toContain("guarded called with first")
-    expect(protocolErrors).toEqual([])
-  })
+  it.live("lets a user with Setup use it: a dry run says what it would do, a call does it", () =>
+    Effect.gen(function*() {
+      const client = yield* Effect.promise(() => as("alice", withGuarded))
+      const dry = yield* Effect.promise(() => client.callTool({ name: "ocx.guarded", arguments: { word: "first", dry_run: true } }))
+      expect(dry.structuredContent).toEqual(yield* expected(makeGuarded(marks), { word: "first" }, callerOf("alice"), true))
+      expect(existsSync(marks)).toBe(false)
+      const done = yield* Effect.promise(() => client.callTool({ name: "ocx.guarded", arguments: { word: "first", times: 2, extra: { a: 1 } } }))
+      expect(done.isError).toBe(false)
+      expect(done.structuredContent).toEqual({
+        tool: "guarded",
+        operations: [{ op: "mark", detail: `first in ${marks}`, done: true }],
+        output: { marked: "first" },
+        stopped: { reason: "completed" }
+      })
+      expect(readFileSync(marks, "utf8")).toBe("first\n")
+      // what the tool logged went to stderr, and stdout carried only the protocol
+      yield* Effect.sleep("50 millis")
+      expect(stderrOf.get(client)!()).toContain("guarded called with first")
+      expect(protocolErrors).toEqual([])
+    }))
 
   it("reads the capabilities at each call: a change in the repository takes effect at once", async () => {
     const client = await as("carol")
@@ -313,19 +320,20 @@ describe("an MCP server acts as its user, within the capabilities its repository
 })
 
 describe("ocx2 --mcp", () => {
-  it("serves the same tools as ocx2-mcp, as --user within the capabilities --repository gives", async () => {
-    const client = await connect(ocx2, {}, ["--repository", repository, "--user", "builder", "--mcp"])
-    const { tools: offered } = await client.listTools()
-    expect(offered.map((t) => t.name)).toEqual(mcpNames)
-    const echo = await client.callTool({ name: "ocx.echo", arguments: { word: "hi" } })
-    expect(echo.structuredContent).toEqual(await expected(named("echo"), { word: "hi" }, callerOf("builder")))
-    const status = textOf(await client.callTool({ name: "ocx.status", arguments: {} }))
-    expect(status.output.caller).toEqual({ user: "builder", capabilities: fullcap(repository, "builder") })
-    const before = state()
-    const create = await client.callTool({ name: "ocx.create", arguments: { title: "t", node: "lab", objective: "x", user: "builder", fields: runFields() } })
-    expect(textOf(create).stopped.message).toMatch(/^create needs Fossil's admin \(a\) or setup \(s\) capability/)
-    expect(state()).toBe(before)
-    const hook = await client.callTool({ name: "ocx.hook", arguments: {} })
-    expect(textOf(hook).stopped.message).toBe(notOfferedMessage("mcp", named("hook")))
-  })
+  it.live("serves the same tools as ocx2-mcp, as --user within the capabilities --repository gives", () =>
+    Effect.gen(function*() {
+      const client = yield* Effect.promise(() => connect(ocx2, {}, ["--repository", repository, "--user", "builder", "--mcp"]))
+      const { tools: offered } = yield* Effect.promise(() => client.listTools())
+      expect(offered.map((t) => t.name)).toEqual(mcpNames)
+      const echo = yield* Effect.promise(() => client.callTool({ name: "ocx.echo", arguments: { word: "hi" } }))
+      expect(echo.structuredContent).toEqual(yield* expected(named("echo"), { word: "hi" }, callerOf("builder")))
+      const status = textOf(yield* Effect.promise(() => client.callTool({ name: "ocx.status", arguments: {} })))
+      expect(status.output.caller).toEqual({ user: "builder", capabilities: fullcap(repository, "builder") })
+      const before = state()
+      const create = yield* Effect.promise(() => client.callTool({ name: "ocx.create", arguments: { title: "t", node: "lab", objective: "x", user: "builder", fields: runFields() } }))
+      expect(textOf(create).stopped.message).toMatch(/^create needs Fossil's admin \(a\) or setup \(s\) capability/)
+      expect(state()).toBe(before)
+      const hook = yield* Effect.promise(() => client.callTool({ name: "ocx.hook", arguments: {} }))
+      expect(textOf(hook).stopped.message).toBe(notOfferedMessage("mcp", named("hook")))
+    }))
 })

@@ -131,6 +131,7 @@ describe("git clone and fetch from the extension root", () => {
   }, 60_000)
 
   it("never serves another repository's export", async () => {
+    // a second repository, not served, with an export of its own: the world serves one
     const other = await createRepository(Path.join(world.dir, "other.fossil"), [])
     await fossil(["git", "export", Path.join(world.dir, "other-mirror"), "-R", other])
     for (const name of ["other", "served.fossil", "Served", "..", "served.git/../other"]) {

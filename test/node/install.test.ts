@@ -1,7 +1,7 @@
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { hookCommandOf, pollersOf, readHooks } from "../../src/node/HookInstall.js"
 import { cursorFileOf, readCursor } from "../../src/root/HookFiles.js"
 import * as Effect from "effect/Effect"
@@ -25,21 +25,22 @@ afterAll(async () => {
   await world?.close()
 })
 
-const hooks = () => Effect.runPromise(readHooks(world.repository))
+const hooks = () => readHooks(world.repository)
 const state = async () => (await world.call(status, { root: world.root }, { as: users.stranger.login })).output!
 
 describe("hook, unhook and status", () => {
-  it("refuses without setup, without a served release, and without a repository", async () => {
-    const stranger = await world.call(hook, { root: world.root }, { as: users.stranger.login })
-    expect(stranger.stopped).toEqual({ reason: "refused", message: "hook needs Fossil's setup capability (s)" })
-    const bare = Path.join(world.dir, "bare-root")
-    Fs.mkdirSync(bare)
-    const noRelease = await world.call(hook, { root: bare })
-    expect(noRelease.stopped.reason).toBe("refused")
-    expect(noRelease.stopped.message).toMatch(/serves no release .*current is missing/)
-    expect((await world.call(unhook, { root: world.root }, { as: users.node.login })).stopped.reason).toBe("refused")
-    expect(await hooks()).toEqual([])
-  }, 30_000)
+  it.live("refuses without setup, without a served release, and without a repository", () =>
+    Effect.gen(function*() {
+      const stranger = yield* Effect.promise(() => world.call(hook, { root: world.root }, { as: users.stranger.login }))
+      expect(stranger.stopped).toEqual({ reason: "refused", message: "hook needs Fossil's setup capability (s)" })
+      const bare = Path.join(world.dir, "bare-root")
+      Fs.mkdirSync(bare)
+      const noRelease = yield* Effect.promise(() => world.call(hook, { root: bare }))
+      expect(noRelease.stopped.reason).toBe("refused")
+      expect(noRelease.stopped.message).toMatch(/serves no release .*current is missing/)
+      expect((yield* Effect.promise(() => world.call(unhook, { root: world.root }, { as: users.node.login }))).stopped.reason).toBe("refused")
+      expect(yield* hooks()).toEqual([])
+    }), 30_000)
 
   it("status says absent and the default backoffice before anything is installed; anyone may ask", async () => {
     const s = await state()
@@ -49,53 +50,56 @@ describe("hook, unhook and status", () => {
     expect(s.lastRun).toBeUndefined()
   }, 30_000)
 
-  it("a dry run says exactly what it would do and does nothing", async () => {
-    await fossil(["hook", "add", "--type", "after-receive", "--command", "echo other-hook", "-R", world.repository])
-    const dry = await world.call(hook, { root: world.root, node: users.node.login, fast: true }, { dryRun: true })
-    expect(dry.stopped.reason).toBe("dry_run")
-    const would = dry.operations.filter((o) => !o.done).map((o) => o.op)
-    expect(would).toEqual(["hook", "node", "cursor", "fast", "fast"])
-    expect(dry.operations.find((o) => o.op === "hook")!.detail).toContain(hookCommandOf(world.root))
-    expect((await hooks()).map((h) => h.command)).toEqual(["echo other-hook"])
-    expect(Fs.existsSync(Path.join(world.root, "node", "node.json"))).toBe(false)
-    expect(pollersOf(world.repository)).toEqual([])
-  }, 30_000)
+  it.live("a dry run says exactly what it would do and does nothing", () =>
+    Effect.gen(function*() {
+      yield* Effect.promise(() => fossil(["hook", "add", "--type", "after-receive", "--command", "echo other-hook", "-R", world.repository]))
+      const dry = yield* Effect.promise(() => world.call(hook, { root: world.root, node: users.node.login, fast: true }, { dryRun: true }))
+      expect(dry.stopped.reason).toBe("dry_run")
+      const would = dry.operations.filter((o) => !o.done).map((o) => o.op)
+      expect(would).toEqual(["hook", "node", "cursor", "fast", "fast"])
+      expect(dry.operations.find((o) => o.op === "hook")!.detail).toContain(hookCommandOf(world.root))
+      expect((yield* hooks()).map((h) => h.command)).toEqual(["echo other-hook"])
+      expect(Fs.existsSync(Path.join(world.root, "node", "node.json"))).toBe(false)
+      expect(pollersOf(world.repository)).toEqual([])
+    }), 30_000)
 
-  it("installs, changes nothing when installed again, replaces another root's ocx2-hook and leaves other hooks alone", async () => {
-    const first = await world.call(hook, { root: world.root, node: users.node.login })
-    expect(first.stopped.reason).toBe("completed")
-    expect(first.output!.hook).toBe("installed")
-    expect(first.output!.otherHooks).toEqual(["after-receive: echo other-hook"])
-    expect(readCursor(cursorFileOf(world.root, world.repository, "lab"))).toBeDefined()
-    expect((await hooks()).map((h) => h.command).sort()).toEqual([hookCommandOf(world.root), "echo other-hook"].sort())
-    expect((await state()).hook?.state).toBe("installed")
+  it.live("installs, changes nothing when installed again, replaces another root's ocx2-hook and leaves other hooks alone", () =>
+    Effect.gen(function*() {
+      const first = yield* Effect.promise(() => world.call(hook, { root: world.root, node: users.node.login }))
+      expect(first.stopped.reason).toBe("completed")
+      expect(first.output!.hook).toBe("installed")
+      expect(first.output!.otherHooks).toEqual(["after-receive: echo other-hook"])
+      expect(readCursor(cursorFileOf(world.root, world.repository, "lab"))).toBeDefined()
+      expect((yield* hooks()).map((h) => h.command).sort()).toEqual([hookCommandOf(world.root), "echo other-hook"].sort())
+      expect((yield* Effect.promise(() => state())).hook?.state).toBe("installed")
 
-    const again = await world.call(hook, { root: world.root, node: users.node.login })
-    expect(again.output!.hook).toBe("unchanged")
-    expect(again.operations.every((o) => o.op !== "hook" || o.detail.startsWith("already installed"))).toBe(true)
+      const again = yield* Effect.promise(() => world.call(hook, { root: world.root, node: users.node.login }))
+      expect(again.output!.hook).toBe("unchanged")
+      expect(again.operations.every((o) => o.op !== "hook" || o.detail.startsWith("already installed"))).toBe(true)
 
-    // another root's hook: status says ocx2-hook runs otherwise; installing replaces it
-    const otherRoot = Path.join(world.dir, "other-root")
-    Fs.mkdirSync(otherRoot)
-    makeReleaseRoot(otherRoot)
-    expect((await world.call(hook, { root: otherRoot })).output!.hook).toBe("installed")
-    expect((await hooks()).map((h) => h.command).sort()).toEqual([hookCommandOf(Fs.realpathSync(otherRoot)), "echo other-hook"].sort())
-    expect((await state()).hook?.state).toBe("other")
-    expect((await world.call(hook, { root: world.root })).output!.hook).toBe("installed")
-    expect((await hooks()).filter((h) => h.command.includes("ocx2-hook")).length).toBe(1)
-    expect((await state()).otherHooks).toEqual(["echo other-hook"])
-  }, 60_000)
+      // another root's hook: status says ocx2-hook runs otherwise; installing replaces it
+      const otherRoot = Path.join(world.dir, "other-root")
+      Fs.mkdirSync(otherRoot)
+      makeReleaseRoot(otherRoot)
+      expect((yield* Effect.promise(() => world.call(hook, { root: otherRoot }))).output!.hook).toBe("installed")
+      expect((yield* hooks()).map((h) => h.command).sort()).toEqual([hookCommandOf(Fs.realpathSync(otherRoot)), "echo other-hook"].sort())
+      expect((yield* Effect.promise(() => state())).hook?.state).toBe("other")
+      expect((yield* Effect.promise(() => world.call(hook, { root: world.root }))).output!.hook).toBe("installed")
+      expect((yield* hooks()).filter((h) => h.command.includes("ocx2-hook")).length).toBe(1)
+      expect((yield* Effect.promise(() => state())).otherHooks).toEqual(["echo other-hook"])
+    }), 60_000)
 
-  it("unhook removes only the hooks that run ocx2-hook, and leaves the log", async () => {
-    const log = Path.join(world.root, "node", "hook.log")
-    Fs.appendFileSync(log, "")
-    const removed = await world.call(unhook, { root: world.root })
-    expect(removed.output!.removed).toEqual([hookCommandOf(world.root)])
-    expect((await hooks()).map((h) => h.command)).toEqual(["echo other-hook"])
-    expect(Fs.existsSync(log)).toBe(true)
-    expect((await state()).hook?.state).toBe("absent")
-    expect((await world.call(hook, { root: world.root })).output!.hook).toBe("installed")
-  }, 30_000)
+  it.live("unhook removes only the hooks that run ocx2-hook, and leaves the log", () =>
+    Effect.gen(function*() {
+      const log = Path.join(world.root, "node", "hook.log")
+      Fs.appendFileSync(log, "")
+      const removed = yield* Effect.promise(() => world.call(unhook, { root: world.root }))
+      expect(removed.output!.removed).toEqual([hookCommandOf(world.root)])
+      expect((yield* hooks()).map((h) => h.command)).toEqual(["echo other-hook"])
+      expect(Fs.existsSync(log)).toBe(true)
+      expect((yield* Effect.promise(() => state())).hook?.state).toBe("absent")
+      expect((yield* Effect.promise(() => world.call(hook, { root: world.root }))).output!.hook).toBe("installed")
+    }), 30_000)
 
   it("--fast sets backoffice-disable and starts the poller; status then says fast", async () => {
     const fast = await world.call(hook, { root: world.root, fast: true })

@@ -1,9 +1,10 @@
 import BetterSqlite3 from "better-sqlite3"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as FossilRepository from "../../layers/FossilRepository.js"
 import { Repository } from "../../services/Repository.js"
 import { hookCursorOf, runBackoffice } from "../../src/node/BackofficePoller.js"
@@ -36,43 +37,46 @@ afterAll(async () => {
 })
 
 describe("a person's posts while the node writes", () => {
-  it("all succeed, none refused with database is locked, during a burst of the node's writes", async () => {
-    const person = await webLogin(server.url, users.runner.login, users.runner.password)
-    const thread = await webNewThread(server, person, { title: "a thread", text: "hello" })
-    // until both have done enough to meet often: counts, not a time, so a slow machine only takes longer
-    const enough = 25
-    const giveUp = Date.now() + 50_000
-    let nodeWrites = 0
-    let posts = 0
-    const going = () => (nodeWrites < enough || posts < enough) && Date.now() < giveUp
-    // the node writing replies as the node user, back to back (its writes run one at a time)
-    const nodeWriter = async (i: number) => {
-      while (going()) {
-        await Effect.runPromise(Effect.flatMap(Repository, (r) => r.reply({ user: users.node.login, to: thread, text: `node ${i} ${nodeWrites}` })).pipe(
-          Effect.provide(FossilRepository.layer({ path: repository }))))
-        nodeWrites++
+  // real processes and real time: the node's writes and the person's web posts meet in the repository
+  it.live("all succeed, none refused with database is locked, during a burst of the node's writes", () =>
+    Effect.gen(function*() {
+      const person = yield* Effect.promise(() => webLogin(server.url, users.runner.login, users.runner.password))
+      const thread = yield* Effect.promise(() => webNewThread(server, person, { title: "a thread", text: "hello" }))
+      // until both have done enough to meet often: counts, not a time, so a slow machine only takes longer
+      const enough = 25
+      const giveUp = Date.now() + 50_000
+      let nodeWrites = 0
+      let posts = 0
+      const going = () => (nodeWrites < enough || posts < enough) && Date.now() < giveUp
+      // the node writing replies as the node user, back to back (its writes run one at a time)
+      const nodeWriter = (i: number) =>
+        Effect.whileLoop({
+          while: going,
+          body: () => nodeReply(thread, `node ${i} ${nodeWrites}`),
+          step: () => {
+            nodeWrites++
+          }
+        })
+      const refused: Array<string> = []
+      const personPosts = async () => {
+        while (going()) {
+          const t0 = Date.now()
+          const r = await webReplyOnce(server, person, { to: thread, text: `a person's reply ${posts}` })
+          posts++
+          if (r.hash === undefined) refused.push(`HTTP ${r.status}: ${r.body.replace(/<[^>]*>/g, " ").replace(/\s+/g, " ").replace(/^.*Logout/, "").slice(0, 160)}`)
+          await new Promise((resolve) => setTimeout(resolve, Math.max(0, 100 - (Date.now() - t0))))
+        }
       }
-    }
-    const refused: Array<string> = []
-    const personPosts = async () => {
-      while (going()) {
-        const t0 = Date.now()
-        const r = await webReplyOnce(server, person, { to: thread, text: `a person's reply ${posts}` })
-        posts++
-        if (r.hash === undefined) refused.push(`HTTP ${r.status}: ${r.body.replace(/<[^>]*>/g, " ").replace(/\s+/g, " ").replace(/^.*Logout/, "").slice(0, 160)}`)
-        await new Promise((resolve) => setTimeout(resolve, Math.max(0, 100 - (Date.now() - t0))))
-      }
-    }
-    await Promise.all([nodeWriter(0), personPosts()])
-    expect(nodeWrites).toBeGreaterThanOrEqual(enough)
-    expect(posts).toBeGreaterThanOrEqual(enough)
-    expect(refused).toEqual([])
-  }, 60_000)
+      yield* Effect.all([nodeWriter(0), Effect.promise(personPosts)], { concurrency: "unbounded" })
+      expect(nodeWrites).toBeGreaterThanOrEqual(enough)
+      expect(posts).toBeGreaterThanOrEqual(enough)
+      expect(refused).toEqual([])
+    }), 60_000)
 })
 
 const nodeReply = (to: string, text: string) =>
-  Effect.runPromise(Effect.flatMap(Repository, (r) => r.reply({ user: users.node.login, to, text })).pipe(
-    Effect.provide(FossilRepository.layer({ path: repository }))))
+  Effect.flatMap(Repository, (r) => r.reply({ user: users.node.login, to, text })).pipe(
+    Effect.provide(FossilRepository.layer({ path: repository })))
 
 /** the pids of the fossil processes on the repository whose arguments hold `word` */
 const fossilsDoing = (word: string): ReadonlyArray<number> =>
@@ -131,45 +135,51 @@ const personWrites = (person: BetterSqlite3.Database): string => {
 }
 
 describe("a person's transaction the node's write meets half-way (locks, no timing)", () => {
-  it("the node's write waits for it: the person's write after its read is not refused", async () => {
-    const thread = await webNewThread(server, await webLogin(server.url, users.runner.login, users.runner.password), { title: "half-way", text: "hello" })
-    // Fossil's forum page: a deferred transaction that reads, then writes (content_put's INSERT INTO rcvfrom)
-    const person = new BetterSqlite3(repository, { fileMustExist: true })
-    person.pragma("busy_timeout = 15000")
-    let nodeDone = false
-    try {
-      person.exec("BEGIN")
-      person.prepare("SELECT count(*) FROM blob").get()
-      const write = nodeReply(thread, "the node writes meanwhile").finally(() => {
-        nodeDone = true
-      })
-      // the node's fossil has met the person's transaction: it waits for a lock (busy handler)
-      await until(() => nodeFossils().some(asleep), "the node's fossil to wait for a lock")
-      expect(personWrites(person)).toBe("none")
-      expect(nodeDone).toBe(false) // the node waited for the person, not the other way round
-      const written = await write
-      expect(written.receipt?.sender).toBe(users.node.login)
-    } finally {
-      if (person.inTransaction) person.exec("ROLLBACK")
-      person.close()
-    }
-  }, 60_000)
+  // real processes: the node's fossil and this test's SQLite connection meet on the repository's locks
+  it.live("the node's write waits for it: the person's write after its read is not refused", () =>
+    Effect.gen(function*() {
+      const thread = yield* Effect.promise(async () =>
+        webNewThread(server, await webLogin(server.url, users.runner.login, users.runner.password), { title: "half-way", text: "hello" }))
+      // Fossil's forum page: a deferred transaction that reads, then writes (content_put's INSERT INTO rcvfrom)
+      const person = new BetterSqlite3(repository, { fileMustExist: true })
+      person.pragma("busy_timeout = 15000")
+      let nodeDone = false
+      yield* Effect.gen(function*() {
+        person.exec("BEGIN")
+        person.prepare("SELECT count(*) FROM blob").get()
+        const write = yield* Effect.fork(nodeReply(thread, "the node writes meanwhile").pipe(Effect.ensuring(Effect.sync(() => {
+          nodeDone = true
+        }))))
+        // the node's fossil has met the person's transaction: it waits for a lock (busy handler)
+        yield* Effect.promise(() => until(() => nodeFossils().some(asleep), "the node's fossil to wait for a lock"))
+        expect(personWrites(person)).toBe("none")
+        expect(nodeDone).toBe(false) // the node waited for the person, not the other way round
+        const written = yield* Fiber.join(write)
+        expect(written.receipt?.sender).toBe(users.node.login)
+      }).pipe(Effect.ensuring(Effect.sync(() => {
+        if (person.inTransaction) person.exec("ROLLBACK")
+        person.close()
+      })))
+    }), 60_000)
 
-  it("the node's write neither waits for nor holds the host's fossil configuration", async () => {
-    const thread = await webNewThread(server, await webLogin(server.url, users.runner.login, users.runner.password), { title: "configuration", text: "hello" })
-    // the configuration every fossil on the host reads (FOSSIL_HOME/.fossil here), held by another
-    const config = Path.join(home, ".fossil")
-    expect(Fs.existsSync(config)).toBe(true) // made by the fossil commands that made the repository
-    const other = new BetterSqlite3(config, { fileMustExist: true })
-    try {
-      other.exec("BEGIN EXCLUSIVE")
-      const written = await nodeReply(thread, "written while another holds the configuration")
-      expect(written.receipt?.sender).toBe(users.node.login)
-    } finally {
-      if (other.inTransaction) other.exec("ROLLBACK")
-      other.close()
-    }
-  }, 60_000)
+  it.live("the node's write neither waits for nor holds the host's fossil configuration", () =>
+    Effect.gen(function*() {
+      const thread = yield* Effect.promise(async () =>
+        webNewThread(server, await webLogin(server.url, users.runner.login, users.runner.password), { title: "configuration", text: "hello" }))
+      // the configuration every fossil on the host reads (FOSSIL_HOME/.fossil here), held by another
+      const config = Path.join(home, ".fossil")
+      expect(Fs.existsSync(config)).toBe(true) // made by the fossil commands that made the repository
+      const other = new BetterSqlite3(config, { fileMustExist: true })
+      yield* Effect.gen(function*() {
+        other.exec("BEGIN EXCLUSIVE")
+        const written = yield* nodeReply(thread, "written while another holds the configuration")
+        expect(written.receipt?.sender).toBe(users.node.login)
+      }).pipe(Effect.ensuring(Effect.sync(() => {
+        if (other.inTransaction) other.exec("ROLLBACK")
+        other.close()
+      })))
+    }), 60_000)
+
   it("the backoffice of fast mode's poller runs the hook after the person's write, which is not refused", async () => {
     // Fossil's backoffice runs the after-receive hook and records its cursor inside a write
     // transaction (BEGIN IMMEDIATE); the node's poller runs it exclusively (src/node/BackofficePoller.ts)

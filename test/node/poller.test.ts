@@ -5,8 +5,9 @@ import { hookCursorOf, pollBackoffice, runBackoffice } from "../../src/node/Back
 import { pollersOf, pollersOfKind } from "../../src/node/HookInstall.js"
 import { hook } from "../../src/tools/hook.js"
 import { status } from "../../src/tools/status.js"
-import { createRepository, fossil, spawnAsService, webLogin, webNewThread } from "../support/fossilServer.js"
+import { fossil, spawnAsService, webLogin, webNewThread } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
+import { makeWorld, type World } from "../support/world.js"
 import { endWatchers, makeHookWorld, waitFor, type HookWorld } from "./hookWorld.js"
 
 // Fast mode's poller is the node's (src/node/BackofficePoller.ts, docs/locks.md): `ocx2 hook --fast`
@@ -14,6 +15,7 @@ import { endWatchers, makeHookWorld, waitFor, type HookWorld } from "./hookWorld
 // and a backoffice run that left the hook's cursor behind is run again without waiting for a change.
 
 let world: HookWorld
+let polled: World | undefined
 beforeAll(async () => {
   world = await makeHookWorld({ fastHooks: false })
 }, 60_000)
@@ -21,6 +23,7 @@ afterAll(async () => {
   for (const pid of pollersOf(world.repository)) process.kill(pid, "SIGKILL")
   endWatchers(world.root)
   await world?.close()
+  await polled?.close()
 })
 
 describe("the node's poller in fast mode", () => {
@@ -60,8 +63,10 @@ describe("the node's poller in fast mode", () => {
   }, 120_000)
 
   it("runs the backoffice again when a run left the hook's cursor behind, with no change to the file", async () => {
-    const repository = await createRepository(Path.join(world.dir, "polled.fossil"), [users.admin])
-    const marks = Path.join(world.dir, "hook-marks")
+    // a repository of its own, which nothing but this poller and the test write into (its server's backoffice off)
+    polled = await makeWorld({ prefix: "ocx2-polled-", users: [users.admin], checkin: {}, backoffice: false })
+    const repository = polled.repository
+    const marks = Path.join(polled.dir, "hook-marks")
     // the hook writes the configuration it was given back, and that it ran
     await fossil(["hook", "add", "--type", "after-receive", "--command", `echo "ran host=$OCX2_HOST_FOSSIL_HOME" >> ${marks}`, "-R", repository])
     let runs = 0

@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as ReleaseRootFs from "../../layers/ReleaseRootFs.js"
 import { makeCgi } from "../../src/adapters/Cgi.js"
 import { releaseOfProgram } from "../../src/release/ReleasePaths.js"
@@ -102,146 +102,153 @@ const context = (entryPoint: EntryPoint, dryRun = false): ToolContext => ({
   entryPoint
 })
 
-const run = <A>(effect: Effect.Effect<A, never, never>) => Effect.runPromise(effect)
 /** The handler's answer as runTool completes it: a call that ran to the end is completed or a dry run. */
 const answered = <O>(handled: Handled<O>, dryRun: boolean) => ({
   ...handled,
   stopped: handled.stopped ?? { reason: dryRun ? "dry_run" : "completed" }
 })
-const acceptAs = async (program: string | undefined, input: { root?: string }, entryPoint: EntryPoint = "cli", dryRun = false) =>
-  answered(await run(acceptRelease(input, context(entryPoint, dryRun), program).pipe(Effect.provide(ReleaseRootFs.layer))), dryRun)
-const rollbackAs = async (program: string | undefined, input: { root?: string }, entryPoint: EntryPoint = "cli", dryRun = false) =>
-  answered(await run(rollbackRelease(input, context(entryPoint, dryRun), program).pipe(Effect.provide(ReleaseRootFs.layer))), dryRun)
+const acceptAs = (program: string | undefined, input: { root?: string }, entryPoint: EntryPoint = "cli", dryRun = false) =>
+  acceptRelease(input, context(entryPoint, dryRun), program).pipe(Effect.provide(ReleaseRootFs.layer), Effect.map((handled) => answered(handled, dryRun)))
+const rollbackAs = (program: string | undefined, input: { root?: string }, entryPoint: EntryPoint = "cli", dryRun = false) =>
+  rollbackRelease(input, context(entryPoint, dryRun), program).pipe(Effect.provide(ReleaseRootFs.layer), Effect.map((handled) => answered(handled, dryRun)))
+const servingAt = (program: string) => servingOf(program).pipe(Effect.provide(ReleaseRootFs.layer))
 
 const links = (root: string) => ({ previous: linkOf(root, "previous"), current: linkOf(root, "current"), next: linkOf(root, "next") })
 
 describe("accept and rollback keep the rule", () => {
-  it("a program of the root: current accepts; next, previous and a stale release are refused, and nothing changes", async () => {
-    const root = makeRoot({ previous: A, current: B, next: C })
-    const before = listing(root)
-    for (const [link, name] of [["next", C], ["previous", A]] as const) {
-      const answer = await acceptAs(Path.join(root, link, "ocx2"), {})
-      expect(answer.stopped.reason).toBe("refused")
-      expect(answer.stopped.message).toContain(`this program (ocx2) is ${name === C ? "the pre-release candidate" : "release"} ${name} of ${root}`)
-      expect(answer.stopped.message).toContain(`only the active release (current, ${B}) accepts, as ${root}/current/ocx2 accept`)
-      expect(answer.operations).toEqual([])
-    }
-    // --root naming its own root changes nothing: it is still a program of this root
-    const stale = await acceptAs(Path.join(root, "staged", S, "ocx2"), { root })
-    expect(stale.stopped.message).toContain(`is release ${S} of ${root}, staged but served as neither current nor next`)
-    const { staged: _staged, ...rest } = listing(root) // the lock, taken to read the links, touches staged/
-    const { staged: _before, ...restBefore } = before
-    expect(rest).toEqual({ ...restBefore, "staged/release.lock": expect.stringMatching(/^file 0 /) })
+  it.live("a program of the root: current accepts; next, previous and a stale release are refused, and nothing changes", () =>
+    Effect.gen(function*() {
+      const root = makeRoot({ previous: A, current: B, next: C })
+      const before = listing(root)
+      for (const [link, name] of [["next", C], ["previous", A]] as const) {
+        const answer = yield* acceptAs(Path.join(root, link, "ocx2"), {})
+        expect(answer.stopped.reason).toBe("refused")
+        expect(answer.stopped.message).toContain(`this program (ocx2) is ${name === C ? "the pre-release candidate" : "release"} ${name} of ${root}`)
+        expect(answer.stopped.message).toContain(`only the active release (current, ${B}) accepts, as ${root}/current/ocx2 accept`)
+        expect(answer.operations).toEqual([])
+      }
+      // --root naming its own root changes nothing: it is still a program of this root
+      const stale = yield* acceptAs(Path.join(root, "staged", S, "ocx2"), { root })
+      expect(stale.stopped.message).toContain(`is release ${S} of ${root}, staged but served as neither current nor next`)
+      const { staged: _staged, ...rest } = listing(root) // the lock, taken to read the links, touches staged/
+      const { staged: _before, ...restBefore } = before
+      expect(rest).toEqual({ ...restBefore, "staged/release.lock": expect.stringMatching(/^file 0 /) })
 
-    const dry = await acceptAs(Path.join(root, "current", "ocx2"), {}, "cli", true)
-    expect(dry.stopped).toEqual({ reason: "dry_run" })
-    expect(dry.operations[0]).toEqual({ op: "release", detail: `ocx2 is the active release ${B} of ${root} (current): it may accept`, done: true })
-    const real = await acceptAs(Path.join(root, "current", "ocx2"), {})
-    expect(real.stopped).toEqual({ reason: "completed" })
-    expect(links(root)).toEqual({ previous: `staged/${B}`, current: `staged/${C}`, next: `staged/${C}` })
-  })
+      const dry = yield* acceptAs(Path.join(root, "current", "ocx2"), {}, "cli", true)
+      expect(dry.stopped).toEqual({ reason: "dry_run" })
+      expect(dry.operations[0]).toEqual({ op: "release", detail: `ocx2 is the active release ${B} of ${root} (current): it may accept`, done: true })
+      const real = yield* acceptAs(Path.join(root, "current", "ocx2"), {})
+      expect(real.stopped).toEqual({ reason: "completed" })
+      expect(links(root)).toEqual({ previous: `staged/${B}`, current: `staged/${C}`, next: `staged/${C}` })
+    }))
 
-  it("with no release served yet, the pre-release candidate accepts the first (trusted on first use)", async () => {
-    const root = makeRoot({ next: C })
-    const refused = await acceptAs(Path.join(root, "staged", S, "ocx2"), {})
-    expect(refused.stopped.message).toContain(`no release is served yet, so only the pre-release candidate (next, ${C}) accepts`)
-    const first = await acceptAs(Path.join(root, "next", "ocx2"), {})
-    expect(first.stopped).toEqual({ reason: "completed" })
-    expect(links(root)).toEqual({ previous: undefined, current: `staged/${C}`, next: `staged/${C}` })
-  })
+  it.live("with no release served yet, the pre-release candidate accepts the first (trusted on first use)", () =>
+    Effect.gen(function*() {
+      const root = makeRoot({ next: C })
+      const refused = yield* acceptAs(Path.join(root, "staged", S, "ocx2"), {})
+      expect(refused.stopped.message).toContain(`no release is served yet, so only the pre-release candidate (next, ${C}) accepts`)
+      const first = yield* acceptAs(Path.join(root, "next", "ocx2"), {})
+      expect(first.stopped).toEqual({ reason: "completed" })
+      expect(links(root)).toEqual({ previous: undefined, current: `staged/${C}`, next: `staged/${C}` })
+    }))
 
-  it("either current or next rolls back; previous is refused, while a program of no root (or another) recovers with --root", async () => {
-    const root = makeRoot({ previous: A, current: B, next: C })
-    const refused = await rollbackAs(Path.join(root, "previous", "ocx2"), {})
-    expect(refused.stopped.reason).toBe("refused")
-    expect(refused.stopped.message).toContain(`only the active release (current, ${B}) or the pre-release candidate (next, ${C}) rolls back`)
-    // from a terminal (or MCP), a checkout's program, or another root's, is not a release of this root: it may
-    const other = makeRoot({ current: A, next: A })
-    for (const program of [Path.join(base, "checkout", "dist", "ocx2.mjs"), Path.join(other, "current", "ocx2")]) {
-      expect((await rollbackAs(program, { root }, "cli", true)).stopped).toEqual({ reason: "dry_run" })
-      expect((await acceptAs(program, { root }, "mcp", true)).stopped).toEqual({ reason: "dry_run" })
-    }
-    expect((await rollbackAs(Path.join(root, "next", "ocx2"), {}, "cli", true)).stopped).toEqual({ reason: "dry_run" })
-    const back = await rollbackAs(Path.join(root, "current", "ocx2"), {})
-    expect(back.stopped).toEqual({ reason: "completed" })
-    expect(links(root)).toEqual({ previous: `staged/${B}`, current: `staged/${A}`, next: `staged/${C}` })
-    // now A is current: it may roll back (to B), and so may next
-    expect((await rollbackAs(Path.join(root, "next", "ocx2"), {})).stopped).toEqual({ reason: "completed" })
-    expect(links(root)).toEqual({ previous: `staged/${A}`, current: `staged/${B}`, next: `staged/${C}` })
-  })
+  it.live("either current or next rolls back; previous is refused, while a program of no root (or another) recovers with --root", () =>
+    Effect.gen(function*() {
+      const root = makeRoot({ previous: A, current: B, next: C })
+      const refused = yield* rollbackAs(Path.join(root, "previous", "ocx2"), {})
+      expect(refused.stopped.reason).toBe("refused")
+      expect(refused.stopped.message).toContain(`only the active release (current, ${B}) or the pre-release candidate (next, ${C}) rolls back`)
+      // from a terminal (or MCP), a checkout's program, or another root's, is not a release of this root: it may
+      const other = makeRoot({ current: A, next: A })
+      for (const program of [Path.join(base, "checkout", "dist", "ocx2.mjs"), Path.join(other, "current", "ocx2")]) {
+        expect((yield* rollbackAs(program, { root }, "cli", true)).stopped).toEqual({ reason: "dry_run" })
+        expect((yield* acceptAs(program, { root }, "mcp", true)).stopped).toEqual({ reason: "dry_run" })
+      }
+      expect((yield* rollbackAs(Path.join(root, "next", "ocx2"), {}, "cli", true)).stopped).toEqual({ reason: "dry_run" })
+      const back = yield* rollbackAs(Path.join(root, "current", "ocx2"), {})
+      expect(back.stopped).toEqual({ reason: "completed" })
+      expect(links(root)).toEqual({ previous: `staged/${B}`, current: `staged/${A}`, next: `staged/${C}` })
+      // now A is current: it may roll back (to B), and so may next
+      expect((yield* rollbackAs(Path.join(root, "next", "ocx2"), {})).stopped).toEqual({ reason: "completed" })
+      expect(links(root)).toEqual({ previous: `staged/${A}`, current: `staged/${B}`, next: `staged/${C}` })
+    }))
 })
 
 describe("on the web, the release root is the page's own", () => {
-  it("a root in the request is refused, whichever release the page is", async () => {
-    const root = makeRoot({ previous: A, current: B, next: C })
-    const before = listing(root)
-    for (const program of [Path.join(root, "current", "ocx2-cgi"), Path.join(base, "checkout", "dist", "ocx2-cgi.mjs")]) {
-      for (const answer of [await acceptAs(program, { root }, "cgi"), await rollbackAs(program, { root }, "cgi", true)]) {
-        expect(answer.stopped.reason).toBe("refused")
-        expect(answer.stopped.message).toMatch(new RegExp(`^the web page takes no release root from the request \\(root "${root}"\\)`))
+  it.live("a root in the request is refused, whichever release the page is", () =>
+    Effect.gen(function*() {
+      const root = makeRoot({ previous: A, current: B, next: C })
+      const before = listing(root)
+      for (const program of [Path.join(root, "current", "ocx2-cgi"), Path.join(base, "checkout", "dist", "ocx2-cgi.mjs")]) {
+        for (const answer of [yield* acceptAs(program, { root }, "cgi"), yield* rollbackAs(program, { root }, "cgi", true)]) {
+          expect(answer.stopped.reason).toBe("refused")
+          expect(answer.stopped.message).toMatch(new RegExp(`^the web page takes no release root from the request \\(root "${root}"\\)`))
+        }
       }
-    }
-    expect(listing(root)).toEqual(before)
-  })
+      expect(listing(root)).toEqual(before)
+    }))
 
-  it("a page whose program is in no release root accepts and rolls back nothing", async () => {
-    const answer = await acceptAs(Path.join(base, "checkout", "dist", "ocx2-cgi.mjs"), {}, "cgi")
-    expect(answer.stopped).toEqual({
-      reason: "refused",
-      message: "this page's program is not inside a release root (ROOT/staged/NAME/ocx2-cgi, reached through ocx2-cgi -> " +
-        "ROOT/current/ocx2-cgi), so it accepts nothing; from a terminal, ocx2 accept --root ROOT"
-    })
-    expect((await rollbackAs(undefined, {}, "cgi")).stopped.message).toMatch(/^this page's program is not inside a release root .* so it rolls back nothing/)
-  })
+  it.live("a page whose program is in no release root accepts and rolls back nothing", () =>
+    Effect.gen(function*() {
+      const answer = yield* acceptAs(Path.join(base, "checkout", "dist", "ocx2-cgi.mjs"), {}, "cgi")
+      expect(answer.stopped).toEqual({
+        reason: "refused",
+        message: "this page's program is not inside a release root (ROOT/staged/NAME/ocx2-cgi, reached through ocx2-cgi -> " +
+          "ROOT/current/ocx2-cgi), so it accepts nothing; from a terminal, ocx2 accept --root ROOT"
+      })
+      expect((yield* rollbackAs(undefined, {}, "cgi")).stopped.message).toMatch(/^this page's program is not inside a release root .* so it rolls back nothing/)
+    }))
 
-  it("the root comes from the page's real path through a chain of links; ocx2-cgi-next accepts only a first release", async () => {
-    const root = makeRoot({ previous: A, current: B, next: C })
-    const ext = Fs.mkdtempSync(Path.join(base, "ext-"))
-    const hop = Path.join(base, "hop-next")
-    Fs.symlinkSync(Path.join(root, "next", "ocx2-cgi"), hop)
-    Fs.symlinkSync(hop, Path.join(ext, "ocx2-cgi-next")) // ext/ocx2-cgi-next -> hop -> ROOT/next/ocx2-cgi -> staged/C
-    Fs.symlinkSync(Path.join(root, "current", "ocx2-cgi"), Path.join(ext, "ocx2-cgi"))
-    const next = await acceptAs(Path.join(ext, "ocx2-cgi-next"), {}, "cgi")
-    expect(next.stopped.reason).toBe("refused")
-    expect(next.stopped.message).toContain(`this page (ocx2-cgi) is the pre-release candidate ${C} of ${root} (next): once a release is served`)
-    expect((await rollbackAs(Path.join(ext, "ocx2-cgi-next"), {}, "cgi", true)).stopped).toEqual({ reason: "dry_run" })
-    const current = await acceptAs(Path.join(ext, "ocx2-cgi"), {}, "cgi")
-    expect(current.stopped).toEqual({ reason: "completed" })
-    expect(current.output).toMatchObject({ root, current: C, previous: B })
+  it.live("the root comes from the page's real path through a chain of links; ocx2-cgi-next accepts only a first release", () =>
+    Effect.gen(function*() {
+      const root = makeRoot({ previous: A, current: B, next: C })
+      const ext = Fs.mkdtempSync(Path.join(base, "ext-"))
+      const hop = Path.join(base, "hop-next")
+      Fs.symlinkSync(Path.join(root, "next", "ocx2-cgi"), hop)
+      Fs.symlinkSync(hop, Path.join(ext, "ocx2-cgi-next")) // ext/ocx2-cgi-next -> hop -> ROOT/next/ocx2-cgi -> staged/C
+      Fs.symlinkSync(Path.join(root, "current", "ocx2-cgi"), Path.join(ext, "ocx2-cgi"))
+      const next = yield* acceptAs(Path.join(ext, "ocx2-cgi-next"), {}, "cgi")
+      expect(next.stopped.reason).toBe("refused")
+      expect(next.stopped.message).toContain(`this page (ocx2-cgi) is the pre-release candidate ${C} of ${root} (next): once a release is served`)
+      expect((yield* rollbackAs(Path.join(ext, "ocx2-cgi-next"), {}, "cgi", true)).stopped).toEqual({ reason: "dry_run" })
+      const current = yield* acceptAs(Path.join(ext, "ocx2-cgi"), {}, "cgi")
+      expect(current.stopped).toEqual({ reason: "completed" })
+      expect(current.output).toMatchObject({ root, current: C, previous: B })
 
-    // a node's first release: the pre-release candidate's page accepts it
-    const fresh = makeRoot({ next: C })
-    Fs.symlinkSync(Path.join(fresh, "next", "ocx2-cgi"), Path.join(ext, "fresh-next"))
-    expect((await acceptAs(Path.join(ext, "fresh-next"), {}, "cgi")).stopped).toEqual({ reason: "completed" })
-    expect(links(fresh).current).toBe(`staged/${C}`)
-  })
+      // a node's first release: the pre-release candidate's page accepts it
+      const fresh = makeRoot({ next: C })
+      Fs.symlinkSync(Path.join(fresh, "next", "ocx2-cgi"), Path.join(ext, "fresh-next"))
+      expect((yield* acceptAs(Path.join(ext, "fresh-next"), {}, "cgi")).stopped).toEqual({ reason: "completed" })
+      expect(links(fresh).current).toBe(`staged/${C}`)
+    }))
 
-  it("each page says which release serves it, and the release tools' forms offer no root", async () => {
-    const root = makeRoot({ previous: A, current: B, next: C })
-    const ext = Fs.mkdtempSync(Path.join(base, "ext-"))
-    Fs.symlinkSync(Path.join(root, "next", "ocx2-cgi"), Path.join(ext, "ocx2-cgi-next"))
-    Fs.symlinkSync(Path.join(root, "current", "ocx2-cgi"), Path.join(ext, "ocx2-cgi"))
-    const serving = (link: string) => run(servingOf(Path.join(ext, link)).pipe(Effect.provide(ReleaseRootFs.layer)))
-    const nextServing = await serving("ocx2-cgi-next")
-    expect(nextServing).toEqual({ root, name: C, program: "ocx2-cgi", served: { previous: A, current: B, next: C } })
-    expect(servingLine(nextServing)).toBe(
-      `This page is the pre-release candidate ${C} of ${root}, the server's release root; the active release is ${B}, and only it accepts.`
-    )
-    expect(servingLine(await serving("ocx2-cgi"))).toBe(`This page is the active release ${B} of ${root}, the server's release root.`)
-    expect(servingLine(await run(servingOf(Path.join(base, "nowhere")).pipe(Effect.provide(ReleaseRootFs.layer))))).toMatch(
-      /not inside a release root/
-    )
+  it.live("each page says which release serves it, and the release tools' forms offer no root", () =>
+    Effect.gen(function*() {
+      const root = makeRoot({ previous: A, current: B, next: C })
+      const ext = Fs.mkdtempSync(Path.join(base, "ext-"))
+      Fs.symlinkSync(Path.join(root, "next", "ocx2-cgi"), Path.join(ext, "ocx2-cgi-next"))
+      Fs.symlinkSync(Path.join(root, "current", "ocx2-cgi"), Path.join(ext, "ocx2-cgi"))
+      const serving = (link: string) => servingAt(Path.join(ext, link))
+      const nextServing = yield* serving("ocx2-cgi-next")
+      expect(nextServing).toEqual({ root, name: C, program: "ocx2-cgi", served: { previous: A, current: B, next: C } })
+      expect(servingLine(nextServing)).toBe(
+        `This page is the pre-release candidate ${C} of ${root}, the server's release root; the active release is ${B}, and only it accepts.`
+      )
+      expect(servingLine(yield* serving("ocx2-cgi"))).toBe(`This page is the active release ${B} of ${root}, the server's release root.`)
+      expect(servingLine(yield* servingAt(Path.join(base, "nowhere")))).toMatch(
+        /not inside a release root/
+      )
 
-    const cgi = makeCgi([accept, rollback], { release: { serving: nextServing } })
-    const request = (path: string) => ({
-      method: "GET", scriptName: "/ext/ocx2-cgi-next", pathInfo: path, query: "", origin: "http://h", referer: undefined,
-      accept: undefined, contentType: undefined, body: "", caller: { user: "admin", capabilities: "s", sandboxed: false }, repository: undefined
-    })
-    const home = await cgi(request(""))
-    expect(home.body).toContain(`pre-release candidate ${C} of ${root}`)
-    const page = await cgi(request("/accept"))
-    expect(page.body).toContain(`pre-release candidate ${C} of ${root}`)
-    expect(page.body).toContain(`<form method="post" action="/ext/ocx2-cgi-next/accept"`)
-    expect(page.body).not.toContain(`name="root"`)
-  })
+      const cgi = makeCgi([accept, rollback], { release: { serving: nextServing } })
+      const request = (path: string) => ({
+        method: "GET", scriptName: "/ext/ocx2-cgi-next", pathInfo: path, query: "", origin: "http://h", referer: undefined,
+        accept: undefined, contentType: undefined, body: "", caller: { user: "admin", capabilities: "s", sandboxed: false }, repository: undefined
+      })
+      const home = yield* Effect.promise(() => cgi(request("")))
+      expect(home.body).toContain(`pre-release candidate ${C} of ${root}`)
+      const page = yield* Effect.promise(() => cgi(request("/accept")))
+      expect(page.body).toContain(`pre-release candidate ${C} of ${root}`)
+      expect(page.body).toContain(`<form method="post" action="/ext/ocx2-cgi-next/accept"`)
+      expect(page.body).not.toContain(`name="root"`)
+    }))
 })

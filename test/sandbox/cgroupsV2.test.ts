@@ -122,6 +122,22 @@ describe("cgroup v2: a launch's group in a delegated subtree (Delegate=yes)", ()
     expect(f.groups(scope)).toEqual([scope, Path.join(scope, nodeLeaf)])
   })
 
+  it("the memory limit set anew while the group runs (a container's spare, as it is taken): higher or lower, never below what the group holds", () => {
+    const f = fake()
+    const scope = f.group("/s.scope", [8])
+    const c = LaunchCgroups.make("ocx2-run-m", { pids: true, pidsMax: 5, memoryBytes: 48 << 20 }, v2Only(f, "/s.scope", 8))
+    const run = Path.join(scope, "ocx2-run-m")
+    expect(c.setMemory(96 << 20)).toBeUndefined()
+    expect(read(run, "memory.max")).toBe(String(96 << 20))
+    expect(read(run, "memory.swap.max")).toBe("0")
+    Fs.writeFileSync(Path.join(run, "memory.current"), String(40 << 20))
+    expect(c.setMemory(32 << 20)).toBe(`the group holds ${40 << 20} bytes, more than ${32 << 20}`)
+    expect(read(run, "memory.max")).toBe(String(96 << 20))
+    expect(c.setMemory(64 << 20)).toBeUndefined()
+    expect(read(run, "memory.max")).toBe(String(64 << 20))
+    expect(c.removeNow()).toBe(true)
+  })
+
   it("pids alone, without a processes limit: pids.max is max and no memory file is written", () => {
     const f = fake()
     const scope = f.group("/s.scope", [8])

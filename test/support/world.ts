@@ -93,6 +93,17 @@ export const waitFor = async <A>(probe: () => Promise<A | undefined> | A | undef
 export const waitUntil = (probe: () => boolean | Promise<boolean>, ms: number, every = 100): Effect.Effect<boolean> =>
   Effect.promise(() => waitFor(async () => ((await probe()) ? true : undefined), ms, every)).pipe(Effect.map((came) => came === true))
 
+/** `waitFor` of an Effect: runs `probe` every `every` ms until its value is `done` or `ms` have passed; its last value. */
+export const eventually = <A, E, R>(probe: Effect.Effect<A, E, R>, done: (value: A) => boolean, ms: number, every = 100): Effect.Effect<A, E, R> =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + ms
+    for (;;) {
+      const value = yield* probe
+      if (done(value) || Date.now() > deadline) return value
+      yield* Effect.sleep(every)
+    }
+  })
+
 /** Every process whose command line names `needle` (the tests' own temporary paths), by pid. */
 export const pidsNaming = (needle: string): ReadonlyArray<number> =>
   Fs.readdirSync("/proc").filter((e) => /^\d+$/.test(e)).flatMap((e) => {

@@ -1,10 +1,13 @@
+import * as Effect from "effect/Effect"
 import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { capabilitiesOf } from "../../src/adapters/cli/RepositoryCapabilities.js"
 import { create } from "../../src/tools/create.js"
 import { hook } from "../../src/tools/hook.js"
+import { runTool } from "../../src/tools/RunTool.js"
 import { runs, type RunRow, type RunsOutput } from "../../src/tools/runs.js"
-import { webLogin, webNewThread, type WebSession } from "../support/fossilServer.js"
+import { fossil, webLogin, webNewThread, type WebSession } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
 import { closeHookWorld, dist, makeHookWorld, type HookWorld, waitFor } from "../node/hookWorld.js"
 import * as Fs from "node:fs"
@@ -70,39 +73,33 @@ afterAll(async () => {
 })
 
 describe("runs", () => {
-  it("reads again only what arrived since its last call, and everything when something before it changed", async () => {
-    const first = await world.call(runs, { limit: 0 })
-    const again = await world.call(runs, { limit: 0 })
-    expect(again.operations[0]!.detail).toMatch(/the messages read before, and what arrived since/)
-    // the same list, but for how long the running run has run by now
-    const steady = (output: RunsOutput | undefined) => output?.runs.map(({ seconds: _s, ...rest }) => rest)
-    expect(steady(again.output)).toEqual(steady(first.output))
-    // a copy of the repository where a post was made private (as a post waiting for moderation is)
-    const copy = Path.join(world.dir, "copy.fossil")
-    Fs.copyFileSync(world.repository, copy)
-    const { runTool } = await import("../../src/tools/RunTool.js")
-    const { capabilitiesOf } = await import("../../src/adapters/cli/RepositoryCapabilities.js")
-    const Effect = await import("effect/Effect")
-    const call = async () => Effect.runPromise(runTool(runs, { limit: 0 }, {
-      caller: { user: users.admin.login, capabilities: await Effect.runPromise(capabilitiesOf(copy, users.admin.login)), sandboxed: false },
-      dryRun: false, repository: copy
+  // real processes: the tools read the served repository, and a fossil writes into its copy
+  it.live("reads again only what arrived since its last call, and everything when something before it changed", () =>
+    Effect.gen(function*() {
+      const first = yield* Effect.promise(() => world.call(runs, { limit: 0 }))
+      const again = yield* Effect.promise(() => world.call(runs, { limit: 0 }))
+      expect(again.operations[0]!.detail).toMatch(/the messages read before, and what arrived since/)
+      // the same list, but for how long the running run has run by now
+      const steady = (output: RunsOutput | undefined) => output?.runs.map(({ seconds: _s, ...rest }) => rest)
+      expect(steady(again.output)).toEqual(steady(first.output))
+      // a copy of the repository where a post was made private (as a post waiting for moderation is)
+      const copy = Path.join(world.dir, "copy.fossil")
+      Fs.copyFileSync(world.repository, copy)
+      const callAs = (user: string) =>
+        Effect.flatMap(capabilitiesOf(copy, user), (capabilities) =>
+          runTool(runs, { limit: 0 }, { caller: { user, capabilities, sandboxed: false }, dryRun: false, repository: copy }))
+      const before = yield* callAs(users.admin.login)
+      expect(before.output!.total).toBe(5)
+      expect((yield* callAs(users.admin.login)).operations[0]!.detail).toMatch(/what arrived since/)
+      yield* Effect.promise(() => fossil(["sql", "-R", copy, `INSERT INTO private SELECT rid FROM blob WHERE uuid = '${made.waiting}'`]))
+      const after = yield* callAs(users.admin.login)
+      expect(after.operations[0]!.detail).toMatch(/\(every post\)/)
+      // alice holds setup, so x: she still sees it, now private
+      expect(after.output!.total).toBe(5)
+      const builderView = yield* callAs(users.stranger.login)
+      expect(builderView.output!.runs.map((r) => r.run)).not.toContain(made.waiting)
+      expect(builderView.output!.total).toBe(4)
     }))
-    const before = await call()
-    expect(before.output!.total).toBe(5)
-    expect((await call()).operations[0]!.detail).toMatch(/what arrived since/)
-    const { fossil } = await import("../support/fossilServer.js")
-    await fossil(["sql", "-R", copy, `INSERT INTO private SELECT rid FROM blob WHERE uuid = '${made.waiting}'`])
-    const after = await call()
-    expect(after.operations[0]!.detail).toMatch(/\(every post\)/)
-    // alice holds setup, so x: she still sees it, now private
-    expect(after.output!.total).toBe(5)
-    const builderView = await Effect.runPromise(runTool(runs, { limit: 0 }, {
-      caller: { user: users.stranger.login, capabilities: await Effect.runPromise(capabilitiesOf(copy, users.stranger.login)), sandboxed: false },
-      dryRun: false, repository: copy
-    }))
-    expect(builderView.output!.runs.map((r) => r.run)).not.toContain(made.waiting)
-    expect(builderView.output!.total).toBe(4)
-  })
 
   it("lists a waiting, a running, an ended, a refused and a lost run, each in its state, newest first", async () => {
     const output = await list({ limit: 0 })

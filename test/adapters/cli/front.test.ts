@@ -3,7 +3,7 @@ import * as Either from "effect/Either"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { PassThrough } from "node:stream"
-import { afterAll, describe, expect, it } from "vitest"
+import { afterAll, describe, expect, it } from "@effect/vitest"
 import { frontDoor } from "../../../src/adapters/cli/Front.js"
 import { lookOf, plainLook, rootHelp, toolHelp } from "../../../src/adapters/cli/Help.js"
 import { readJsonArgument } from "../../../src/adapters/cli/JsonArgument.js"
@@ -144,32 +144,34 @@ describe("help, rendered from the tool definitions", () => {
 
 describe("the files the command line reads", () => {
   const read = (text: string, stdin?: NodeJS.ReadableStream) =>
-    Effect.runPromise(readJsonArgument(text, { option: "--fields", object: true, ...(stdin !== undefined ? { stdin } : {}) }))
+    readJsonArgument(text, { option: "--fields", object: true, ...(stdin !== undefined ? { stdin } : {}) })
 
-  it("--fields @FILE and - read the JSON object from the file and from standard input", async () => {
-    const file = Path.join(dir, "fields.json")
-    Fs.writeFileSync(file, '{"process": {"session": true}}')
-    expect(await read(`@${file}`)).toEqual(Either.right({ process: { session: true } }))
-    const stdin = new PassThrough()
-    stdin.end('{"objective": "from stdin"}')
-    expect(await read("-", stdin)).toEqual(Either.right({ objective: "from stdin" }))
-    expect(await read('{"a": 1}')).toEqual(Either.right({ a: 1 }))
-  })
+  it.effect("--fields @FILE and - read the JSON object from the file and from standard input", () =>
+    Effect.gen(function*() {
+      const file = Path.join(dir, "fields.json")
+      Fs.writeFileSync(file, '{"process": {"session": true}}')
+      expect(yield* read(`@${file}`)).toEqual(Either.right({ process: { session: true } }))
+      const stdin = new PassThrough()
+      stdin.end('{"objective": "from stdin"}')
+      expect(yield* read("-", stdin)).toEqual(Either.right({ objective: "from stdin" }))
+      expect(yield* read('{"a": 1}')).toEqual(Either.right({ a: 1 }))
+    }))
 
-  it("a file that is missing, not JSON, or no object is an error naming it", async () => {
-    const missing = Path.join(dir, "missing.json")
-    expect(await read(`@${missing}`)).toEqual(Either.left(`--fields @${missing}: no file ${missing}`))
-    const bad = Path.join(dir, "bad.json")
-    Fs.writeFileSync(bad, "{bad")
-    expect(Either.getLeft(await read(`@${bad}`))).toEqual(expect.objectContaining({ value: expect.stringContaining(`${bad} does not hold JSON`) }))
-    const array = Path.join(dir, "array.json")
-    Fs.writeFileSync(array, "[1, 2]")
-    expect(await read(`@${array}`)).toEqual(Either.left(`--fields @${array}: ${array} holds an array, not a JSON object`))
-    expect(Either.isLeft(await read(`@${dir}`))).toBe(true)
-    const stdin = new PassThrough()
-    stdin.end("42")
-    expect(await read("-", stdin)).toEqual(Either.left("--fields -: standard input holds a number, not a JSON object"))
-  })
+  it.effect("a file that is missing, not JSON, or no object is an error naming it", () =>
+    Effect.gen(function*() {
+      const missing = Path.join(dir, "missing.json")
+      expect(yield* read(`@${missing}`)).toEqual(Either.left(`--fields @${missing}: no file ${missing}`))
+      const bad = Path.join(dir, "bad.json")
+      Fs.writeFileSync(bad, "{bad")
+      expect(Either.getLeft(yield* read(`@${bad}`))).toEqual(expect.objectContaining({ value: expect.stringContaining(`${bad} does not hold JSON`) }))
+      const array = Path.join(dir, "array.json")
+      Fs.writeFileSync(array, "[1, 2]")
+      expect(yield* read(`@${array}`)).toEqual(Either.left(`--fields @${array}: ${array} holds an array, not a JSON object`))
+      expect(Either.isLeft(yield* read(`@${dir}`))).toBe(true)
+      const stdin = new PassThrough()
+      stdin.end("42")
+      expect(yield* read("-", stdin)).toEqual(Either.left("--fields -: standard input holds a number, not a JSON object"))
+    }))
 
   it("a --repository file that is missing, a directory, or unreadable is named", () => {
     expect(repositoryFileProblem("/nonexistent.fossil")).toBe("no repository file /nonexistent.fossil")

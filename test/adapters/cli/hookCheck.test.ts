@@ -1,11 +1,11 @@
 import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
 import { promisify } from "node:util"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as Effect from "effect/Effect"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { readHooks } from "../../../src/node/HookInstall.js"
 import { hook } from "../../../src/tools/hook.js"
 import { unhook } from "../../../src/tools/unhook.js"
-import * as Effect from "effect/Effect"
 import { users } from "../../support/nodeWorld.js"
 import { closeHookWorld, makeHookWorld, type HookWorld } from "../../node/hookWorld.js"
 
@@ -33,15 +33,17 @@ const check = (...more: Array<string>) =>
   ocx2("hook", "--node", users.node.login, "--check", "--root", world.root, "--repository", world.repository, "--user", users.admin.login, "--json", ...more)
 
 describe("hook --node USER --check", () => {
-  it("without --node is refused, naming --node, and installs nothing", async () => {
-    const refused = await world.call(hook, { root: world.root, check: true })
-    expect(refused.stopped.reason).toBe("refused")
-    expect(refused.stopped.message).toContain("name it with --node USER")
-    expect(await Effect.runPromise(readHooks(world.repository))).toEqual([])
-    const cli = await ocx2("hook", "--check", "--root", world.root, "--repository", world.repository, "--user", users.admin.login)
-    expect(cli.code).toBe(2)
-    expect(cli.stderr).toContain("hook: refused: hook --check is the node starting")
-  }, 30_000)
+  // real processes: the tool's calls and the bundled program
+  it.live("without --node is refused, naming --node, and installs nothing", () =>
+    Effect.gen(function*() {
+      const refused = yield* Effect.promise(() => world.call(hook, { root: world.root, check: true }))
+      expect(refused.stopped.reason).toBe("refused")
+      expect(refused.stopped.message).toContain("name it with --node USER")
+      expect(yield* readHooks(world.repository)).toEqual([])
+      const cli = yield* Effect.promise(() => ocx2("hook", "--check", "--root", world.root, "--repository", world.repository, "--user", users.admin.login))
+      expect(cli.code).toBe(2)
+      expect(cli.stderr).toContain("hook: refused: hook --check is the node starting")
+    }), 30_000)
 
   it("is the node's start whether or not the hook is installed, and says so", async () => {
     const first = await check()
@@ -60,18 +62,19 @@ describe("hook --node USER --check", () => {
     ])
   }, 60_000)
 
-  it("decides every open run for USER: a run written while no hook ran is among them", async () => {
-    expect((await world.call(unhook, { root: world.root })).stopped.reason).toBe("completed")
-    const created = await ocx2(
-      "--repository", world.repository, "--user", users.admin.login, "--json", "create", "--title", "written while the node was down",
-      "--node", users.node.login, "--objective", "o", "--fields", JSON.stringify({ process: { user: users.builder.login, command: ["true"] } })
-    )
-    const run = JSON.parse(created.stdout).output.run as string
-    expect(run).toMatch(/^[0-9a-f]{40,64}$/)
-    const dry = JSON.parse((await check("--dry-run")).stdout)
-    expect(dry.stopped).toEqual({ reason: "dry_run" })
-    expect(dry.output.check).toBe(true)
-    expect(dry.output.runs.map((r: any) => r.run)).toEqual([run])
-    expect(await Effect.runPromise(readHooks(world.repository))).toEqual([])
-  }, 60_000)
+  it.live("decides every open run for USER: a run written while no hook ran is among them", () =>
+    Effect.gen(function*() {
+      expect((yield* Effect.promise(() => world.call(unhook, { root: world.root }))).stopped.reason).toBe("completed")
+      const created = yield* Effect.promise(() => ocx2(
+        "--repository", world.repository, "--user", users.admin.login, "--json", "create", "--title", "written while the node was down",
+        "--node", users.node.login, "--objective", "o", "--fields", JSON.stringify({ process: { user: users.builder.login, command: ["true"] } })
+      ))
+      const run = JSON.parse(created.stdout).output.run as string
+      expect(run).toMatch(/^[0-9a-f]{40,64}$/)
+      const dry = JSON.parse((yield* Effect.promise(() => check("--dry-run"))).stdout)
+      expect(dry.stopped).toEqual({ reason: "dry_run" })
+      expect(dry.output.check).toBe(true)
+      expect(dry.output.runs.map((r: any) => r.run)).toEqual([run])
+      expect(yield* readHooks(world.repository)).toEqual([])
+    }), 60_000)
 })

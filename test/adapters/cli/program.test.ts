@@ -4,7 +4,7 @@ import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { tools } from "../../../src/tools/Registry.js"
 import { offeredBy } from "../../../src/tools/Tool.js"
-import { createRepository, makeTempDir } from "../../support/fossilServer.js"
+import { makeWorld, users, type World } from "../../support/world.js"
 
 // The bundled program (npm test builds dist/ first), as a person or a script runs it: its
 // standard output a pipe, once with NO_COLOR=1. Issue 11: ocx2's own options after the tool's
@@ -35,19 +35,17 @@ const ocx2 = (args: ReadonlyArray<string>, options: { readonly env?: NodeJS.Proc
 
 const noColour = { NO_COLOR: "1" }
 
+let world: World | undefined
 let dir: string
 let repository: string
 let missing: string
 beforeAll(async () => {
-  dir = makeTempDir("ocx2-cli-program-")
-  repository = await createRepository(Path.join(dir, "served.fossil"), [
-    { login: "alice", capabilities: "s", password: "alice-pw" },
-    { login: "lab", capabilities: "", password: "lab-pw" },
-    { login: "builder", capabilities: "oi", password: "builder-pw" }
-  ])
+  // alice (setup), lab (the node) and builder (o, i): the program acts on the repository file, so its backoffice stays off
+  world = await makeWorld({ prefix: "ocx2-cli-program-", users: [users.admin, users.node, users.builder], checkin: {}, backoffice: false })
+  ;({ dir, repository } = world)
   missing = Path.join(dir, "nonexistent.fossil")
 }, 30_000)
-afterAll(() => Fs.rmSync(dir, { recursive: true, force: true }))
+afterAll(() => world?.close())
 
 describe("ocx2's own options go before the tool's name, and are still taken after it (defect 3)", () => {
   it("ocx2 node --repository CLONE SERVER-URL FILE --check is the node's call, not an unknown argument", async () => {

@@ -7,7 +7,7 @@ import { Answer } from "../../../src/containers/Wire.js"
 import { hostDirectoryHandler, hostFileHandler } from "../../../src/containers/fuse/HostHandler.js"
 import { until } from "../world.js"
 import { hostIdBase } from "../../../src/containers/deploy/UserNamespace.js"
-import { busyboxRootfs, containersUnder, leftovers, makeDeployWorld, obtained, tempDir, type DeployWorld } from "./deployWorld.js"
+import { busyboxRootfs, closeLeavingNothing, containersUnder, makeDeployWorld, obtained, tempDir, type DeployWorld } from "./deployWorld.js"
 
 // a loaded machine may be slow; nothing here waits on time, only on what it waits for
 vi.setConfig({ testTimeout: 300_000, hookTimeout: 120_000 })
@@ -25,14 +25,7 @@ beforeAll(() => {
   rootfs = busyboxRootfs(base)
 })
 
-afterEach(async () => {
-  for (const w of worlds.splice(0)) {
-    await w.close()
-    expect(leftovers(w.root)).toEqual([])
-    expect(Fs.readdirSync(Path.join(w.root, "containers"))).toEqual([])
-    Fs.rmSync(w.root, { recursive: true, force: true })
-  }
-})
+afterEach(() => closeLeavingNothing(worlds, (found) => expect(found).toEqual([])))
 
 afterAll(() => Fs.rmSync(base, { recursive: true, force: true }))
 

@@ -161,3 +161,12 @@ export const leftovers = (root: string, except: ReadonlyArray<number | undefined
   }
   return found
 }
+
+/** closes each world, checks that its ROOT left nothing on the host, and removes it (a test file's afterEach) */
+export const closeLeavingNothing = async (worlds: Array<DeployWorld>, expectNothing: (found: ReadonlyArray<string>) => void): Promise<void> => {
+  for (const w of worlds.splice(0)) {
+    await w.close()
+    expectNothing([...leftovers(w.root), ...Fs.readdirSync(Path.join(w.root, "containers")).map((name) => `container ${name}`)])
+    Fs.rmSync(w.root, { recursive: true, force: true })
+  }
+}
