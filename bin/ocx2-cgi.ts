@@ -1,27 +1,42 @@
-import * as Effect from "effect/Effect"
-import * as ReleaseRootFs from "../layers/ReleaseRootFs.js"
-import { ReleaseRoot } from "../services/ReleaseRoot.js"
-import { runCgi } from "../src/adapters/Cgi.js"
-import { tools } from "../src/tools/Registry.js"
-import { runStreamServer } from "../src/watch/StreamServer.js"
-
 // Served from Fossil's extension root (see docs in src/adapters/Cgi.ts). Fossil clears the
 // environment, so the executable in the extension root names node by its full path.
 // `ocx2-cgi --stream-server` is the node's stream server (src/watch/StreamServer.ts), which the
 // run page starts when it needs one: the root is its own program's, never a request's.
+//
+// This program only chooses which bundle beside it answers: a receipt question (PATH_INFO
+// /receipt, which a clone's node asks for every sign-in check, long poll and write confirmation)
+// runs ocx2-cgi-receipt, the CGI with the receipt tool alone; anything else runs ocx2-cgi-pages,
+// every tool and page. Each request starts a process, so what it loads is what it costs.
+import { loadSibling } from "../src/Siblings.js"
+
+type Pages = typeof import("./ocx2-cgi-pages.js")
+type ReceiptPage = typeof import("./ocx2-cgi-receipt.js")
+
+const pagesFromSource = "./ocx2-cgi-pages.js" // not followed by the bundler
+const receiptFromSource = "./ocx2-cgi-receipt.js"
+
+/** The tool a request names, as the CGI adapter reads PATH_INFO (src/adapters/Cgi.ts). */
+const toolAsked = (process.env.PATH_INFO ?? "").replace(/^\/+/, "").replace(/\/+$/, "")
+
+const pages = (): Promise<Pages> =>
+  loadSibling<Pages>("ocx2-cgi-pages", typeof OCX2_BUNDLED === "undefined" ? () => import(pagesFromSource) : undefined)
+const receiptPage = (): Promise<ReceiptPage> =>
+  loadSibling<ReceiptPage>("ocx2-cgi-receipt", typeof OCX2_BUNDLED === "undefined" ? () => import(receiptFromSource) : undefined)
+
 if (process.argv.includes("--stream-server")) {
-  Effect.runPromise(Effect.flatMap(ReleaseRoot, (releases) => releases.rootOfProgram(process.argv[1])).pipe(Effect.provide(ReleaseRootFs.layer)))
-    .then((root) => {
-      if (root === undefined) throw new Error(`${process.argv[1]} was not released into a root: the stream server serves a root's node`)
-      return runStreamServer(root)
-    })
-    .catch((e) => {
-      console.error(`the stream server failed: ${(e as Error).message}`)
-      process.exit(1)
-    })
+  pages().then((loaded) => loaded.runRootStreamServer()).catch((e) => {
+    console.error(`the stream server failed: ${(e as Error).message}`)
+    process.exit(1)
+  })
 } else {
-  runCgi(tools, ReleaseRootFs.layer).then(
+  const answered = toolAsked === "receipt" ? receiptPage().then((page) => page.runReceiptPage()) : pages().then((loaded) => loaded.runPages())
+  answered.then(
     () => process.exit(0),
-    () => process.exit(1)
+    // only a bundle missing beside this program gets here (runCgi answers every failure itself)
+    (e: unknown) => {
+      const message = `the OCX pages failed: ${(e as Error)?.message ?? String(e)}`
+      console.error(message)
+      process.stdout.write(`Status: 500 Internal Server Error\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n${message}\n`, () => process.exit(1))
+    }
   )
 }

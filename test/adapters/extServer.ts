@@ -39,8 +39,12 @@ const nodeModulesAbove = (from: string): string => {
   }
 }
 
-/** Bundles an entry point as `npm run build` does, into `outdir`; returns the file. */
+/** The bundles a program loads from beside itself (src/Siblings.ts), carried with it as a release carries them. */
+const siblingsOf: Record<string, ReadonlyArray<string>> = { "ocx2-cgi": ["ocx2-cgi-pages", "ocx2-cgi-receipt"] }
+
+/** Bundles an entry point as `npm run build` does, into `outdir`, with its siblings; returns the file. */
 export const bundle = async (entry: string, outdir: string, name: string): Promise<string> => {
+  for (const sibling of siblingsOf[name] ?? []) await bundle(join(dirname(entry), `${sibling}.ts`), outdir, sibling)
   const outfile = join(outdir, `${name}.mjs`)
   const shared = sharedBundle(entry)
   if (shared !== undefined && Fs.existsSync(shared)) {
@@ -88,13 +92,14 @@ export const builtProgram = async (name: string, outdir: string): Promise<string
   // the checkout, found upwards: a bundled bench (bench/*.out.mjs) is one folder shallower than this file
   const project = dirname(nodeModulesAbove(import.meta.dirname))
   const dist = join(project, "dist")
-  const loader = join(dist, `${name}.mjs`)
-  const code = join(dist, `${name}.cjs`)
-  const fresh = Fs.existsSync(loader) && Fs.existsSync(code) &&
-    Math.min(Fs.statSync(loader).mtimeMs, Fs.statSync(code).mtimeMs) >= newestSourceTime(project)
+  const programs = [name, ...(siblingsOf[name] ?? [])]
+  const fresh = programs.every((program) => {
+    const [loader, code] = [join(dist, `${program}.mjs`), join(dist, `${program}.cjs`)]
+    return Fs.existsSync(loader) && Fs.existsSync(code) && Math.min(Fs.statSync(loader).mtimeMs, Fs.statSync(code).mtimeMs) >= newestSourceTime(project)
+  })
   if (!fresh) return bundle(join(project, "bin", `${name}.ts`), outdir, name)
   Fs.mkdirSync(outdir, { recursive: true })
-  for (const file of [`${name}.mjs`, `${name}.cjs`, `${name}.cjs.cache`]) {
+  for (const file of programs.flatMap((program) => [`${program}.mjs`, `${program}.cjs`, `${program}.cjs.cache`])) {
     try {
       Fs.copyFileSync(join(dist, file), join(outdir, file))
     } catch (e) {

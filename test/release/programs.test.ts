@@ -145,6 +145,8 @@ beforeAll(async () => {
     Fs.chmodSync(file, 0o755)
     programs[program] = file
   }
+  // the bundles ocx2-cgi chooses from, beside it (bundle made them), as a release carries them
+  for (const sibling of ["ocx2-cgi-pages", "ocx2-cgi-receipt"]) programs[sibling] = Path.join(build, `${sibling}.mjs`)
   root = makeRoot(Path.join(dir, "root"), { previous: A, current: B, next: C })
   // Fossil's extension root: ocx2-cgi follows current, and ocx2-cgi-next reaches next through a chain of links
   ext = Path.join(dir, "ext")

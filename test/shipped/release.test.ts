@@ -77,7 +77,7 @@ describe("the release as installed", () => {
   it("is staged, accepted and hooked as the README says, with its programs and the addon in ROOT/current", () => {
     const current = Fs.realpathSync(Path.join(world.root, "current"))
     expect(Path.dirname(current)).toBe(Path.join(Fs.realpathSync(world.root), "staged"))
-    for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher", "ocx2-cgi", "ocx2-mcp", "ocx2-mcp-server", "ocx2-git", "ocx2-containers", "ocx2-containers-client"]) {
+    for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher", "ocx2-cgi", "ocx2-cgi-pages", "ocx2-cgi-receipt", "ocx2-mcp", "ocx2-mcp-server", "ocx2-git", "ocx2-containers", "ocx2-containers-client"]) {
       expect(Fs.statSync(Path.join(current, program)).mode & 0o111, program).not.toBe(0)
     }
     expect(Fs.existsSync(Path.join(current, "node_modules", "better-sqlite3", "package.json"))).toBe(true)
@@ -264,7 +264,8 @@ describe("the OCX pages as installed, in Chromium", () => {
   // first call after an install does (no code cache) and every later page runs it from the cache
   // that first call left; a second pass would only repeat the later pages.
   it("a person logs in, creates a run, sees it answered, creates another and stops it: the first page without the pages' code cache, the rest with it", async () => {
-    const cgiCache = Path.join(world.root, "current", "ocx2-cgi.cjs.cache")
+    // the pages' own bundle (ocx2-cgi runs it for every page but a receipt question, bin/ocx2-cgi.ts)
+    const cgiCache = Path.join(world.root, "current", "ocx2-cgi-pages.cjs.cache")
     Fs.rmSync(cgiCache, { force: true })
     browser ??= await chromium.launch({
       executablePath: "/usr/bin/chromium",
@@ -278,6 +279,23 @@ describe("the OCX pages as installed, in Chromium", () => {
       expect(await page.locator(".ocx").innerText()).toContain(`You act as ${users.admin.login}`)
       expect(await waitFor(async () => (Fs.existsSync(cgiCache) ? true : undefined), 10_000, 50), "the first page left the pages' code cache in ROOT/current").toBe(true)
       await page.screenshot({ path: Path.join(screenshots, `ocx-page.png`), fullPage: true })
+
+      // a receipt question, as a clone's node asks it (layers/RemoteReceipts.ts), answered by the
+      // receipt's own bundle: twice, the second time through the code cache the first left
+      const receiptCache = Path.join(world.root, "current", "ocx2-cgi-receipt.cjs.cache")
+      Fs.rmSync(receiptCache, { force: true })
+      for (const time of [1, 2]) {
+        const asked = await page.request.post(`${world.pagesUrl}/receipt`, {
+          headers: { referer: `${world.pagesUrl}/receipt`, "content-type": "application/json" },
+          data: JSON.stringify({ capabilities_of: users.node.login, artifacts: [world.node.trunk] })
+        })
+        const answer = await asked.json()
+        expect(answer.stopped.reason, `question ${time}: ${JSON.stringify(answer)}`).toBe("completed")
+        expect(answer.output.capabilities_of.user).toBe(users.node.login)
+        expect(typeof answer.output.capabilities_of.capabilities).toBe("string")
+        expect(answer.output.receipts.map((r: { hash: string }) => r.hash)).toEqual([world.node.trunk])
+        if (time === 1) expect(await waitFor(async () => (Fs.existsSync(receiptCache) ? true : undefined), 10_000, 50), "the receipt's code cache").toBe(true)
+      }
 
       await page.goto(`${world.pagesUrl}/create`)
       await page.fill("#f-title", `a run from the page`)

@@ -50,7 +50,7 @@ const distProgram = (name: string) => Path.join(dist, `${name}.mjs`)
 export const makeReleaseRoot = (root: string, name = "0123456789ab", from: { readonly dist: string; readonly nodeModules: string } = { dist, nodeModules }): string => {
   const release = Path.join(root, "staged", name)
   Fs.mkdirSync(release, { recursive: true })
-  for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher", "ocx2-git", "ocx2-cgi", "ocx2-supervise"]) {
+  for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher", "ocx2-git", "ocx2-cgi", "ocx2-cgi-pages", "ocx2-cgi-receipt", "ocx2-supervise"]) {
     const source = Path.join(from.dist, `${program}.mjs`)
     // an older commit's dist (bench/load's baseline) may not have the later programs
     if (!Fs.existsSync(source) && from.dist !== dist && !["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher"].includes(program)) continue
