@@ -207,7 +207,8 @@ describe("the spare watcher", () => {
       expect(counted(await world.waitEnded(run))).toEqual(["started", "ended"])
       const ended = await waitFor(() => (Fs.readFileSync(spareFiles(world.root).log, "utf8").includes("ends: unused for 1 s") ? true : undefined), 20_000, 100)
       expect(ended).toBe(true)
-      expect(Fs.existsSync(spareFiles(world.root).socket)).toBe(false)
+      // it says so, then takes its socket with it (a moment later: waited for)
+      expect(await waitFor(() => (Fs.existsSync(spareFiles(world.root).socket) ? undefined : true), 10_000, 50), "the spare's socket is gone").toBe(true)
 
       Fs.writeFileSync(setting, "off\n")
       const before = Fs.readFileSync(spareFiles(world.root).log, "utf8")
