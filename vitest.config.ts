@@ -63,7 +63,7 @@ export default defineConfig({
     // fewer kept than started: a --no-isolate run (npm run gate) fails on a worker ended under it
     minWorkers: workers,
     sequence: { sequencer: LongestFirst },
-    globalSetup: ["test/support/sharedBundles.ts", "test/support/childEnvironment.ts"],
+    globalSetup: ["test/support/sharedBundles.ts", "test/support/childEnvironment.ts", "test/support/fossilConfiguration.ts"],
     // a file beside others waits longer for the machine; a test that names its own limit keeps it
     testTimeout: 30_000,
     hookTimeout: 120_000

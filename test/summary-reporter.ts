@@ -48,15 +48,16 @@ export default class SummaryReporter implements Reporter {
     let failed = unhandledErrors.length
     let skipped = 0
     for (const module of modules) {
-      let tests = 0
+      let testsFailed = 0
       for (const test of module.children.allTests()) {
-        tests++
         const state = test.result().state
         if (state === "passed") passed++
-        else if (state === "failed") failed++
+        else if (state === "failed") testsFailed++
         else skipped++
       }
-      if (tests === 0 && module.state() === "failed") failed++ // an import or collect error
+      // a file that failed with none of its tests failed: an import or collect error, or a
+      // beforeAll that threw, whose tests vitest then reports skipped
+      failed += testsFailed > 0 ? testsFailed : module.state() === "failed" ? 1 : 0
     }
     this.passed = passed
     this.failed = failed

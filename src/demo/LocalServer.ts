@@ -17,18 +17,22 @@ export interface FossilUser {
 }
 
 /**
- * Runs fossil as `user` (root by default) and fails on a non-zero exit. A command refused because
- * another fossil held a database (every command reads the user's global configuration, which all
- * the suite's fossil processes share) is run again, up to five times.
+ * Runs fossil as `user` (root by default) and fails on a non-zero exit. Every command reads the
+ * user's global configuration (~/.config/fossil.db), which all the suite's fossil processes share,
+ * so two kinds of refusal are passing and the command runs again, up to five times: a database
+ * another fossil held ("database is locked"), and, on a host where fossil never ran, a
+ * configuration another fossil created while this one did ("table global_config already exists").
+ * `again` runs before each new attempt (an init removes what its failed attempt left).
  */
-export const fossil = async (args: ReadonlyArray<string>, user = "root"): Promise<string> => {
+export const fossil = async (args: ReadonlyArray<string>, user = "root", again: () => void = () => {}): Promise<string> => {
   for (let attempt = 1; ; attempt++) {
     const r = await runFossil(args, { user })
     if (r.code === 0) return r.stdout
-    if (attempt === 5 || !/database is locked/i.test(`${r.stderr}${r.stdout}`)) {
+    if (attempt === 5 || !/database is locked|table global_config already exists/i.test(`${r.stderr}${r.stdout}`)) {
       throw new Error(`fossil ${args.join(" ")} exited ${String(r.code)}: ${r.stderr}${r.stdout}`)
     }
     await new Promise((resolve) => setTimeout(resolve, 200 * attempt))
+    again()
   }
 }
 
@@ -41,7 +45,8 @@ export const createRepository = async (
   options: { readonly wal?: boolean; readonly nobody?: string } = {}
 ): Promise<string> => {
   const abs = Path.resolve(path)
-  await fossil(["init", abs])
+  if (Fs.existsSync(abs)) throw new Error(`${abs} exists already: a new repository is made where nothing is`)
+  await fossil(["init", abs], "root", () => Fs.rmSync(abs, { force: true }))
   await addUsers(abs, users)
   if (options.nobody !== undefined) await fossil(["user", "capabilities", "nobody", options.nobody, "-R", abs])
   if (options.wal === true) await fossil(["rebuild", "--wal", abs])
