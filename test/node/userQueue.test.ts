@@ -1,5 +1,4 @@
 import BetterSqlite3 from "better-sqlite3"
-import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -10,6 +9,7 @@ import { cursorFileOf, readCursor } from "../../src/root/HookFiles.js"
 import { appendWaitingOnce, processUserFileName, readWaiting } from "../../src/care/ProcessUserFiles.js"
 import { hook } from "../../src/tools/hook.js"
 import { cloneAs, pushArtifacts } from "../support/fossilServer.js"
+import { holdLock } from "../support/heldLock.js"
 import { shellRun, users } from "../support/nodeWorld.js"
 import { closeHookWorld, makeHookWorld, waitFor, type HookWorld } from "./hookWorld.js"
 import { countWatchers } from "./watcherCount.js"
@@ -107,18 +107,14 @@ describe("runs of one process user arriving together", () => {
     // the holder: a process with the process user's lock, as a watcher holds it; killed below
     // without waking anyone, as a SIGKILLed watcher is
     Fs.mkdirSync(care, { recursive: true })
-    const holder = ChildProcess.spawn("sh", ["-c", `exec 3>>'${userLock}'; flock --exclusive 3; exec sleep 600`], { stdio: "ignore" })
+    const letGo = await holdLock(userLock)
     try {
-      await waitFor(() => Fs.readFileSync("/proc/locks", "latin1").includes(`:${Fs.statSync(userLock).ino} `) || undefined, 10_000, 20)
       const clone = await cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, "alice-waits.fossil"))
       const run = composeForumPost({ date: new Date(), user: users.admin.login, title: "waits", text: world.runText(shellRun(world, "echo waited")) })
       await pushArtifacts(clone, users.admin.login, [run])
       const waiting = await waitFor(() => readWaiting(care, users.builder.login).some((w) => w.run === run.hash) || undefined, 30_000)
       expect(waiting).toBe(true)
-      await new Promise<void>((resolve) => {
-        holder.once("exit", () => resolve())
-        holder.kill("SIGKILL")
-      })
+      await letGo()
       // nobody passes the turn on now; the node's next round does (any receipt that may hold an
       // OCX message makes one: here a person's post that names ocx and is no message)
       const note = composeForumPost({ date: new Date(), user: users.admin.login, title: "a person's post", text: "is ocx still busy?" })
@@ -129,7 +125,7 @@ describe("runs of one process user arriving together", () => {
       }, 60_000, 300)
       expect(replies?.map((m) => [m.kind, m.content])).toEqual([["started", expect.anything()], ["ended", { outcome: "exited", exit: 0 }]])
     } finally {
-      holder.kill("SIGKILL")
+      await letGo()
     }
   }, 120_000)
 })

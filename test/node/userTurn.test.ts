@@ -5,7 +5,6 @@
  * noted, every run after it waiting behind nobody (issue 13 item 2). Locks, not timing: the run's
  * lock is held by a process of the test's while the turn is passed.
  */
-import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -14,39 +13,26 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import * as CareDirectoryFs from "../../layers/CareDirectoryFs.js"
 import { appendWaitingOnce, handedLately, readWaiting } from "../../src/care/ProcessUserFiles.js"
 import { passTurn } from "../../src/care/UserTurn.js"
-import { waitFor } from "../support/world.js"
+import { holdLock } from "../support/heldLock.js"
 
 const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-turn-"))
 const care = Path.join(root, "care")
-const holders: Array<ChildProcess.ChildProcess> = []
 afterAll(() => {
-  for (const h of holders) h.kill("SIGKILL")
   Fs.rmSync(root, { recursive: true, force: true })
 })
 
 const pass = (user: string) => passTurn(user).pipe(Effect.provide(CareDirectoryFs.layer({ root })))
 
-/** a process holding `file`'s flock, as a watcher holds its run's lock; resolves once the kernel shows it */
-const holdLock = async (file: string) => {
-  const holder = ChildProcess.spawn("sh", ["-c", `exec 3>>'${file}'; flock --exclusive 3; exec sleep 600`], { stdio: "ignore" })
-  holders.push(holder)
-  await waitFor(() => Fs.readFileSync("/proc/locks", "latin1").includes(`:${Fs.statSync(file).ino} `) || undefined, 10_000, 20)
-  return () => new Promise<void>((resolve) => {
-    holder.once("exit", () => resolve())
-    holder.kill("SIGKILL")
-  })
-}
-
 describe("passing a process user's turn on", () => {
   // real processes: the run's lock is held by a process of the test's
-  it.live("leaves the first waiting run waiting while a watcher still holds it, and hands it once that watcher let it go", () =>
+  it.scopedLive("leaves the first waiting run waiting while a watcher still holds it, and hands it once that watcher let it go", () =>
     Effect.gen(function*() {
       Fs.mkdirSync(care, { recursive: true })
       const [first, second] = ["a".repeat(40), "b".repeat(40)]
       appendWaitingOnce(care, "builder", { run: second!, at: [2, 20] })
       appendWaitingOnce(care, "builder", { run: first!, at: [1, 10] })
       // the watcher that wrote the first run down is still finishing: it holds the run's lock
-      const letGo = yield* Effect.promise(() => holdLock(Path.join(care, `${first}.lock`)))
+      const letGo = yield* Effect.acquireRelease(Effect.promise(() => holdLock(Path.join(care, `${first}.lock`))), (letGo) => Effect.promise(letGo))
       const whileHeld = yield* pass("builder")
       expect(whileHeld.next).toBeUndefined()
       expect(readWaiting(care, "builder").map((w) => w.run)).toEqual([first, second])
