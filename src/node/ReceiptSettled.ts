@@ -6,6 +6,11 @@
 // and move its cursor past it for good. So the supervisor waits, a little, for every artifact
 // after its cursor that is written as a forum post or ticket change mentioning "ocx" to have its
 // row, and reads only then (or once the receipt is old enough that nothing more will come).
+// The hook's round waits the same way under round.lock: in fast mode Fossil's backoffice, which
+// calls the hook, is run by the poller as soon as the file changed, so it too can land between
+// the page's statements. While a session is in care every post counts, not only those mentioning
+// ocx: a reply passed by that way was never given, or (once something read the arrivals again from
+// an earlier cursor) given after the replies that followed it.
 
 import type BetterSqlite3 from "better-sqlite3"
 import * as Zlib from "node:zlib"
@@ -21,14 +26,23 @@ export interface Unsettled {
 const tableExists = (db: BetterSqlite3.Database, name: string) =>
   db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined
 
-/** A forum post (W card, neither wiki's L nor a tech-note's E) or a ticket change (K card) that mentions ocx. */
-const postOrTicketChange = (text: string): boolean => {
-  if (!text.includes("ocx")) return false
+/** A forum post (W card, neither wiki's L nor a tech-note's E) or a ticket change (K card) that mentions ocx (or any, with everyPost). */
+const postOrTicketChange = (text: string, everyPost: boolean): boolean => {
+  if (!everyPost && !text.includes("ocx")) return false
   const cards = new Set(text.split("\n").map((line) => line.slice(0, 2)))
   return (cards.has("W ") && !cards.has("L ") && !cards.has("E ")) || cards.has("K ")
 }
 
-export const unsettledAfter = (db: BetterSqlite3.Database, cursor: Cursor, now = Date.now()): Unsettled => {
+/** How long a receipt is waited for to have its row: a page that died half-way is not waited for longer. */
+export const settleMs = 10_000
+
+export const unsettledAfter = (
+  db: BetterSqlite3.Database,
+  cursor: Cursor,
+  now = Date.now(),
+  /** every post and ticket change, not only those mentioning ocx: a session in care may be given any */
+  options?: { readonly everyPost?: boolean }
+): Unsettled => {
   const forum = tableExists(db, "forumpost")
   const tickets = tableExists(db, "ticketchng")
   const hasRow = [
@@ -52,7 +66,7 @@ export const unsettledAfter = (db: BetterSqlite3.Database, cursor: Cursor, now =
     } catch {
       continue
     }
-    if (!postOrTicketChange(text)) continue
+    if (!postOrTicketChange(text, options?.everyPost === true)) continue
     count++
     youngestMs = Math.min(youngestMs, row.mtime === null ? 0 : now - (row.mtime - 2440587.5) * 86_400_000)
   }

@@ -32,6 +32,8 @@ import { writeWhereTheRunIs } from "./Reports.js"
 import { recoverRun } from "./Recovery.js"
 import { checkRecord, processUserOf } from "../pickup/RunCheck.js"
 import { readRunRecord, type RunRecord } from "../pickup/RunRecord.js"
+import { openDatabase } from "../fossil/Sqlite.js"
+import { settleMs, unsettledAfter } from "./ReceiptSettled.js"
 
 export interface RunDecision {
   readonly run: string
@@ -315,6 +317,27 @@ export const described = <E, R>(run: string, effect: Effect.Effect<string, E, R>
   )
 
 /**
+ * Waits until every post and ticket change after `from` has its row (ReceiptSettled.ts), or was
+ * received settleMs ago: read before, it would be passed by and the cursor moved past it for good.
+ * A repository that cannot be read here is read by the round, which says what is wrong.
+ */
+const untilSettled = (repository: string, from: Cursor, everyPost: boolean) =>
+  Effect.gen(function*() {
+    for (;;) {
+      const unsettled = yield* Effect.try(() => {
+        const db = openDatabase(repository, { readonly: true, fileMustExist: true })
+        try {
+          return unsettledAfter(db, from, Date.now(), { everyPost })
+        } finally {
+          db.close()
+        }
+      }).pipe(Effect.orElseSucceed(() => undefined))
+      if (unsettled === undefined || unsettled.count === 0 || unsettled.youngestMs >= settleMs) return
+      yield* Effect.sleep("15 millis")
+    }
+  })
+
+/**
  * The hook's round: what arrived after the cursor, decided once each; the cursor moved past it.
  * It reads again until nothing more arrived: a hook that gave up waiting for round.lock meanwhile
  * (a slow round) leaves its arrivals to this one, and no later receipt may come to take them.
@@ -341,7 +364,9 @@ export const hookRound = (
       const delivered: Array<string> = []
       let at = from
       for (let pass = 0; pass < 20; pass++) {
-        const found = yield* nodeMessagesAfter(config.nodeUser, at, { arrivals: yield* care.anySession })
+        const sessions = yield* care.anySession
+        yield* untilSettled(config.repository, at, sessions)
+        const found = yield* nodeMessagesAfter(config.nodeUser, at, { arrivals: sessions })
         if (pass > 0 && found.cursor.rcvid === at.rcvid && found.cursor.rid === at.rid) break
         // runs first, then what names them, so a stop or publish arriving with its run finds it decided
         for (const kind of ["run", "stop", "publish"] as const) {

@@ -26,7 +26,7 @@ import { advanceCursor, canonicalRepository, type Cursor, cursorFileOf, readCurs
 import type { NodeConfig } from "../root/NodeConfig.js"
 import { finishLeftOutboxes } from "./Recovery.js"
 import { decideMessage, described, hookRound, nodeMessagesAfter, startNode, watcherOf } from "./Round.js"
-import { unsettledAfter } from "./ReceiptSettled.js"
+import { settleMs, unsettledAfter } from "./ReceiptSettled.js"
 import { anySession } from "../care/SessionFiles.js"
 import { ensureSpare } from "../pickup/SpareClient.js"
 import { processStartTime, readSupervisorInfo, type SupervisorFiles, supervisorFilesOf, type SupervisorInfo, writeSupervisorInfo } from "../root/SupervisorFiles.js"
@@ -35,8 +35,7 @@ import { RollKeeper } from "./RollKeeper.js"
 
 export const superviseUsage = "usage: ocx2 supervise --node USER [--root ROOT] [--repository REPO] [--short-cycle] [--dry-run]"
 
-/** How long a post received is waited for to be crosslinked, and how often it is looked at meanwhile. */
-const settleMs = 10_000
+/** How often a post received is looked at while it is waited for to be crosslinked (for up to settleMs). */
 const settleEveryMs = 15
 /** How long after a round what it read is read once more. */
 const lookAgainMs = 1500
@@ -190,7 +189,7 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number, h
       let unsettled: ReturnType<typeof unsettledAfter>
       try {
         arrivals = readArrivals(db, from)
-        unsettled = arrivals.count === 0 ? { count: 0, youngestMs: Infinity } : unsettledAfter(db, from)
+        unsettled = arrivals.count === 0 ? { count: 0, youngestMs: Infinity } : unsettledAfter(db, from, Date.now(), { everyPost: anySession(config.root) })
       } finally {
         db.close()
       }

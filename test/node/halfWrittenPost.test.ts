@@ -1,0 +1,105 @@
+import * as Effect from "effect/Effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as LiveHosts from "../../layers/LiveHosts.js"
+import { writeSessionFile } from "../../src/care/SessionFiles.js"
+import { users } from "../../src/demo/LocalNode.js"
+import { openDatabase } from "../../src/fossil/Sqlite.js"
+import { servedHookRound } from "../../src/node/Round.js"
+import { releasePaths } from "../../src/release/ReleasePaths.js"
+import type { NodeConfig } from "../../src/root/NodeConfig.js"
+import { cursorFileOf, readCursor, writeCursor, writeNode } from "../../src/root/HookFiles.js"
+import { makeWorld, sleep, type World } from "../support/world.js"
+
+// A reply read while Fossil's page is half-way through writing it: its artifact and receipt are
+// committed, its forumpost row is not yet (src/node/ReceiptSettled.ts). In fast mode the poller
+// runs the backoffice, and so the hook's round, as soon as the file changed, so a round can read
+// that state. It passed the reply by and moved its cursor past it: the reply was never given; and
+// once something read the arrivals again from an earlier cursor (sessions.test's feed case sets
+// the node's cursor back, while the other cases run), it was given after the replies that
+// followed it: the deliveries-start case once read "two" in its first process. The state is made
+// here by holding the reply's forumpost row back, as the page does, and the round is run by hand
+// (no hook is installed: nothing else reads or moves the cursor).
+
+let world: World
+let config: NodeConfig
+beforeAll(async () => {
+  world = await makeWorld({ prefix: "ocx2-halfpost-", checkin: {}, backoffice: false })
+  writeNode(world.root, world.repository, { user: users.node.login, serverUrl: world.server.url })
+  config = { root: world.root, repository: world.repository, nodeUser: users.node.login, serverUrl: world.server.url, passwordsFile: undefined }
+}, 60_000)
+afterAll(() => world?.close())
+
+const db = () => openDatabase(world.repository, { fileMustExist: true })
+
+const placeOf = (hash: string) => {
+  const d = db()
+  try {
+    return d.prepare<[string], { rcvid: number; rid: number }>("SELECT rcvid, rid FROM blob WHERE uuid = ?").get(hash)!
+  } finally {
+    d.close()
+  }
+}
+
+/** The reply's forumpost row taken out (as before the page's crosslink); the returned function puts it back. */
+const holdRow = (hash: string) => {
+  const d = db()
+  try {
+    const { rid } = placeOf(hash)
+    const row = d.prepare<[number], Record<string, unknown>>("SELECT * FROM forumpost WHERE fpid = ?").get(rid)!
+    d.prepare("DELETE FROM forumpost WHERE fpid = ?").run(rid)
+    return () => {
+      const w = db()
+      try {
+        const names = Object.keys(row)
+        w.prepare(`INSERT INTO forumpost (${names.join(", ")}) VALUES (${names.map((n) => `@${n}`).join(", ")})`).run(row)
+      } finally {
+        w.close()
+      }
+    }
+  } finally {
+    d.close()
+  }
+}
+
+const round = () => Effect.runPromise(servedHookRound(config).pipe(Effect.provide(LiveHosts.layer)))
+
+const delivered = (run: string): ReadonlyArray<string> => {
+  const file = Path.join(releasePaths(world.root).care, `${run}.inbox`)
+  if (!Fs.existsSync(file)) return []
+  return Fs.readFileSync(file, "utf8").trim().split("\n").filter((l) => l !== "").map((l) => (JSON.parse(JSON.parse(l).line) as { text: string }).text)
+}
+
+describe("a reply read half-written by a round", () => {
+  it("is waited for, not passed by: a session is given it, and in the server's order when what arrived is read again", async () => {
+    const thread = await world.post({ run: "x" }, { to: "nobody", title: "the session's thread" })
+    // a session in care on that thread, its started placed at the thread's post
+    const run = "f".repeat(40)
+    const at = placeOf(thread)
+    Fs.mkdirSync(releasePaths(world.root).care, { recursive: true, mode: 0o700 })
+    writeSessionFile(world.root, {
+      run, processUser: "session-user", thread, checkins: [], hears: ["*"],
+      started: { hash: thread, rcvid: at.rcvid, rid: at.rid }
+    })
+    const cursorFile = cursorFileOf(world.root, world.repository, users.node.login)
+    writeCursor(cursorFile, at)
+
+    const one = await world.reply(users.admin.login, thread, "one")
+    const putBack = holdRow(one)
+    const two = await world.reply(users.admin.login, thread, "two")
+    const reading = round()
+    // the page finishes its reply while the round may be reading: the round ends before that without the fix
+    await Promise.race([reading, sleep(1000)])
+    putBack()
+    await reading
+    // soft, so that without the wait the read again below shows the order it then gives: two, one
+    expect.soft(delivered(run)).toEqual(["one", "two"])
+    expect.soft(readCursor(cursorFile)).toEqual(placeOf(two))
+
+    // what arrived read again from before the reply (the feed case's cursor set back): nothing given twice or out of order
+    writeCursor(cursorFile, at)
+    await round()
+    expect(delivered(run)).toEqual(["one", "two"])
+  }, 60_000)
+})
