@@ -3,7 +3,9 @@
  * hello.txt on trunk, served in fast mode (backoffice-disable on, fossil backoffice --poll 1), and a
  * release root built directly from this checkout's dist bundles.
  */
-import { makeWorld, type World } from "../support/world.js"
+import { afterAll, beforeAll, expect } from "@effect/vitest"
+import { makeWorld, endWatchers, users, type World } from "../support/world.js"
+import { hook } from "../../src/tools/hook.js"
 import type { Answer } from "../../src/tools/Tool.js"
 
 export { dist, endWatchers, makeReleaseRoot, pidsNaming, sleep, waitFor } from "../support/world.js"
@@ -26,6 +28,24 @@ export const makeHookWorld = (
     ...(options.pages === true ? { cgi: true } : {}),
     ...(options.extroot === undefined ? {} : { extroot: options.extroot })
   })
+
+/**
+ * A test file's hook world with the node's hook installed by the hook tool (its top level calls this
+ * once, `made` keeping the world): made before its cases; its watchers, then the world, ended after them.
+ */
+export const installedHookWorld = (options: Parameters<typeof makeHookWorld>[0], made: (world: HookWorld) => void): void => {
+  let world: HookWorld | undefined
+  beforeAll(async () => {
+    world = await makeHookWorld(options)
+    made(world)
+    const installed = await world.call(hook, { node: users.node.login, root: world.root })
+    expect(installed.stopped).toEqual({ reason: "completed" })
+  }, 60_000)
+  afterAll(async () => {
+    if (world !== undefined) endWatchers(world.root)
+    await world?.close()
+  })
+}
 
 /** A hook world whose node's hook is installed (the tools' answer, for the test to check), as a node runs on a served repository. */
 export const makeHookedWorld = async (): Promise<{ readonly world: HookWorld; readonly installed: Answer<unknown> }> => {
