@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, expect } from "@effect/vitest"
 import { makeWorld, endWatchers, users, type World } from "../support/world.js"
 import { hook } from "../../src/tools/hook.js"
+import { webLogin, type WebSession } from "../support/fossilServer.js"
 import type { Answer } from "../../src/tools/Tool.js"
 
 export { dist, endWatchers, makeReleaseRoot, pidsNaming, sleep, waitFor } from "../support/world.js"
@@ -56,4 +57,19 @@ export const makeHookedWorld = async (): Promise<{ readonly world: HookWorld; re
 /** Ends what a test left running under the world's root, then the world. */
 export const closeHookWorld = async (world: HookWorld | undefined): Promise<void> => {
   await world?.close()
+}
+
+/**
+ * A test file's hooked world (makeHookedWorld) with alice signed in at its web forms (its top level
+ * calls this once, `made` keeping both and setting up the rest): made before its cases, ended after them.
+ */
+export const signedInHookedWorld = (made: (world: HookWorld, alice: WebSession) => void | Promise<void>): void => {
+  let world: HookWorld | undefined
+  beforeAll(async () => {
+    const hooked = await makeHookedWorld()
+    world = hooked.world
+    expect(hooked.installed.stopped).toEqual({ reason: "completed" })
+    await made(world, await webLogin(world.server.url, users.admin.login, users.admin.password))
+  }, 60_000)
+  afterAll(() => closeHookWorld(world))
 }
