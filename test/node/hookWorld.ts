@@ -6,7 +6,10 @@
 import { afterAll, beforeAll, expect } from "@effect/vitest"
 import { makeWorld, endWatchers, users, type World } from "../support/world.js"
 import { hook } from "../../src/tools/hook.js"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 import { webLogin, type WebSession } from "../support/fossilServer.js"
+import { shellRun } from "../support/nodeWorld.js"
 import type { Answer } from "../../src/tools/Tool.js"
 
 export { dist, endWatchers, makeReleaseRoot, pidsNaming, sleep, waitFor } from "../support/world.js"
@@ -73,3 +76,20 @@ export const signedInHookedWorld = (made: (world: HookWorld, alice: WebSession) 
   }, 60_000)
   afterAll(() => closeHookWorld(world))
 }
+
+/**
+ * Runs that count their launches in `world()` (each appends a line to its workspace's `launched` as
+ * its process starts), and who holds a run: its watcher, by the pid in its lock file.
+ */
+export const countingRuns = (world: () => HookWorld) => ({
+  /** a node keeps one run per process user: runs meant to run at once have users of their own */
+  counting: (script: string, user: string = users.builder.login) => shellRun(world(), `echo x >> $$workspace$$/launched; ${script}`, { user }),
+  launched: (run: string): number => {
+    try {
+      return Fs.readFileSync(Path.join(world().root, "work", run, "launched"), "utf8").split("\n").filter((l) => l.length > 0).length
+    } catch {
+      return 0
+    }
+  },
+  holder: (run: string): number => Number(Fs.readFileSync(Path.join(world().root, "care", `${run}.lock`), "utf8").trim())
+})

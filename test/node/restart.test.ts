@@ -10,8 +10,8 @@ import { writeMessage } from "../../src/protocol/Envelope.js"
 import { hook } from "../../src/tools/hook.js"
 import { unhook } from "../../src/tools/unhook.js"
 import { webLogin, webNewThread, type WebSession } from "../support/fossilServer.js"
-import { shellRun, users } from "../support/nodeWorld.js"
-import { endWatchers, makeHookWorld, pidsNaming, waitFor, type HookWorld } from "./hookWorld.js"
+import { users } from "../support/nodeWorld.js"
+import { countingRuns, endWatchers, makeHookWorld, pidsNaming, waitFor, type HookWorld } from "./hookWorld.js"
 
 // The node going down and coming back: watchers SIGKILLed mid-run, a run posted while no hook
 // ran, a stop the hook missed; then `hook --node lab` again, twice.
@@ -27,17 +27,7 @@ afterAll(async () => {
   await world?.close()
 })
 
-/** Each run appends a line to its workspace's `launched` file when its process starts. */
-// a node keeps one run per process user: runs meant to run at once have users of their own
-const counting = (script: string, user: string = users.builder.login) => shellRun(world, `echo x >> $$workspace$$/launched; ${script}`, { user })
-const launched = (run: string) => {
-  try {
-    return Fs.readFileSync(Path.join(world.root, "work", run, "launched"), "utf8").split("\n").filter((l) => l.length > 0).length
-  } catch {
-    return 0
-  }
-}
-const holder = (run: string) => Number(Fs.readFileSync(Path.join(world.root, "care", `${run}.lock`), "utf8").trim())
+const { counting, launched, holder } = countingRuns(() => world)
 /** whether the process `pid` has ended (a zombie not yet reaped has) */
 const gone = (pid: number) => {
   try {
