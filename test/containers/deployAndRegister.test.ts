@@ -1,9 +1,9 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { afterEach, describe, expect, it, vi } from "vitest"
+import { describe, expect, it, vi } from "vitest"
 import { tagged } from "../../src/containers/Frames.js"
 import { Answer, ProxyScope, ServerChannel } from "../../src/containers/Wire.js"
-import { gate, images, makeImage, makeWorld, request, until, type World, type WorldOptions } from "./world.js"
+import { gate, images, makeImage, makeWorld, request, until, type WorldOptions, worldPerCase } from "./world.js"
 
 // a loaded machine may be slow; nothing here waits on time, only on what it waits for
 vi.setConfig({ testTimeout: 300_000 })
@@ -12,12 +12,7 @@ vi.setConfig({ testTimeout: 300_000 })
  * containers-notes section 2, obligations 27 to 48: the deploy, the one proxy connection and
  * its begin, registration and the feed, the FUSE mounts, and the channels held until the id.
  */
-let world: World | undefined
-afterEach(async () => {
-  await world?.close()
-  world = undefined
-})
-const open = async (options: WorldOptions = {}) => (world = await makeWorld(options))
+const open = worldPerCase()
 const img = makeImage()
 const held = images(img)
 const mount = (volume_name: string, container_path: string, mode: string, volume_relative_path = "") => ({ volume_name, volume_relative_path, container_path, mode })

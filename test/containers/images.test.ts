@@ -3,13 +3,13 @@ import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest"
+import { afterEach, describe, expect, it, vi } from "vitest"
 import * as StoreImageSource from "../../layers/StoreImageSource.js"
 import type { ClientImage } from "../../src/containers/Client.js"
 import { sha256 } from "../../src/containers/OciImage.js"
 import { ServerChannel } from "../../src/containers/Wire.js"
 import { buildImage, busyboxImage, type BuiltImage } from "../support/ociImages.js"
-import { startRegistry, type TestRegistry } from "../support/registry.js"
+import { registryHolding, startRegistry, storeUnder } from "../support/registry.js"
 import type { TarSpec } from "../support/tarBuild.js"
 import { makeWorld, request, type World } from "./world.js"
 
@@ -26,37 +26,18 @@ const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-images-"))
 const busybox = busyboxImage()
 /** pushed to the registry, and never offered by a client */
 const inRegistry = busyboxImage({ run: { Entrypoint: ["/bin/busybox"], Cmd: ["echo", "from the registry"], Env: ["PATH=/bin"] } })
-let registry: TestRegistry
+const registry = registryHolding(dir, inRegistry, "tests/busybox")
 const worlds: Array<World> = []
 let unpacked: Array<string> = []
-
-beforeAll(async () => {
-  registry = await startRegistry(Path.join(dir, "registry"))
-  inRegistry.writeLayout(Path.join(dir, "layout"))
-  registry.push(Path.join(dir, "layout"), "tests/busybox")
-})
-
-afterAll(async () => {
-  await registry?.stop()
-  Fs.rmSync(dir, { recursive: true, force: true })
-})
 
 afterEach(async () => {
   for (const w of worlds.splice(0)) await w.close()
   unpacked = []
 })
 
-const open = async (registries: unknown = { registries: [{ url: registry.url, repositories: ["tests/busybox"] }]}) => {
+const open = async (registries: unknown = { registries: [{ url: registry().url, repositories: ["tests/busybox"] }]}) => {
   const w = await makeWorld({
-    imageSource: (root) => {
-      Fs.writeFileSync(Path.join(root, "registries.json"), JSON.stringify(registries))
-      return StoreImageSource.layer({
-        store: Path.join(root, "store"),
-        registries: Path.join(root, "registries.json"),
-        imagePolicy: Path.join(root, "image-policy.json"),
-        onUnpack: (digest) => unpacked.push(digest)
-      })
-    }
+    imageSource: (root) => storeUnder(root, registries, (digest) => unpacked.push(digest))
   })
   worlds.push(w)
   return w
@@ -103,7 +84,7 @@ describe("images from the store, the client and a registry", () => {
     expect(first).toMatchObject({ kind: "id" })
     // the client was asked (oci-has) and did not hold it: the registry gave it
     expect(oci).toEqual([ServerChannel.ociHas])
-    const got = registry.requests()
+    const got = registry().requests()
     expect(got).toContain(`GET /v2/tests/busybox/manifests/${inRegistry.digest}`)
     for (const d of inRegistry.blobs.keys()) expect(got).toContain(`GET /v2/tests/busybox/blobs/${d}`)
     const image = w.deploys[0]!.spec.image
@@ -221,13 +202,13 @@ describe("images from the store, the client and a registry", () => {
   })
 
   it("a Docker schema 2 image (Docker manifest and layer media types) from the registry", async () => {
-    registry.push(Path.join(dir, "layout"), "tests/docker", "latest", "docker")
-    const head = await fetch(`${registry.url}/v2/tests/docker/manifests/latest`, { headers: { accept: "application/vnd.docker.distribution.manifest.v2+json" } })
+    registry().push(Path.join(dir, "layout"), "tests/docker", "latest", "docker")
+    const head = await fetch(`${registry().url}/v2/tests/docker/manifests/latest`, { headers: { accept: "application/vnd.docker.distribution.manifest.v2+json" } })
     const manifest = Buffer.from(await head.arrayBuffer())
     expect(JSON.parse(manifest.toString()).mediaType).toBe("application/vnd.docker.distribution.manifest.v2+json")
     const digest = sha256(manifest)
     expect(digest).not.toBe(inRegistry.digest)
-    const w = await open({ registries: [{ url: registry.url, repositories: ["tests/absent", "tests/docker"] }] })
+    const w = await open({ registries: [{ url: registry().url, repositories: ["tests/absent", "tests/docker"] }] })
     expect((await runImage(w, digest)).first).toMatchObject({ kind: "id" })
     const image = w.deploys[0]!.spec.image
     expect(image.layers.map((l) => l.mediaType)).toEqual(["application/vnd.docker.image.rootfs.diff.tar.gzip", "application/vnd.docker.image.rootfs.diff.tar.gzip"])
@@ -239,7 +220,7 @@ describe("images from the store, the client and a registry", () => {
     const redirects: Array<string> = []
     const redirector = Http.createServer((req, res) => {
       redirects.push(req.url!)
-      res.writeHead(307, { location: `${registry.url}${req.url}` })
+      res.writeHead(307, { location: `${registry().url}${req.url}` })
       res.end()
     })
     await new Promise<void>((resolve) => redirector.listen(0, "127.0.0.1", resolve))
@@ -327,7 +308,7 @@ describe("images from the store, the client and a registry", () => {
     await new Promise<void>((resolve) => challenger.listen(0, "127.0.0.1", resolve))
     try {
       const port = (challenger.address() as { port: number }).port
-      const w = await open({ registries: [{ url: registry.url, repositories: ["tests/absent"] }, { url: `http://127.0.0.1:${port}`, repositories: ["tests/private"] }] })
+      const w = await open({ registries: [{ url: registry().url, repositories: ["tests/absent"] }, { url: `http://127.0.0.1:${port}`, repositories: ["tests/private"] }] })
       const nowhere = await runImage(w, busybox.digest)
       expect(nowhere.first).toMatchObject({
         kind: "error",

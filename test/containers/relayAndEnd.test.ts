@@ -1,13 +1,13 @@
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { afterEach, describe, expect, it, vi } from "vitest"
+import { describe, expect, it, vi } from "vitest"
 import type { ToolRun } from "../../src/containers/Client.js"
 import type { PeerChannel } from "../../src/containers/FrameConnection.js"
 import { highWater } from "../../src/containers/FrameConnection.js"
 import { FrameType, headerLength, tagged } from "../../src/containers/Frames.js"
 import { Answer, Endpoint, ProxyScope } from "../../src/containers/Wire.js"
-import { images, makeImage, makeWorld, request, until, type World, type WorldOptions } from "./world.js"
+import { images, makeImage, request, until, type World, worldPerCase } from "./world.js"
 
 // a loaded machine may be slow; nothing here waits on time, only on what it waits for
 vi.setConfig({ testTimeout: 300_000 })
@@ -16,12 +16,7 @@ vi.setConfig({ testTimeout: 300_000 })
  * containers-notes section 2, obligations 49 to 66: the id, the relay in both directions, the
  * ending, and what the server never does.
  */
-let world: World | undefined
-afterEach(async () => {
-  await world?.close()
-  world = undefined
-})
-const open = async (options: WorldOptions = {}) => (world = await makeWorld(options))
+const open = worldPerCase()
 const img = makeImage()
 const held = images(img)
 

@@ -1,8 +1,8 @@
-import { afterEach, describe, expect, it, vi } from "vitest"
+import { describe, expect, it, vi } from "vitest"
 import type { PeerChannel } from "../../src/containers/FrameConnection.js"
 import { tagged } from "../../src/containers/Frames.js"
 import { Answer, Endpoint, ServerChannel } from "../../src/containers/Wire.js"
-import { gate, images, makeImage, makeWorld, request, until, type World, type WorldOptions } from "./world.js"
+import { gate, images, makeImage, makeWorld, request, until, type World, worldPerCase } from "./world.js"
 
 // a loaded machine may be slow; nothing here waits on time, only on what it waits for
 vi.setConfig({ testTimeout: 300_000 })
@@ -12,12 +12,7 @@ vi.setConfig({ testTimeout: 300_000 })
  * decisions and holds, and obtaining the image. The real WebSocket server and client, the
  * in-process proxy behind the test deployer.
  */
-let world: World | undefined
-afterEach(async () => {
-  await world?.close()
-  world = undefined
-})
-const open = async (options: WorldOptions = {}) => (world = await makeWorld(options))
+const open = worldPerCase()
 
 const img = makeImage()
 const held = images(img)

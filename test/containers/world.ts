@@ -3,6 +3,7 @@ import * as Layer from "effect/Layer"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { afterEach } from "vitest"
 import * as MemoryImageSource from "../../layers/MemoryImageSource.js"
 import * as InProcessDeployer from "../../layers/InProcessDeployer.js"
 import type { ImageSource } from "../../services/ImageSource.js"
@@ -141,3 +142,13 @@ export const listeningUrl = (server: { readonly stdout: NodeJS.ReadableStream | 
       if (m !== null) resolve(m[1]!)
     })
   })
+
+/** A test file's one world a case (its top level calls this once): what it gives opens the case's world, closed after the case. */
+export const worldPerCase = (): ((options?: WorldOptions) => Promise<World>) => {
+  let world: World | undefined
+  afterEach(async () => {
+    await world?.close()
+    world = undefined
+  })
+  return async (options = {}) => (world = await makeWorld(options))
+}

@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { create } from "../../src/tools/create.js"
-import { hook } from "../../src/tools/hook.js"
 import { stop } from "../../src/tools/stop.js"
 import { shellRun, users } from "../support/nodeWorld.js"
-import { endWatchers, makeHookWorld, waitFor, type HookWorld } from "./hookWorld.js"
+import { installedHookWorld, waitFor, type HookWorld } from "./hookWorld.js"
 
 // Seed 001: a write on the repository itself starts no hook, so when a run (or a stop) names
 // the node of this host's hook, create and stop have that node act at once, and say what it did.
@@ -11,15 +10,7 @@ import { endWatchers, makeHookWorld, waitFor, type HookWorld } from "./hookWorld
 // within these tests' time.
 
 let world: HookWorld
-beforeAll(async () => {
-  world = await makeHookWorld({ fastHooks: false })
-  const installed = await world.call(hook, { node: users.node.login, root: world.root })
-  expect(installed.stopped).toEqual({ reason: "completed" })
-}, 60_000)
-afterAll(async () => {
-  endWatchers(world.root)
-  await world?.close()
-})
+installedHookWorld({ fastHooks: false }, (made) => (world = made))
 
 describe("create and stop on the served repository have this host's node act at once", () => {
   it("create: the node hands the run to a watcher at once, and the answer says so", async () => {

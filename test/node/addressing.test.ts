@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { webLogin, webNewThread, type WebSession } from "../support/fossilServer.js"
+import { describe, expect, it } from "vitest"
+import { webNewThread, type WebSession } from "../support/fossilServer.js"
 import { shellRun } from "../support/nodeWorld.js"
-import { users } from "../support/nodeWorld.js"
-import { closeHookWorld, makeHookedWorld, sleep, type HookWorld } from "./hookWorld.js"
+import { sleep, signedInHookedWorld, type HookWorld } from "./hookWorld.js"
 
 // Issue 13 item 7: a run whose `to` is this node and whose `clone` is missing or malformed is
 // not "a run for another clone": the forms table makes it refusal 2, and the node answers it,
@@ -10,13 +9,10 @@ import { closeHookWorld, makeHookedWorld, sleep, type HookWorld } from "./hookWo
 
 let world: HookWorld
 let alice: WebSession
-beforeAll(async () => {
-  const made = await makeHookedWorld()
-  world = made.world
-  expect(made.installed.stopped).toEqual({ reason: "completed" })
-  alice = await webLogin(world.server.url, users.admin.login, users.admin.password)
-}, 60_000)
-afterAll(() => closeHookWorld(world))
+signedInHookedWorld((made, signedIn) => {
+  world = made
+  alice = signedIn
+})
 
 const post = (run: object, title: string) => webNewThread(world.server, alice, { title, text: world.runText(run) })
 

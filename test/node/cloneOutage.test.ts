@@ -1,16 +1,16 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Effect from "effect/Effect"
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import * as FossilRepository from "../../layers/FossilRepository.js"
-import { Repository } from "../../services/Repository.js"
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "@effect/vitest"
 import { runFossil } from "../../src/fossil/Command.js"
 import { handOff } from "../../src/pickup/HandOff.js"
-import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
 import { readOutbox } from "../../src/watcher/Outbox.js"
-import { fossil, restartServer, webLogin, webNewThread, type RunningServer } from "../support/fossilServer.js"
-import { sandbox } from "../support/nodeWorld.js"
-import { closeCloneWorld, cloneUsers, type CloneWorld, makeCloneWorld, type NodeAnswer, runNode } from "./cloneWorld.js"
+import { fossil, restartServer, type RunningServer } from "../support/fossilServer.js"
+import {
+  closeCloneWorld, cloneUsers, type CloneWorld, makeCloneWorld, type NodeAnswer, postRun as postRunOn, repliesOf, runNode, servedRepository,
+  waitForKind as waitForRunKind
+} from "./cloneWorld.js"
+import { eventually } from "../support/world.js"
 import { pidsNaming, waitFor } from "./hookWorld.js"
 
 // A node on another host while its server goes down and comes back (issue 13): the server is a
@@ -60,53 +60,25 @@ type Answer = NodeAnswer
 /** `ocx2 --json --repository CLONE node URL FILE ...` as the timer runs it. */
 const node = (args: ReadonlyArray<string> = []) => runNode(world, args)
 
-const servedRepository = <A, E>(f: (r: typeof Repository.Service) => Effect.Effect<A, E>) =>
-  Effect.runPromise(Effect.scoped(Effect.flatMap(FossilRepository.make({ path: world.served }), f)))
-
 /** The run's thread as the served repository holds it (read from its file: the server may be down). */
-const threadOf = (run: string) => servedRepository((r) => r.thread(run))
-
-/** The run's replies that are messages naming it, with each sender as the server received it. */
-const replies = async (run: string) =>
-  (await threadOf(run)).flatMap((p) => {
-    const reading = readMessage(p.text)
-    return reading._tag === "Message" && reading.re === run
-      ? [{ kind: reading.kind, sender: p.sender, content: reading.content as Record<string, unknown> }]
-      : []
-  })
-
-const waitForKind = async (run: string, kind: string, ms = 30_000) => {
-  await waitFor(async () => ((await replies(run)).some((m) => m.kind === kind) ? true : undefined), ms, 200)
-  return replies(run)
-}
+const threadOf = (run: string) => servedRepository(world, (r) => r.thread(run))
+const replies = (run: string) => repliesOf(world, run)
+const waitForKind = (run: string, kind: string, ms = 30_000) => waitForRunKind(world, run, kind, ms, 200)
 
 /** The ci verdicts against the run on trunk, with each sender as the server received it. */
-const verdictsOf = async (run: string) =>
-  (await servedRepository((r) => r.tags(world.trunk))).history.flatMap((h) =>
-    h.tags.filter((t) => t.name === "ci" && (t.value ?? "").includes(run)).map((t) => ({ value: t.value, sender: h.sender })))
+const verdictsOf = (run: string) =>
+  servedRepository(world, (r) => r.tags(world.trunk)).pipe(Effect.map((tags) => tags.history.flatMap((h) =>
+    h.tags.filter((t) => t.name === "ci" && (t.value ?? "").includes(run)).map((t) => ({ value: t.value, sender: h.sender })))))
 
-const keptLogsOf = async (run: string) => (await threadOf(run)).filter((p) => p.text.startsWith("The process exited"))
-const publicationRepliesOf = async (run: string) => (await threadOf(run)).filter((p) => p.text.startsWith("Unversioned files:"))
+const keptLogsOf = (run: string) => threadOf(run).pipe(Effect.map((thread) => thread.filter((p) => p.text.startsWith("The process exited"))))
+const publicationRepliesOf = (run: string) => threadOf(run).pipe(Effect.map((thread) => thread.filter((p) => p.text.startsWith("Unversioned files:"))))
 const uv = (name: string) => fossil(["uv", "cat", name, "-R", world.served]).catch(() => undefined)
 /** a file the process writes, published as `as` */
 const publishing = (as: string) => ({ unversioned_files: [{ at: "$$workspace$$/out.txt", as }] })
 
 /** A run posted on the server through the forum's web form by alice. */
-const postRun = async (script: string, process: object = {}) => {
-  const session = await webLogin(world.url, users.alice.login, users.alice.password)
-  const run = {
-    clone: world.cloneCode,
-    objective: "a run for lab2 while its server comes and goes",
-    workspace: [{ step: "directory", at: "$$root$$/work/$$run$$" }, { step: "files", of: "trunk", into: "$$workspace$$/tree" }],
-    sandbox: sandbox(),
-    limits: { wall: "3m" },
-    process: { user: users.builder.login, command: ["sh", "-c", script], env: { PATH: "/usr/bin:/bin" }, ...process }
-  }
-  return webNewThread({ repository: world.served }, session, {
-    title: "a run for lab2",
-    text: writeMessage({ ocx: 2, to: users.lab2.login, run }, "A run for the lab's board.")
-  })
-}
+const postRun = (script: string, process: object = {}) =>
+  postRunOn(world, script, process, { objective: "a run for lab2 while its server comes and goes", wall: "3m" })
 
 /** A process that ends only when the test says so (a file `go` in its workspace), printing to both streams. */
 const gated = (exit: number) =>
@@ -145,31 +117,31 @@ describe("a node on another host while its server is down", () => {
     if (server === undefined) await serverUp()
   }, 30_000)
 
-  it("starts", async () => {
-    const started = await node(["--check"])
+  it.live("starts", () => Effect.gen(function*() {
+    const started = yield* Effect.promise(() => node(["--check"]))
     expect(started.stopped).toEqual({ reason: "completed" })
-  }, 30_000)
+  }), 30_000)
 
   // One outage for three runs, each in another state when the server goes: (a) running, its process
   // ending while the server is down; (b) not yet started, handed to its watcher once the server is
   // gone; (c) running, its watcher killed while its reports wait. Each is checked as it would be alone.
-  it("(a) the server down when the process exits: once it is back, one started, one ended with the real outcome, the kept logs and the published file; " +
+  it.live("(a) the server down when the process exits: once it is back, one started, one ended with the real outcome, the kept logs and the published file; " +
     "(b) the server down before started: the watcher waits, launching nothing, and once it is back starts the run once and ends it once; " +
-    "(c) the watcher killed while its reports wait for the server: once it is back, the timer's plain call sends them", async () => {
-    const a = await postRun(gated(4), { cwd: "$$workspace$$", verdict: true, ...publishing("builds/outage-a.txt") })
-    const c = await postRun(gated(7), { user: processUsers[1], cwd: "$$workspace$$", verdict: true, ...publishing("builds/outage-c.txt") })
-    const answer = await node()
+    "(c) the watcher killed while its reports wait for the server: once it is back, the timer's plain call sends them", () => Effect.gen(function*() {
+    const a = yield* Effect.promise(() => postRun(gated(4), { cwd: "$$workspace$$", verdict: true, ...publishing("builds/outage-a.txt") }))
+    const c = yield* Effect.promise(() => postRun(gated(7), { user: processUsers[1], cwd: "$$workspace$$", verdict: true, ...publishing("builds/outage-c.txt") }))
+    const answer = yield* Effect.promise(() => node())
     expect(decisionOf(answer, a), "(a) handed").toBe("handed to a watcher, which starts it")
     expect(decisionOf(answer, c), "(c) handed").toBe("handed to a watcher, which starts it")
     for (const run of [a, c]) {
-      await waitForKind(run, "started")
-      await logSays(run, "launched:")
+      yield* waitForKind(run, "started")
+      yield* Effect.promise(() => logSays(run, "launched:"))
     }
     // (b) in the clone, not handed yet
-    const b = await postRun("cat tree/hello.txt; echo launched >> $$workspace$$/launches; echo the-end >&2; exit 0", { user: processUsers[0] })
-    await runFossil(["pull", "-R", world.clone], { user: "root" })
+    const b = yield* Effect.promise(() => postRun("cat tree/hello.txt; echo launched >> $$workspace$$/launches; echo the-end >&2; exit 0", { user: processUsers[0] }))
+    yield* Effect.promise(() => runFossil(["pull", "-R", world.clone], { user: "root" }))
 
-    await serverDown()
+    yield* Effect.promise(() => serverDown())
     letGo(a)
     letGo(c)
     // (b) handed to its watcher as the node hands it, the server gone meanwhile
@@ -177,44 +149,44 @@ describe("a node on another host while its server is down", () => {
       watcherProgram: Path.join(world.root, "current", "ocx2-watcher")
     })
     // (c) its reports wait for the server; its watcher is killed
-    expect(await logSays(c, "the process ended: exited 7"), "(c) its process ended").toBe(true)
-    expect(await logSays(c, /sending ended .*the server does not answer/, 30_000), "(c) its reports wait").toBe(true)
+    expect(yield* Effect.promise(() => logSays(c, "the process ended: exited 7")), "(c) its process ended").toBe(true)
+    expect(yield* Effect.promise(() => logSays(c, /sending ended .*the server does not answer/, 30_000)), "(c) its reports wait").toBe(true)
     const watchersOfC = watcherOfRun(c)
     expect(watchersOfC.length, "(c) one watcher").toBe(1)
     process.kill(watchersOfC[0]!, "SIGKILL")
-    await waitFor(() => (pidsNaming(c).length === 0 ? true : undefined), 10_000, 50)
+    yield* Effect.promise(() => waitFor(() => (pidsNaming(c).length === 0 ? true : undefined), 10_000, 50))
     const leftByC = readOutbox(Path.join(world.root, "care"), c).unsent.map((r) => r.kind)
     // (b) until its third try to read the run has failed (1 and 2 s apart): it waits, it did not crash
-    expect(await waitFor(() => (downTries(b, "reading the run's record") >= 3 ? true : undefined), 30_000), "(b) three tries").toBe(true)
+    expect(yield* Effect.promise(() => waitFor(() => (downTries(b, "reading the run's record") >= 3 ? true : undefined), 30_000)), "(b) three tries").toBe(true)
     const whileDownB = {
       watchers: watcherOfRun(b).length, // it waits: it did not crash
       launched: Fs.existsSync(Path.join(world.root, "work", b, "launches")),
-      replies: (await replies(b)).length
+      replies: (yield* replies(b)).length
     }
     // (a) down longer than a watcher used to try (about 6 s): it keeps trying, holding the run, its reports
     // on disk; its fourth try failing (1, 2 and 4 s apart) says it has tried for 7 s
-    expect(await logSays(a, "the process ended: exited 4"), "(a) its process ended").toBe(true)
-    expect(await logSays(a, /sending ended .*the server does not answer.*tried again in 8 s/, 30_000), "(a) its fourth try").toBe(true)
+    expect(yield* Effect.promise(() => logSays(a, "the process ended: exited 4")), "(a) its process ended").toBe(true)
+    expect(yield* Effect.promise(() => logSays(a, /sending ended .*the server does not answer.*tried again in 8 s/, 30_000)), "(a) its fourth try").toBe(true)
     const whileDownA = {
       outbox: readOutbox(Path.join(world.root, "care"), a).unsent.map((r) => r.kind),
       watchers: watcherOfRun(a).length,
-      kinds: (await replies(a)).map((m) => m.kind)
+      kinds: (yield* replies(a)).map((m) => m.kind)
     }
 
-    await serverUp()
+    yield* Effect.promise(() => serverUp())
     // (c) the timer's plain call sends what its watcher left
-    const sent = await node()
+    const sent = yield* Effect.promise(() => node())
     expect(sent.output?.check).toBe(false)
-    const messagesOfC = await replies(c)
+    const messagesOfC = yield* replies(c)
     expect(messagesOfC.map((m) => [m.kind, m.sender]), "(c) replies").toEqual([["started", "lab2"], ["ended", "lab2"]])
     expect(messagesOfC[1]!.content).toEqual({ outcome: "exited", exit: 7 })
     expect(decisionOf(sent, c)).toMatch(
       /^sent what its watcher left in its outbox: ended [0-9a-f]{12} sent; a report [0-9a-f]{12} sent; the verdict [0-9a-f]{12} sent; the unversioned file builds\/outage-c\.txt published; the reply naming the published files [0-9a-f]{12} sent$/
     )
-    expect(await uv("builds/outage-c.txt")).toBe("built 7\n")
-    expect((await publicationRepliesOf(c)).map((p) => [p.sender, p.text.includes("builds/outage-c.txt: 8 bytes, hash")])).toEqual([["lab2", true]])
-    expect(await verdictsOf(c)).toEqual([{ value: `fail: exit 7 (against ${c})`, sender: "lab2" }])
-    const logsOfC = await keptLogsOf(c)
+    expect(yield* Effect.promise(() => uv("builds/outage-c.txt"))).toBe("built 7\n")
+    expect((yield* publicationRepliesOf(c)).map((p) => [p.sender, p.text.includes("builds/outage-c.txt: 8 bytes, hash")])).toEqual([["lab2", true]])
+    expect(yield* verdictsOf(c)).toEqual([{ value: `fail: exit 7 (against ${c})`, sender: "lab2" }])
+    const logsOfC = yield* keptLogsOf(c)
     expect(logsOfC.length).toBe(1)
     expect(logsOfC[0]!.sender).toBe("lab2")
     expect(logsOfC[0]!.text).toContain("The process exited 7")
@@ -222,43 +194,43 @@ describe("a node on another host while its server is down", () => {
     expect(Fs.existsSync(Path.join(world.root, "care", `${c}.outbox`))).toBe(false)
 
     // (a) its watcher sends its reports itself
-    const messages = await waitForKind(a, "ended", 45_000)
+    const messages = yield* waitForKind(a, "ended", 45_000)
     expect(messages.map((m) => [m.kind, m.sender]), "(a) replies").toEqual([["started", "lab2"], ["ended", "lab2"]])
     expect(messages[1]!.content).toEqual({ outcome: "exited", exit: 4 })
-    const logs = await waitFor(async () => ((await keptLogsOf(a)).length > 0 ? keptLogsOf(a) : undefined), 15_000)
+    const logs = yield* eventually(keptLogsOf(a), (logs) => logs.length > 0, 15_000)
     expect(logs?.length).toBe(1)
     expect(logs![0]!.sender).toBe("lab2")
     expect(logs![0]!.text).toContain("The process exited 4")
     expect(logs![0]!.text).toContain("the-end")
     expect(logs![0]!.text).toContain("hello from trunk")
-    expect(await waitFor(async () => ((await verdictsOf(a)).length > 0 ? true : undefined), 15_000)).toBe(true)
-    expect(await verdictsOf(a)).toEqual([{ value: `fail: exit 4 (against ${a})`, sender: "lab2" }])
+    expect((yield* eventually(verdictsOf(a), (verdicts) => verdicts.length > 0, 15_000)).length > 0).toBe(true)
+    expect(yield* verdictsOf(a)).toEqual([{ value: `fail: exit 4 (against ${a})`, sender: "lab2" }])
     expect(whileDownA, "(a) while down").toEqual({ outbox: ["unversioned", "publications", "ended", "report", "verdict"], watchers: 1, kinds: ["started"] })
     // the file, and the reply naming it
-    expect(await waitFor(async () => ((await uv("builds/outage-a.txt")) === "built 4\n" ? true : undefined), 15_000)).toBe(true)
-    const named = await waitFor(async () => ((await publicationRepliesOf(a)).length > 0 ? publicationRepliesOf(a) : undefined), 15_000)
+    expect(yield* Effect.promise(() => waitFor(async () => ((await uv("builds/outage-a.txt")) === "built 4\n" ? true : undefined), 15_000))).toBe(true)
+    const named = yield* eventually(publicationRepliesOf(a), (named) => named.length > 0, 15_000)
     expect(named?.map((p) => [p.sender, p.text.includes("builds/outage-a.txt: 8 bytes, hash")])).toEqual([["lab2", true]])
     expect(careLog(a)).toMatch(/sending ended .*the server does not answer.*tried again in 8 s/)
     // everything sent: the outbox is gone, and the watcher with it
-    expect(await waitFor(() => (Fs.existsSync(Path.join(world.root, "care", `${a}.outbox`)) ? undefined : true), 10_000)).toBe(true)
-    expect(await waitFor(() => (watcherOfRun(a).length === 0 ? true : undefined), 10_000)).toBe(true)
+    expect(yield* Effect.promise(() => waitFor(() => (Fs.existsSync(Path.join(world.root, "care", `${a}.outbox`)) ? undefined : true), 10_000))).toBe(true)
+    expect(yield* Effect.promise(() => waitFor(() => (watcherOfRun(a).length === 0 ? true : undefined), 10_000))).toBe(true)
 
     // (b) once the server is back its watcher starts the run once and ends it once
-    const messagesOfB = await waitForKind(b, "ended", 45_000)
+    const messagesOfB = yield* waitForKind(b, "ended", 45_000)
     expect(messagesOfB.map((m) => [m.kind, m.sender]), "(b) replies").toEqual([["started", "lab2"], ["ended", "lab2"]])
     expect(messagesOfB[1]!.content).toEqual({ outcome: "exited", exit: 0 })
     expect(Fs.readFileSync(Path.join(world.root, "work", b, "launches"), "utf8")).toBe("launched\n")
     expect(whileDownB, "(b) while down").toEqual({ watchers: 1, launched: false, replies: 0 })
     expect(downTries(b, "reading the run's record")).toBeGreaterThanOrEqual(3)
-    expect(await waitFor(async () => ((await keptLogsOf(b)).length === 1 ? true : undefined), 15_000)).toBe(true)
+    expect((yield* eventually(keptLogsOf(b), (logs) => logs.length === 1, 15_000)).length).toBe(1)
 
     // the timer's next calls find nothing to do for any of them; the node starting answers none again (not lost: each has its ended)
-    const again = await node()
+    const again = yield* Effect.promise(() => node())
     expect(decisionOf(again, a), "(a) again").toBeUndefined()
     expect(decisionOf(again, b) ?? "ended (exited): nothing to do", "(b) again").toBe("ended (exited): nothing to do")
     expect(decisionOf(again, c), "(c) again").toBeUndefined()
-    const check = await node(["--check"])
+    const check = yield* Effect.promise(() => node(["--check"]))
     expect(decisionOf(check, c), "(c) at the node's start").toBeUndefined()
-    for (const run of [a, b, c]) expect((await replies(run)).map((m) => m.kind), run).toEqual(["started", "ended"])
-  }, 240_000)
+    for (const run of [a, b, c]) expect((yield* replies(run)).map((m) => m.kind), run).toEqual(["started", "ended"])
+  }), 240_000)
 })

@@ -2,16 +2,13 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Effect from "effect/Effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import * as FossilRepository from "../../layers/FossilRepository.js"
-import { Repository } from "../../services/Repository.js"
-import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { spareWaits } from "../../src/pickup/SpareClient.js"
 import { runningSupervisor, supervisorFilesOf } from "../../src/root/SupervisorFiles.js"
-import { restartServer, type RunningServer, webLogin, webNewThread } from "../support/fossilServer.js"
+import { restartServer, type RunningServer } from "../support/fossilServer.js"
 import { repeats, timeoutFor } from "../support/crashRepeats.js"
-import { sandbox } from "../support/nodeWorld.js"
-import { closeCloneWorld, cloneUsers, type CloneWorld, makeCloneWorld, runNode, useThisBuild } from "./cloneWorld.js"
+import { closeCloneWorld, cloneUsers, type CloneWorld, makeCloneWorld, postRun as postRunOn, runNode, useThisBuild, waitForKind } from "./cloneWorld.js"
+import { waitUntil } from "../support/world.js"
 import { dist, waitFor } from "./hookWorld.js"
 import { withoutSpare } from "./supervisorWorld.js"
 
@@ -79,23 +76,8 @@ const plainSupervisor = async (): Promise<number> => {
 }
 
 /** A run for lab2 posted on the server through its web form; it appends a line to its workspace's `launched` when it starts. */
-const postRun = async (script = "true") => {
-  const session = await webLogin(world.url, cloneUsers.alice.login, cloneUsers.alice.password)
-  return webNewThread({ repository: world.served }, session, {
-    title: "a run for lab2",
-    text: writeMessage({
-      ocx: 2, to: cloneUsers.lab2.login,
-      run: {
-        clone: world.cloneCode,
-        objective: "a run for lab2",
-        workspace: [{ step: "directory", at: "$$root$$/work/$$run$$" }],
-        sandbox: sandbox(),
-        limits: { wall: "2m" },
-        process: { user: cloneUsers.builder.login, command: ["sh", "-c", `echo x >> $$workspace$$/launched; ${script}`], env: { PATH: "/usr/bin:/bin" } }
-      }
-    }, "A run for the lab's board.")
-  })
-}
+const postRun = (script = "true") =>
+  Effect.promise(() => postRunOn(world, `echo x >> $$workspace$$/launched; ${script}`, {}, { workspace: [{ step: "directory", at: "$$root$$/work/$$run$$" }] }))
 const launched = (run: string) => {
   try {
     return Fs.readFileSync(Path.join(world.root, "work", run, "launched"), "utf8").split("\n").filter((l) => l.length > 0).length
@@ -104,31 +86,24 @@ const launched = (run: string) => {
   }
 }
 /** The run's started and ended (with its outcome), once it has ended. */
-const answers = async (run: string) => {
-  const ended = await waitFor(async () => {
-    const r = await replies(run)
-    return r.some((m) => m.kind === "ended") ? r : undefined
-  }, 60_000, 200)
-  return ended?.map((m) => [m.kind, m.sender, m.outcome])
-}
+const answers = (run: string) =>
+  waitForKind(world, run, "ended", 60_000, 200).pipe(Effect.map((messages) =>
+    messages.map((m) => [m.kind, m.sender, m.kind === "ended" ? (m.content as { outcome?: string }).outcome : undefined])))
 
 /** A run for lab2 posted on the server through its web form; it is started and ended by lab2. */
-const postRunAndSeeItEnd = async () => {
-  const run = await postRun()
-  const ended = await waitFor(async () => {
-    const r = await replies(run)
-    return r.some((m) => m.kind === "ended") ? r : undefined
-  }, 60_000, 200)
-  expect(ended?.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
+const postRunAndSeeItEnd = Effect.gen(function*() {
+  const run = yield* postRun()
+  const ended = yield* waitForKind(world, run, "ended", 60_000, 200)
+  expect(ended.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
   // the supervisor's round decided it: handed to a watcher, or (the cases share one supervisor, and
   // the run of the case before may still be in care for the same process user) written down as
   // waiting, which the watcher before it hands on as it ends
   expect(
-    await waitFor(() => (logText().includes(`${run}: handed to a watcher`) || logText().includes(`${run}: waits: its process user`) ? true : undefined), 30_000, 100),
+    yield* waitUntil(() => logText().includes(`${run}: handed to a watcher`) || logText().includes(`${run}: waits: its process user`), 30_000, 100),
     logText()
   ).toBe(true)
   return run
-}
+})
 
 /**
  * The clone file's modification time once it stays the same for `everyMs` (each pull writes it), or
@@ -160,84 +135,75 @@ const clonePullsAgain = async (times: number, ms: number) => {
   return seen === undefined ? undefined : writes.slice(1).map((at, i) => at - writes[i]!)
 }
 
-const replies = async (run: string) =>
-  (await Effect.runPromise(Effect.scoped(Effect.flatMap(FossilRepository.make({ path: world.served }), (r: typeof Repository.Service) => r.thread(run)))))
-    .flatMap((p) => {
-      const reading = readMessage(p.text)
-      return reading._tag === "Message" && reading.re === run
-        ? [{ kind: reading.kind, sender: p.sender, outcome: reading.kind === "ended" ? (reading.content as { outcome?: string }).outcome : undefined }]
-        : []
-    })
-
 describe("the supervisor on a clone's host", () => {
-  it("pulls when the server's page says a receipt arrived, and not while nothing does: a run posted on the server is started and ended", async () => {
-    const from = await plainSupervisor()
+  it.live("pulls when the server's page says a receipt arrived, and not while nothing does: a run posted on the server is started and ended", () => Effect.gen(function*() {
+    const from = yield* Effect.promise(() => plainSupervisor())
     expect(logText().slice(plainFrom)).toContain("pulling when the server's OCX page says a receipt arrived")
     // idle, it holds its question at the server's page and pulls nothing (a short cycle would pull twice a second)
-    expect(await clonePullsStop(30_000, 1500)).toBeDefined()
-    await postRunAndSeeItEnd()
+    expect(yield* Effect.promise(() => clonePullsStop(30_000, 1500))).toBeDefined()
+    yield* postRunAndSeeItEnd
     // the node's spare waits on the clone's host too, and takes the next run
-    expect(await waitFor(() => (spareWaits(world.root) ? true : undefined), 60_000, 200)).toBe(true)
-    const next = await postRunAndSeeItEnd()
+    expect(yield* Effect.promise(() => waitFor(() => (spareWaits(world.root) ? true : undefined), 60_000, 200))).toBe(true)
+    const next = yield* postRunAndSeeItEnd
     expect(Fs.readFileSync(Path.join(world.root, "care", `${next}.log`), "utf8")).toMatch(/in care: spare \d+ took the run/)
     expect(logText().slice(from)).not.toContain("failed")
-  }, 240_000)
+  }), 240_000)
 
-  it("tries a server that is down again, less and less often, and goes on once it is back", async () => {
-    const from = await plainSupervisor()
+  it.live("tries a server that is down again, less and less often, and goes on once it is back", () => Effect.gen(function*() {
+    const from = yield* Effect.promise(() => plainSupervisor())
     const pid = supervisor!.pid
-    await server!.stop()
+    yield* Effect.promise(() => server!.stop())
     server = undefined
-    expect(await waitFor(() => (/the round failed: .*tried again in \d+ ms/.test(logText().slice(from)) ? true : undefined), 60_000, 100)).toBe(true)
-    server = await restartServer(world.served, world.port, { extroot: world.extroot })
-    await postRunAndSeeItEnd()
+    expect(yield* Effect.promise(() => waitFor(() => (/the round failed: .*tried again in \d+ ms/.test(logText().slice(from)) ? true : undefined), 60_000, 100))).toBe(true)
+    server = yield* Effect.promise(() => restartServer(world.served, world.port, { extroot: world.extroot }))
+    yield* postRunAndSeeItEnd
     expect(supervisor!.exitCode).toBeNull()
     expect(supervisor!.pid).toBe(pid)
-  }, 240_000)
+  }), 240_000)
 })
 
 describe("the roll of watchers on a clone's host", () => {
-  it("a watcher SIGKILLed is answered lost at once, with no restart and no call of ocx2 node", async () => {
-    const from = await plainSupervisor()
+  it.live("a watcher SIGKILLed is answered lost at once, with no restart and no call of ocx2 node", () => Effect.gen(function*() {
+    const from = yield* Effect.promise(() => plainSupervisor())
     const pid = supervisor!.pid
-    const run = await postRun("sleep 60")
-    expect(await waitFor(() => (launched(run) === 1 ? true : undefined), 60_000, 50)).toBe(true)
+    const run = yield* postRun("sleep 60")
+    expect(yield* Effect.promise(() => waitFor(() => (launched(run) === 1 ? true : undefined), 60_000, 50))).toBe(true)
     const watcher = Number(Fs.readFileSync(Path.join(world.root, "care", `${run}.lock`), "utf8").trim())
     // on the supervisor's roll (its info file), as on the server's host
-    expect(await waitFor(() => (runningSupervisor(world.root, world.clone, cloneUsers.lab2.login)?.watchers[run] === watcher ? true : undefined), 10_000, 50)).toBe(true)
+    expect(yield* Effect.promise(() => waitFor(() => (runningSupervisor(world.root, world.clone, cloneUsers.lab2.login)?.watchers[run] === watcher ? true : undefined), 10_000, 50))).toBe(true)
     process.kill(watcher, "SIGKILL")
-    expect(await answers(run)).toEqual([["started", "lab2", undefined], ["ended", "lab2", "lost"]])
+    expect(yield* answers(run)).toEqual([["started", "lab2", undefined], ["ended", "lab2", "lost"]])
     expect(launched(run)).toBe(1)
-    expect(await waitFor(() => (logText().slice(from).split("\n").some((l) => l.includes(`"run":"${run}"`) && l.includes(`"watcher":${watcher}`) && l.includes("answered lost")) ? true : undefined), 30_000, 50),
+    expect(yield* Effect.promise(() => waitFor(() => (logText().slice(from).split("\n").some((l) => l.includes(`"run":"${run}"`) && l.includes(`"watcher":${watcher}`) && l.includes("answered lost")) ? true : undefined), 30_000, 50)),
       logText().slice(from)).toBe(true)
     expect(supervisor!.pid).toBe(pid)
-  }, 180_000)
+  }), 180_000)
 
-  it("a watcher SIGKILLed after its hand-off, before it took the run's lock, has its run handed again: started and ended once", async () => {
+  it.live("a watcher SIGKILLed after its hand-off, before it took the run's lock, has its run handed again: started and ended once", () => Effect.gen(function*() {
     // watchers the supervisor starts (no spare: a spare's environment is its own) SIGKILL themselves just
     // before they take the run's lock, the first of each run only, while the file is there to take
-    const spareBack = await withoutSpare(world.root)
+    const spareBack = yield* Effect.promise(() => withoutSpare(world.root))
     const once = Path.join(world.dir, "crash-once")
-    try {
-      const from = await startSupervisor([], { OCX2_CRASH_AT: "handed", OCX2_CRASH_ONCE: once })
+    yield* Effect.gen(function*() {
+      const from = yield* Effect.promise(() => startSupervisor([], { OCX2_CRASH_AT: "handed", OCX2_CRASH_ONCE: once }))
       for (let i = 0; i < repeats(3); i++) {
         Fs.writeFileSync(once, "")
-        const run = await postRun()
-        expect(await waitFor(() => (Fs.existsSync(once) ? undefined : true), 60_000, 20)).toBe(true)
-        expect(await answers(run)).toEqual([["started", "lab2", undefined], ["ended", "lab2", "exited"]])
+        const run = yield* postRun()
+        expect(yield* Effect.promise(() => waitFor(() => (Fs.existsSync(once) ? undefined : true), 60_000, 20))).toBe(true)
+        expect(yield* answers(run)).toEqual([["started", "lab2", undefined], ["ended", "lab2", "exited"]])
         expect(launched(run)).toBe(1)
         expect(logText().slice(from).split("\n").some((l) => l.includes(`"run":"${run}"`) && l.includes("ended before it took the run's lock")), logText().slice(from)).toBe(true)
       }
-      await stopSupervisor()
-    } finally {
+      yield* Effect.promise(() => stopSupervisor())
+    }).pipe(Effect.ensuring(Effect.sync(() => {
       Fs.rmSync(once, { force: true })
       spareBack()
-    }
-  }, timeoutFor(3, 300_000))
+    })))
+  }), timeoutFor(3, 300_000))
 })
 
 describe("the supervisor on a clone's host, the server's page of an older release", () => {
-  it("pulls every half second from a server whose page cannot hold the question (an older release)", async () => {
+  it.live("pulls every half second from a server whose page cannot hold the question (an older release)", () => Effect.gen(function*() {
     // the page of an older release: it knows no newer-than, and refuses it as any tool refuses an argument it does not take
     const page = Path.join(world.extroot, "ocx2-cgi")
     Fs.renameSync(page, `${page}-now`)
@@ -253,17 +219,15 @@ describe("the supervisor on a clone's host, the server's page of an older releas
       "esac",
       ""
     ].join("\n"), { mode: 0o755 })
-    try {
-      const from = await startSupervisor()
-      expect(await waitFor(() => (logText().slice(from).includes("does not hold a question until a receipt arrives") ? true : undefined), 30_000, 100)).toBe(true)
+    yield* Effect.gen(function*() {
+      const from = yield* Effect.promise(() => startSupervisor())
+      expect(yield* Effect.promise(() => waitFor(() => (logText().slice(from).includes("does not hold a question until a receipt arrives") ? true : undefined), 30_000, 100))).toBe(true)
       // it pulls on its short cycle: the clone is written again and again, never 3 s apart
-      const gaps = await clonePullsAgain(5, 12_000)
+      const gaps = yield* Effect.promise(() => clonePullsAgain(5, 12_000))
       expect(gaps, "the clone written 5 times within 12 s").toBeDefined()
       expect(Math.max(...gaps!), `the gaps between its pulls: ${gaps!.join(", ")} ms`).toBeLessThan(3000)
-      await postRunAndSeeItEnd()
-      await stopSupervisor()
-    } finally {
-      Fs.renameSync(`${page}-now`, page)
-    }
-  }, 180_000)
+      yield* postRunAndSeeItEnd
+      yield* Effect.promise(() => stopSupervisor())
+    }).pipe(Effect.ensuring(Effect.sync(() => Fs.renameSync(`${page}-now`, page))))
+  }), 180_000)
 })

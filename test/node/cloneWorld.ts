@@ -4,12 +4,17 @@
  * a host of its own: a clone made as the node user lab2 (holding o and i only), its own release
  * root and care directory, a passwords file. The clone tests and the outage tests share it.
  */
+import * as Effect from "effect/Effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { builtProgram } from "../adapters/extServer.js"
-import { cloneAs, fossil, type RunningServer, type TestUser } from "../support/fossilServer.js"
-import { cgiExtroot, makeWorld, pidsNaming, project, type World } from "../support/world.js"
+import * as FossilRepository from "../../layers/FossilRepository.js"
+import type { Repository } from "../../services/Repository.js"
+import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
+import { cloneAs, fossil, webLogin, webNewThread, type RunningServer, type TestUser } from "../support/fossilServer.js"
+import { sandbox } from "../support/nodeWorld.js"
+import { cgiExtroot, eventually, makeWorld, pidsNaming, project, type World } from "../support/world.js"
 
 export const cloneUsers = {
   alice: { login: "alice", capabilities: "s", password: "alice-pw" },
@@ -135,4 +140,43 @@ export const useThisBuild = (world: CloneWorld, dist: string): void => {
     Fs.chmodSync(Path.join(release, program), 0o755)
     Fs.copyFileSync(Path.join(dist, `${program}.cjs`), Path.join(release, `${program}.cjs`))
   }
+}
+
+/** The served repository, read from its file (the server may be down). */
+export const servedRepository = <A, E>(world: Pick<CloneWorld, "served">, f: (r: typeof Repository.Service) => Effect.Effect<A, E>) =>
+  Effect.scoped(Effect.flatMap(FossilRepository.make({ path: world.served }), f))
+
+/** The run's replies that are messages naming it, with each sender as the server received it. */
+export const repliesOf = (world: Pick<CloneWorld, "served">, run: string) =>
+  servedRepository(world, (r) => r.thread(run)).pipe(Effect.map((posts) => posts.flatMap((p) => {
+    const reading = readMessage(p.text)
+    return reading._tag === "Message" && reading.re === run
+      ? [{ kind: reading.kind, sender: p.sender, content: reading.content as Record<string, unknown> }]
+      : []
+  })))
+
+/** The run's replies once one of them is a `kind` (or `ms` have passed). */
+export const waitForKind = (world: Pick<CloneWorld, "served">, run: string, kind: string, ms = 30_000, every = 150) =>
+  eventually(repliesOf(world, run), (messages) => messages.some((m) => m.kind === kind), ms, every)
+
+/** A run for lab2 posted on the server through the forum's web form by alice, as a person would; its workspace a directory and trunk's files in it unless `about` says otherwise. */
+export const postRun = async (
+  world: CloneWorld,
+  script: string,
+  process: object = {},
+  about: { readonly objective?: string; readonly wall?: string; readonly workspace?: ReadonlyArray<object> } = {}
+): Promise<string> => {
+  const session = await webLogin(world.url, cloneUsers.alice.login, cloneUsers.alice.password)
+  const run = {
+    clone: world.cloneCode,
+    objective: about.objective ?? "a run for lab2",
+    workspace: about.workspace ?? [{ step: "directory", at: "$$root$$/work/$$run$$" }, { step: "files", of: "trunk", into: "$$workspace$$/tree" }],
+    sandbox: sandbox(),
+    limits: { wall: about.wall ?? "2m" },
+    process: { user: cloneUsers.builder.login, command: ["sh", "-c", script], env: { PATH: "/usr/bin:/bin" }, ...process }
+  }
+  return webNewThread({ repository: world.served }, session, {
+    title: "a run for lab2",
+    text: writeMessage({ ocx: 2, to: cloneUsers.lab2.login, run }, "A run for the lab's board.")
+  })
 }

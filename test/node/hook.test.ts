@@ -1,13 +1,13 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { composeForumPost } from "../../src/fossil/Artifact.js"
 import { lastHookLogEntry } from "../../src/root/HookFiles.js"
 import { writeMessage } from "../../src/protocol/Envelope.js"
 import { status } from "../../src/tools/status.js"
 import { cloneAs, pushArtifacts, webLogin, webNewThread, type WebSession } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
-import { closeHookWorld, makeHookedWorld, waitFor, type HookWorld } from "./hookWorld.js"
+import { waitFor, signedInHookedWorld, type HookWorld } from "./hookWorld.js"
 
 // The hook end to end: a real fossil server in fast mode runs ROOT/ocx2-hook on each receipt;
 // runs are posted as people post them (the web form, a push from a clone) and the node answers.
@@ -15,14 +15,11 @@ import { closeHookWorld, makeHookedWorld, waitFor, type HookWorld } from "./hook
 let world: HookWorld
 let alice: WebSession
 let mallory: WebSession
-beforeAll(async () => {
-  const made = await makeHookedWorld()
-  world = made.world
-  expect(made.installed.stopped).toEqual({ reason: "completed" })
-  alice = await webLogin(world.server.url, users.admin.login, users.admin.password)
+signedInHookedWorld(async (made, signedIn) => {
+  world = made
+  alice = signedIn
   mallory = await webLogin(world.server.url, users.stranger.login, users.stranger.password)
-}, 60_000)
-afterAll(() => closeHookWorld(world))
+})
 
 const post = (session: WebSession, run: object, title = "a run") =>
   webNewThread(world.server, session, { title, text: world.runText(run) })

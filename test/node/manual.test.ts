@@ -1,23 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { create } from "../../src/tools/create.js"
-import { hook } from "../../src/tools/hook.js"
 import { run } from "../../src/tools/run.js"
 import { shellRun, users } from "../support/nodeWorld.js"
-import { endWatchers, makeHookWorld, sleep, type HookWorld } from "./hookWorld.js"
+import { installedHookWorld, sleep, type HookWorld } from "./hookWorld.js"
 
 // Seed 001, "Start a manual run by hand": a manual run waits for a person; `run` has this host's
 // node start it; a run that is not manual, not waiting, of another node, or refused is refused.
 
 let world: HookWorld
-beforeAll(async () => {
-  world = await makeHookWorld({ fastHooks: false })
-  const installed = await world.call(hook, { node: users.node.login, root: world.root })
-  expect(installed.stopped).toEqual({ reason: "completed" })
-}, 60_000)
-afterAll(async () => {
-  endWatchers(world.root)
-  await world?.close()
-})
+installedHookWorld({ fastHooks: false }, (made) => (world = made))
 
 const createRun = async (script: string, process: object = {}, extra: object = {}, node = users.node.login) => {
   const { process: base, ...rest } = shellRun(world, script)

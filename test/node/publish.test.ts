@@ -1,29 +1,20 @@
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { describe, expect, it } from "@effect/vitest"
 import * as FossilRepository from "../../layers/FossilRepository.js"
 import { Repository } from "../../services/Repository.js"
 import { writeMessage } from "../../src/protocol/Envelope.js"
-import { hook } from "../../src/tools/hook.js"
 import { fossil, webLogin, webNewThread } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
 import { eventually, waitUntil } from "../support/world.js"
-import { endWatchers, makeHookWorld, type HookWorld } from "./hookWorld.js"
+import { installedHookWorld, type HookWorld } from "./hookWorld.js"
 
 // 2.13: a publish from a sender 2.3 allows, once a run has ended and its workspace is kept,
 // publishes again from the workspace what the run names, without launching anything.
 
 let world: HookWorld
-beforeAll(async () => {
-  world = await makeHookWorld()
-  const installed = await world.call(hook, { node: users.node.login, root: world.root })
-  expect(installed.stopped).toEqual({ reason: "completed" })
-}, 60_000)
-afterAll(async () => {
-  endWatchers(world.root)
-  await world?.close()
-})
+installedHookWorld({}, (made) => (world = made))
 
 const uv = async (name: string) => fossil(["uv", "cat", name, "-R", world.repository]).catch(() => undefined)
 /** The plain replies naming published files, as the served repository holds them. */

@@ -1,10 +1,10 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { create } from "../../src/tools/create.js"
-import { fossil, webLogin, webNewThread, type WebSession } from "../support/fossilServer.js"
+import { fossil, webNewThread, type WebSession } from "../support/fossilServer.js"
 import { sandbox, shellRun, users } from "../support/nodeWorld.js"
-import { closeHookWorld, makeHookedWorld, type HookWorld } from "./hookWorld.js"
+import { signedInHookedWorld, type HookWorld } from "./hookWorld.js"
 
 // Refusals 5, 6 and 7 on a served repository whose hook is installed from a release root, as a
 // node runs: what the node answers a run posted through the web form, and what create answers
@@ -16,14 +16,11 @@ import { closeHookWorld, makeHookedWorld, type HookWorld } from "./hookWorld.js"
 let world: HookWorld
 let alice: WebSession
 let root: string
-beforeAll(async () => {
-  const made = await makeHookedWorld()
-  world = made.world
-  expect(made.installed.stopped).toEqual({ reason: "completed" })
-  alice = await webLogin(world.server.url, users.admin.login, users.admin.password)
+signedInHookedWorld((made, signedIn) => {
+  world = made
+  alice = signedIn
   root = Fs.realpathSync(world.root)
-}, 60_000)
-afterAll(() => closeHookWorld(world))
+})
 
 const post = (run: object, title = "a run") => webNewThread(world.server, alice, { title, text: world.runText(run) })
 

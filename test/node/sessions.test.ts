@@ -1,8 +1,8 @@
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as FossilRepository from "../../layers/FossilRepository.js"
 import { Repository } from "../../services/Repository.js"
 import { cursorFileOf, writeCursor } from "../../src/root/HookFiles.js"
@@ -11,7 +11,8 @@ import { run as runTool } from "../../src/tools/run.js"
 import { status } from "../../src/tools/status.js"
 import { addUsers, cloneAs, fossil, webEdit, webEditTicket, webLogin, webNewThread, webNewTicket, webReply, type WebSession } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
-import { closeHookWorld, makeHookedWorld, sleep, waitFor, type HookWorld } from "./hookWorld.js"
+import { eventually } from "../support/world.js"
+import { closeHookWorld, makeHookedWorld, waitFor, type HookWorld } from "./hookWorld.js"
 
 // Sessions end to end (2.10, 2.11, 2.13; the second example of 2.19 made concrete): a real fossil
 // server in fast mode calls the hook on each receipt; the node's rounds append what a session is
@@ -57,46 +58,47 @@ const linesOf = (run: string): ReadonlyArray<Record<string, unknown>> => {
   }
 }
 
-const waitLines = async (run: string, count: number, ms = 60_000) =>
-  (await waitFor(() => (linesOf(run).length >= count ? linesOf(run) : undefined), ms)) ?? linesOf(run)
+const waitLines = (run: string, count: number, ms = 60_000) =>
+  Effect.promise(() => waitFor(() => (linesOf(run).length >= count ? linesOf(run) : undefined), ms)).pipe(Effect.map((lines) => lines ?? linesOf(run)))
 
 const reply = (as: WebSession, to: string, text: string) => webReply(world.server, as, { to, text })
 
-const endedOf = async (run: string) => (await world.waitEnded(run, 20_000)).filter((m) => m.kind === "ended").map((m) => m.content)
+const endedOf = (run: string) =>
+  Effect.promise(() => world.waitEnded(run, 20_000)).pipe(Effect.map((replies) => replies.filter((m) => m.kind === "ended").map((m) => m.content)))
 
 describe.concurrent("a session fed what its thread is told", () => {
-  it("gives heard posts in order once each, an edit, and a check-in on trunk; not others', its own, messages, or another branch's", async () => {
-    const run = await webNewThread(world.server, alice, { title: "a session", text: world.runText(sessionRun(recordLines, { user: processUsers.feed, checkins: ["trunk"] })) })
-    const [first] = await waitLines(run, 1)
+  it.live("gives heard posts in order once each, an edit, and a check-in on trunk; not others', its own, messages, or another branch's", () => Effect.gen(function*() {
+    const run = yield* Effect.promise(() => webNewThread(world.server, alice, { title: "a session", text: world.runText(sessionRun(recordLines, { user: processUsers.feed, checkins: ["trunk"] })) }))
+    const [first] = yield* waitLines(run, 1)
     expect(first).toEqual({ run, objective: "a test run" })
     // status shows the session in care, with its started
-    const shown = await world.call(status, { root: world.root })
-    const started = (await world.replies(run)).find((m) => m.kind === "started")!.hash
+    const shown = yield* Effect.promise(() => world.call(status, { root: world.root }))
+    const started = (yield* Effect.promise(() => world.replies(run))).find((m) => m.kind === "started")!.hash
     expect(shown.output?.care?.sessions).toContainEqual({ run, processUser: processUsers.feed, started })
 
-    const one = await reply(alice, run, "the first question")
-    await reply(mallory, run, "mallory is not heard")
-    const two = await reply(rita, run, "rita asks too")
-    await reply(alice, run, `a message is never given\n\n\`\`\`json\n{"ocx": 3, "re": "${run}"}\n\`\`\`\n`)
-    await world.reply(processUsers.feed, run, "the session's own user writes this")
-    const edit = await webEdit(world.server, alice, { of: one, text: "the first question, edited" })
+    const one = yield* Effect.promise(() => reply(alice, run, "the first question"))
+    yield* Effect.promise(() => reply(mallory, run, "mallory is not heard"))
+    const two = yield* Effect.promise(() => reply(rita, run, "rita asks too"))
+    yield* Effect.promise(() => reply(alice, run, `a message is never given\n\n\`\`\`json\n{"ocx": 3, "re": "${run}"}\n\`\`\`\n`))
+    yield* Effect.promise(() => world.reply(processUsers.feed, run, "the session's own user writes this"))
+    const edit = yield* Effect.promise(() => webEdit(world.server, alice, { of: one, text: "the first question, edited" }))
     // a post in another thread is not where the session is
-    await webNewThread(world.server, alice, { title: "elsewhere", text: "another thread" })
+    yield* Effect.promise(() => webNewThread(world.server, alice, { title: "elsewhere", text: "another thread" }))
     // a check-in on trunk, and one on another branch, pushed from alice's clone
-    const clone = await cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, "session-clone.fossil"))
+    const clone = yield* Effect.promise(() => cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, "session-clone.fossil")))
     const checkout = Path.join(world.dir, "session-checkout")
     Fs.mkdirSync(checkout)
-    await fossilIn(checkout, ["open", clone])
+    yield* Effect.promise(() => fossilIn(checkout, ["open", clone]))
     Fs.writeFileSync(Path.join(checkout, "more.txt"), "more\n")
-    await fossilIn(checkout, ["add", "more.txt"])
-    await fossilIn(checkout, ["commit", "-m", "more on trunk", "--no-warnings"])
+    yield* Effect.promise(() => fossilIn(checkout, ["add", "more.txt"]))
+    yield* Effect.promise(() => fossilIn(checkout, ["commit", "-m", "more on trunk", "--no-warnings"]))
     Fs.writeFileSync(Path.join(checkout, "more.txt"), "elsewhere\n")
-    await fossilIn(checkout, ["commit", "-m", "on a branch", "--branch", "side", "--no-warnings"])
-    await fossilIn(checkout, ["push"])
-    const last = await reply(alice, run, "the last question")
+    yield* Effect.promise(() => fossilIn(checkout, ["commit", "-m", "on a branch", "--branch", "side", "--no-warnings"]))
+    yield* Effect.promise(() => fossilIn(checkout, ["push"]))
+    const last = yield* Effect.promise(() => reply(alice, run, "the last question"))
 
-    const lines = await waitLines(run, 6)
-    await sleep(1000) // nothing more comes
+    const lines = yield* waitLines(run, 6)
+    yield* Effect.sleep(1000) // nothing more comes
     const given = linesOf(run)
     expect(given.length).toBe(6)
     expect(given[1]).toEqual({ post: one, from: users.admin.login, text: "the first question" })
@@ -128,76 +130,76 @@ describe.concurrent("a session fed what its thread is told", () => {
     for (let attempt = 0; attempt < 5 && !reread; attempt++) {
       const at = Fs.statSync(hookLog).size
       writeCursor(cursorFileOf(world.root, world.repository, users.node.login), firstDelivery!.from!)
-      await new Promise((resolve) => ChildProcess.spawn(Path.join(world.root, "ocx2-hook"), ["--log", hookLog, world.repository], { stdio: "ignore" }).once("exit", resolve))
+      yield* Effect.promise(() => new Promise((resolve) => ChildProcess.spawn(Path.join(world.root, "ocx2-hook"), ["--log", hookLog, world.repository], { stdio: "ignore" }).once("exit", resolve)))
       reread = roundsFrom(at).some((r) => r.did?.includes(`${run}: 0 deliveries to its inbox`) === true)
     }
     expect(reread, "a round read the run's arrivals again and appended none of them").toBe(true)
-    await sleep(1000)
+    yield* Effect.sleep(1000)
     expect(linesOf(run).length).toBe(6)
 
-    await world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it."))
-    expect(await endedOf(run)).toEqual([{ outcome: "stopped" }])
+    yield* Effect.promise(() => world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it.")))
+    expect(yield* endedOf(run)).toEqual([{ outcome: "stopped" }])
     expect(Fs.existsSync(Path.join(world.root, "care", `${run}.session`))).toBe(false)
-  }, 180_000)
+  }), 180_000)
 
-  it("a session in a ticket is given the changes to its ticket by heard users", async () => {
-    const ticket = await webNewTicket(alice, { title: "a session in a ticket", icomment: world.runText(sessionRun(recordLines, { user: processUsers.ticket })) })
-    const run = await waitFor(async () => {
+  it.live("a session in a ticket is given the changes to its ticket by heard users", () => Effect.gen(function*() {
+    const ticket = yield* Effect.promise(() => webNewTicket(alice, { title: "a session in a ticket", icomment: world.runText(sessionRun(recordLines, { user: processUsers.ticket })) }))
+    const run = yield* Effect.promise(() => waitFor(async () => {
       const out = await fossil(["sql", "-R", world.repository, `SELECT b.uuid FROM ticketchng c JOIN blob b ON b.rid = c.tkt_rid JOIN ticket t ON t.tkt_id = c.tkt_id WHERE t.tkt_uuid = '${ticket}' ORDER BY c.tkt_rid LIMIT 1`])
       return out.trim().replace(/'/g, "") || undefined
-    }, 10_000)
+    }, 10_000))
     expect(run).toMatch(/^[0-9a-f]{40,64}$/)
-    await waitLines(run!, 1)
-    await webEditTicket(mallory, { ticket, icomment: "mallory is not heard" })
-    await webEditTicket(rita, { ticket, icomment: "rita comments" })
-    const lines = await waitLines(run!, 2)
-    await sleep(1000)
+    yield* waitLines(run!, 1)
+    yield* Effect.promise(() => webEditTicket(mallory, { ticket, icomment: "mallory is not heard" }))
+    yield* Effect.promise(() => webEditTicket(rita, { ticket, icomment: "rita comments" }))
+    const lines = yield* waitLines(run!, 2)
+    yield* Effect.sleep(1000)
     expect(linesOf(run!).length).toBe(2)
     expect(lines[1]).toMatchObject({ ticket, from: users.runner.login, text: "rita comments" })
     expect(lines[1]!["change"]).toMatch(/^[0-9a-f]{40,64}$/)
-    await webEditTicket(alice, { ticket, icomment: writeMessage({ ocx: 2, re: run!, stop: {} }, "Stop it.") })
+    yield* Effect.promise(() => webEditTicket(alice, { ticket, icomment: writeMessage({ ocx: 2, re: run!, stop: {} }, "Stop it.") }))
     const careLog = Path.join(world.root, "care", `${run}.log`)
-    expect(await waitFor(() => (/wrote ended stopped/.test(Fs.readFileSync(careLog, "utf8")) ? true : undefined), 20_000)).toBe(true)
-  }, 120_000)
+    expect(yield* Effect.promise(() => waitFor(() => (/wrote ended stopped/.test(Fs.readFileSync(careLog, "utf8")) ? true : undefined), 20_000))).toBe(true)
+  }), 120_000)
 
-  it("a manual session is given only what arrives after its started", async () => {
-    const run = await webNewThread(world.server, alice, { title: "a manual session", text: world.runText(sessionRun(recordLines, { user: processUsers.manual, manual: true })) })
-    await sleep(500)
-    await reply(alice, run, "before it started")
-    await sleep(1000)
-    const started = await world.call(runTool, { run })
+  it.live("a manual session is given only what arrives after its started", () => Effect.gen(function*() {
+    const run = yield* Effect.promise(() => webNewThread(world.server, alice, { title: "a manual session", text: world.runText(sessionRun(recordLines, { user: processUsers.manual, manual: true })) }))
+    yield* Effect.sleep(500)
+    yield* Effect.promise(() => reply(alice, run, "before it started"))
+    yield* Effect.sleep(1000)
+    const started = yield* Effect.promise(() => world.call(runTool, { run }))
     expect(started.stopped).toEqual({ reason: "completed" })
-    await waitLines(run, 1)
-    const after = await reply(alice, run, "after it started")
-    const lines = await waitLines(run, 2)
-    await sleep(1000)
+    yield* waitLines(run, 1)
+    const after = yield* Effect.promise(() => reply(alice, run, "after it started"))
+    const lines = yield* waitLines(run, 2)
+    yield* Effect.sleep(1000)
     expect(linesOf(run)).toEqual([lines[0], { post: after, from: users.admin.login, text: "after it started" }])
-    await world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it."))
-    expect(await endedOf(run)).toEqual([{ outcome: "stopped" }])
-  }, 120_000)
+    yield* Effect.promise(() => world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it.")))
+    expect(yield* endedOf(run)).toEqual([{ outcome: "stopped" }])
+  }), 120_000)
 })
 
 describe.concurrent("a session on a terminal", () => {
-  it("has its deliveries typed in, one line each", async () => {
+  it.live("has its deliveries typed in, one line each", () => Effect.gen(function*() {
     const script = `stty -echo; ${recordLines}`
-    const run = await webNewThread(world.server, alice, { title: "a session on a terminal", text: world.runText(sessionRun(script, { user: processUsers.terminal, terminal: true })) })
-    const [first] = await waitLines(run, 1)
+    const run = yield* Effect.promise(() => webNewThread(world.server, alice, { title: "a session on a terminal", text: world.runText(sessionRun(script, { user: processUsers.terminal, terminal: true })) }))
+    const [first] = yield* waitLines(run, 1)
     expect(first).toEqual({ run, objective: "a test run" })
     const long = "a long line ".repeat(500).trim() // past what a terminal's line holds at once
-    const one = await reply(alice, run, long)
-    const two = await reply(rita, run, "and a short one")
-    const lines = await waitLines(run, 3)
+    const one = yield* Effect.promise(() => reply(alice, run, long))
+    const two = yield* Effect.promise(() => reply(rita, run, "and a short one"))
+    const lines = yield* waitLines(run, 3)
     expect(lines.slice(1)).toEqual([
       { post: one, from: users.admin.login, text: long },
       { post: two, from: users.runner.login, text: "and a short one" }
     ])
-    await world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it."))
-    expect(await endedOf(run)).toEqual([{ outcome: "stopped" }])
-  }, 120_000)
+    yield* Effect.promise(() => world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it.")))
+    expect(yield* endedOf(run)).toEqual([{ outcome: "stopped" }])
+  }), 120_000)
 })
 
 describe.concurrent("deliveries: start", () => {
-  it("runs nothing until a delivery, then one process per delivery, one at a time, each reading the first line and its own; a stop ends it stopped", async () => {
+  it.live("runs nothing until a delivery, then one process per delivery, one at a time, each reading the first line and its own; a stop ends it stopped", () => Effect.gen(function*() {
     // each process records what it read and whether another was running at the same time
     const script = [
       "w=$$workspace$$; mkdir -p $w/got",
@@ -205,36 +207,36 @@ describe.concurrent("deliveries: start", () => {
       "n=$(ls $w/got | wc -l); cat > $w/got/$n.part; mv $w/got/$n.part $w/got/$n",
       "sleep 0.3; rmdir $w/busy; echo \"done $n\" >&2"
     ].join("; ")
-    const run = await webNewThread(world.server, alice, { title: "a session per post", text: world.runText(sessionRun(script, { user: processUsers.start, deliveries: "start" })) })
+    const run = yield* Effect.promise(() => webNewThread(world.server, alice, { title: "a session per post", text: world.runText(sessionRun(script, { user: processUsers.start, deliveries: "start" })) }))
     const got = Path.join(world.root, "work", run, "got")
     const files = () => (Fs.existsSync(got) ? Fs.readdirSync(got).filter((f) => !f.endsWith(".part")).length : 0)
-    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 20_000)).toBe(true)
-    await sleep(1000)
+    expect(yield* Effect.promise(() => waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 20_000))).toBe(true)
+    yield* Effect.sleep(1000)
     expect(files()).toBe(0) // started, and nothing launched before a delivery
     const posts: Array<string> = []
-    for (const text of ["one", "two", "three"]) posts.push(await reply(alice, run, text))
-    await waitFor(() => (files() >= 3 ? true : undefined), 30_000)
-    await sleep(800)
+    for (const text of ["one", "two", "three"]) posts.push(yield* Effect.promise(() => reply(alice, run, text)))
+    yield* Effect.promise(() => waitFor(() => (files() >= 3 ? true : undefined), 30_000))
+    yield* Effect.sleep(800)
     const read = [0, 1, 2].map((n) => Fs.readFileSync(Path.join(got, String(n)), "utf8").trim().split("\n").map((l) => JSON.parse(l)))
     for (const [i, text] of ["one", "two", "three"].entries()) {
       expect(read[i]).toEqual([{ run, objective: "a test run" }, { post: posts[i], from: users.admin.login, text }])
     }
     expect(Fs.existsSync(Path.join(world.root, "work", run, "overlaps"))).toBe(false)
     expect(files()).toBe(3)
-    expect((await world.replies(run)).filter((m) => m.kind === "ended")).toEqual([])
+    expect((yield* Effect.promise(() => world.replies(run))).filter((m) => m.kind === "ended")).toEqual([])
     // each process's kept logs: a reply of its own, and the log files rewritten for each
-    const kept = await waitFor(async () => {
-      const thread = await Effect.runPromise(
-        Effect.flatMap(Repository, (r) => r.thread(run)).pipe(Effect.provide(FossilRepository.layer({ path: world.repository })))
-      )
-      const found = thread.filter((p) => p.sender === users.node.login && /```stderr\ndone \d\n```/.test(p.text))
-      return found.length >= 3 ? found : undefined
-    }, 10_000)
-    expect(kept?.map((p) => /done (\d)/.exec(p.text)![1])).toEqual(["0", "1", "2"])
+    const byNode = (thread: ReadonlyArray<{ readonly sender?: string | undefined; readonly text: string }>) =>
+      thread.filter((p) => p.sender === users.node.login && /```stderr\ndone \d\n```/.test(p.text))
+    const kept = byNode(yield* eventually(
+      Effect.flatMap(Repository, (r) => r.thread(run)).pipe(Effect.provide(FossilRepository.layer({ path: world.repository }))),
+      (thread) => byNode(thread).length >= 3,
+      10_000
+    ))
+    expect(kept.map((p) => /done (\d)/.exec(p.text)![1])).toEqual(["0", "1", "2"])
     expect(Fs.readFileSync(Path.join(world.root, "work", run, "stderr.log"), "utf8")).toBe("done 2\n")
-    await world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it."))
-    expect(await endedOf(run)).toEqual([{ outcome: "stopped" }])
-  }, 90_000)
+    yield* Effect.promise(() => world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it.")))
+    expect(yield* endedOf(run)).toEqual([{ outcome: "stopped" }])
+  }), 90_000)
 })
 
 const fossilIn = async (cwd: string, args: ReadonlyArray<string>) => {

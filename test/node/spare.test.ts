@@ -2,14 +2,14 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Path from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import type { NodeConfig } from "../../src/root/NodeConfig.js"
 import { askSpare, handOffRun, stopSpare } from "../../src/pickup/SpareClient.js"
 import { spareFiles, sparePid, spareSetting } from "../../src/care/SpareFiles.js"
 import { parseNodeArgs } from "../../src/watcher/main.js"
-import { webLogin, webNewThread, type WebSession } from "../support/fossilServer.js"
+import { webNewThread, type WebSession } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
-import { closeHookWorld, makeHookedWorld, makeReleaseRoot, pidsNaming, sleep, waitFor, type HookWorld } from "./hookWorld.js"
+import { makeReleaseRoot, pidsNaming, sleep, waitFor, signedInHookedWorld, type HookWorld } from "./hookWorld.js"
 
 // The spare watcher (docs/architecture.md): a watcher started ahead of the next run, handed it
 // by the hook (or anyone handing a run off) over ROOT/care/spare/socket. End to end on a served
@@ -17,13 +17,10 @@ import { closeHookWorld, makeHookedWorld, makeReleaseRoot, pidsNaming, sleep, wa
 
 let world: HookWorld
 let alice: WebSession
-beforeAll(async () => {
-  const made = await makeHookedWorld()
-  world = made.world
-  expect(made.installed.stopped).toEqual({ reason: "completed" })
-  alice = await webLogin(world.server.url, users.admin.login, users.admin.password)
-}, 60_000)
-afterAll(() => closeHookWorld(world))
+signedInHookedWorld((made, signedIn) => {
+  world = made
+  alice = signedIn
+})
 
 const post = (run: object) => webNewThread(world.server, alice, { title: "a run", text: world.runText(run) })
 const logOf = (run: string) => {

@@ -8,8 +8,8 @@ import { cursorFileOf, lastHookLogEntry, readCursor } from "../../src/root/HookF
 import { hook } from "../../src/tools/hook.js"
 import { unhook } from "../../src/tools/unhook.js"
 import { webLogin, webNewThread, type WebSession } from "../support/fossilServer.js"
-import { shellRun, users } from "../support/nodeWorld.js"
-import { closeHookWorld, makeHookWorld, waitFor, type HookWorld } from "./hookWorld.js"
+import { users } from "../support/nodeWorld.js"
+import { closeHookWorld, countingRuns, makeHookWorld, waitFor, type HookWorld } from "./hookWorld.js"
 import { answeredLostBy, startSupervisor, stopSupervisor, supervisorInfo, supervisorLog, type RunningSupervisor } from "./supervisorWorld.js"
 
 // The node's supervisor (`ocx2 supervise`), as installed: the staged release root's program, a
@@ -33,16 +33,7 @@ afterAll(async () => {
 })
 
 const post = (run: object) => webNewThread(world.server, alice, { title: "a run", text: world.runText(run) })
-/** each run appends a line to its workspace's `launched` when its process starts */
-const counting = (script: string, user: string = users.builder.login) => shellRun(world, `echo x >> $$workspace$$/launched; ${script}`, { user })
-const launched = (run: string) => {
-  try {
-    return Fs.readFileSync(Path.join(world.root, "work", run, "launched"), "utf8").split("\n").filter((l) => l.length > 0).length
-  } catch {
-    return 0
-  }
-}
-const holder = (run: string) => Number(Fs.readFileSync(Path.join(world.root, "care", `${run}.lock`), "utf8").trim())
+const { counting, launched, holder } = countingRuns(() => world)
 const answers = async (run: string) =>
   (await world.waitEnded(run, 30_000)).filter((m) => m.kind === "started" || m.kind === "ended")
     .map((m) => [m.kind, m.sender, m.kind === "ended" ? (m.content as { outcome: string }).outcome : ""])

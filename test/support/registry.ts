@@ -2,6 +2,9 @@ import { spawn, spawnSync, type ChildProcess } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Path from "node:path"
+import { afterAll, beforeAll } from "vitest"
+import * as StoreImageSource from "../../layers/StoreImageSource.js"
+import type { BuiltImage } from "./ociImages.js"
 
 /**
  * A real OCI distribution registry on loopback for a test (Debian's `docker-registry`), its
@@ -90,4 +93,33 @@ export const startRegistry = async (dir: string): Promise<TestRegistry> => {
       }
     }
   }
+}
+
+/**
+ * A test file's registry (its top level calls this once): started before its cases in DIR/registry,
+ * holding IMAGE as REPOSITORY (pushed from its layout in DIR/layout); stopped, and DIR removed, after them.
+ */
+export const registryHolding = (dir: string, image: BuiltImage, repository: string): (() => TestRegistry) => {
+  let registry: TestRegistry | undefined
+  beforeAll(async () => {
+    registry = await startRegistry(Path.join(dir, "registry"))
+    image.writeLayout(Path.join(dir, "layout"))
+    registry.push(Path.join(dir, "layout"), repository)
+  })
+  afterAll(async () => {
+    await registry?.stop()
+    Fs.rmSync(dir, { recursive: true, force: true })
+  })
+  return () => registry!
+}
+
+/** The image store under ROOT, fetching from the registries REGISTRIES lists (written to ROOT/registries.json). */
+export const storeUnder = (root: string, registries: unknown, onUnpack: (digest: string) => void) => {
+  Fs.writeFileSync(Path.join(root, "registries.json"), JSON.stringify(registries))
+  return StoreImageSource.layer({
+    store: Path.join(root, "store"),
+    registries: Path.join(root, "registries.json"),
+    imagePolicy: Path.join(root, "image-policy.json"),
+    onUnpack
+  })
 }

@@ -1,8 +1,8 @@
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as CareDirectoryFs from "../../layers/CareDirectoryFs.js"
 import * as FossilReceipts from "../../layers/FossilReceipts.js"
 import * as FossilRepository from "../../layers/FossilRepository.js"
@@ -32,29 +32,28 @@ afterAll(async () => {
 })
 
 const recover = (run: string) =>
-  Effect.runPromise(
-    recoverRun(world.config, run).pipe(
-      Effect.provide(Layer.mergeAll(
-        CareDirectoryFs.layer({ root: world.root }),
-        FossilRepository.layer({ path: world.repository }),
-        FossilReceipts.layer({ path: world.repository })
-      ))
-    )
+  recoverRun(world.config, run).pipe(
+    Effect.provide(Layer.mergeAll(
+      CareDirectoryFs.layer({ root: world.root }),
+      FossilRepository.layer({ path: world.repository }),
+      FossilReceipts.layer({ path: world.repository })
+    ))
   )
 
 /** Recovery as a node coming back up does it: wait out a live holder, hand on a run never started. */
-const recoverFully = async (run: string): Promise<Recovered> => {
-  for (let i = 0; i < 200; i++) {
-    const recovered = await recover(run)
-    if (recovered === "alive") {
-      await new Promise((r) => setTimeout(r, 50))
-      continue
+const recoverFully = (run: string): Effect.Effect<Recovered, unknown> =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 200; i++) {
+      const recovered = yield* recover(run)
+      if (recovered === "alive") {
+        yield* Effect.sleep(50)
+        continue
+      }
+      if (recovered === "not-started") yield* Effect.promise(() => world.watch(run))
+      return recovered
     }
-    if (recovered === "not-started") await world.watch(run)
-    return recovered
-  }
-  throw new Error(`run ${run} stayed in a watcher's care`)
-}
+    return yield* Effect.die(new Error(`run ${run} stayed in a watcher's care`))
+  })
 
 const reports = async (run: string) =>
   (await world.thread(run)).flatMap((post) => {
@@ -81,19 +80,21 @@ const countingRun = (user: string) => shellRun(world, "", {
   command: ["sh", "-c", "echo launched >> $$workspace$$/launches; sleep 0.3"]
 }, { workspace: [{ step: "directory", at: "$$root$$/work/$$run$$" }] })
 
-const crashOnce = async (point: CrashPoint) => {
-  const run = await world.post(countingRun(processUserOf(point)))
-  const crashed = await world.watch(run, { OCX2_CRASH_AT: point })
-  const recovered = await recoverFully(run)
-  return { run, crashed, recovered, reports: await reports(run), launches: launches(run) }
-}
+const crashOnce = (point: CrashPoint) =>
+  Effect.gen(function*() {
+    const run = yield* Effect.promise(() => world.post(countingRun(processUserOf(point))))
+    const crashed = yield* Effect.promise(() => world.watch(run, { OCX2_CRASH_AT: point }))
+    const recovered = yield* recoverFully(run)
+    return { run, crashed, recovered, reports: yield* Effect.promise(() => reports(run)), launches: launches(run) }
+  })
 
-describe("a watcher killed at any point", () => {
-  it.concurrent.each(crashPoints.map((p) => [p]))(
+// the points at once: each its own process user; real processes and real time
+describe.concurrent("a watcher killed at any point", () => {
+  it.live.each(crashPoints)(
     `SIGKILLed %s, again and again: exactly one started and one ended, never launched twice`,
-    async (point) => {
+    (point) => Effect.gen(function*() {
       const outcomes = []
-      for (let i = 0; i < repeatsAt(point as CrashPoint); i++) outcomes.push(await crashOnce(point as CrashPoint))
+      for (let i = 0; i < repeatsAt(point); i++) outcomes.push(yield* crashOnce(point))
       for (const outcome of outcomes) {
         const log = (() => { try { return Fs.readFileSync(Path.join(world.root, "care", `${outcome.run}.log`), "utf8") } catch { return "" } })()
         expect(outcome.crashed.signal, log).toBe("SIGKILL")
@@ -106,26 +107,26 @@ describe("a watcher killed at any point", () => {
       if (point === "started" || point === "running" || point === "before-ended") expect([...recovered]).toEqual(["lost"])
       if (point === "locked") expect(outcomes.every((o) => o.launches === 1)).toBe(true)
       if (point === "started") expect(outcomes.every((o) => o.launches === 0)).toBe(true)
-    },
+    }),
     timeoutFor(3, 240_000)
   )
 })
 
 describe("a watcher started again for a run whose watcher was killed while it ran", () => {
-  it("finds the run's lock free and answers it lost itself, in Life.decide's words", async () => {
-    const run = await world.post(countingRun("crash-again"))
-    expect((await world.watch(run, { OCX2_CRASH_AT: "running" })).signal).toBe("SIGKILL")
-    expect(await world.watch(run)).toEqual({ code: 0, signal: null })
+  it.live("finds the run's lock free and answers it lost itself, in Life.decide's words", () => Effect.gen(function*() {
+    const run = yield* Effect.promise(() => world.post(countingRun("crash-again")))
+    expect((yield* Effect.promise(() => world.watch(run, { OCX2_CRASH_AT: "running" }))).signal).toBe("SIGKILL")
+    expect(yield* Effect.promise(() => world.watch(run))).toEqual({ code: 0, signal: null })
     const log = Fs.readFileSync(Path.join(world.root, "care", `${run}.log`), "utf8")
     expect(log).toMatch(/started counts and no watcher holds the run: answering lost/)
-    const ended = (await world.thread(run)).flatMap((post) => {
+    const ended = (yield* Effect.promise(() => world.thread(run))).flatMap((post) => {
       const reading = readMessage(post.text)
       return reading._tag === "Message" && reading.re === run && reading.kind === "ended" ? [reading.content] : []
     })
     expect(ended).toEqual([{ outcome: "lost", note: "its watcher ended without writing ended" }])
-    expect((await reports(run)).sort()).toEqual(["ended", "started"])
+    expect((yield* Effect.promise(() => reports(run))).sort()).toEqual(["ended", "started"])
     // killed "running", the watcher may take its sandbox down before the shell's first line (as
     // the other kills at that point allow); never launched twice: the second watcher launches nothing
     expect(launches(run)).toBeLessThanOrEqual(1)
-  }, 60_000)
+  }), 60_000)
 })

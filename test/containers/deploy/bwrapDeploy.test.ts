@@ -1,13 +1,12 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest"
+import { describe, expect, it, vi } from "vitest"
 import type { PeerChannel } from "../../../src/containers/FrameConnection.js"
 import { tagged } from "../../../src/containers/Frames.js"
 import { Answer } from "../../../src/containers/Wire.js"
 import { hostDirectoryHandler, hostFileHandler } from "../../../src/containers/fuse/HostHandler.js"
-import { until } from "../world.js"
 import { hostIdBase } from "../../../src/containers/deploy/UserNamespace.js"
-import { busyboxRootfs, closeLeavingNothing, containersUnder, makeDeployWorld, obtained, tempDir, type DeployWorld } from "./deployWorld.js"
+import { containersUnder, deployCases, makeDeployWorld, obtained, tempDir, type DeployWorld } from "./deployWorld.js"
 
 // a loaded machine may be slow; nothing here waits on time, only on what it waits for
 vi.setConfig({ testTimeout: 300_000, hookTimeout: 120_000 })
@@ -17,26 +16,9 @@ vi.setConfig({ testTimeout: 300_000, hookTimeout: 120_000 })
  * the proxy injected and reached through the relay, as root. After each test its ROOT has left
  * nothing on the host.
  */
-const base = tempDir("deploy")
-let rootfs: string
-const worlds: Array<DeployWorld> = []
+const { base, worlds, rootfs, sh, world: deployed } = deployCases("deploy")
 
-beforeAll(() => {
-  rootfs = busyboxRootfs(base)
-})
-
-afterEach(() => closeLeavingNothing(worlds, (found) => expect(found).toEqual([])))
-
-afterAll(() => Fs.rmSync(base, { recursive: true, force: true }))
-
-const sh = (script: string, more: { labels?: Record<string, string>; env?: Array<string>; workingDir?: string } = {}) =>
-  obtained({ rootfs, entrypoint: ["/bin/sh", "-c"], cmd: [script], env: more.env ?? ["PATH=/bin"], workingDir: more.workingDir ?? "/", ...(more.labels !== undefined ? { labels: more.labels } : {}) })
-
-const world = async (...images: Array<ReturnType<typeof sh>>) => {
-  const w = await makeDeployWorld(tempDir("root"), images)
-  worlds.push(w)
-  return w
-}
+const world = (...images: Array<ReturnType<typeof sh>>) => deployed(images)
 
 const runRequest = (digest: string, more: Record<string, unknown> = {}) =>
   JSON.stringify({ image: digest, template: "tmpl-1", memory: 256 * 1024 * 1024, disk: 32 * 1024 * 1024, arguments: { n: 1 }, ...more })
@@ -113,7 +95,7 @@ describe("the bubblewrap deployer", () => {
     const size = Number(/size=(\d+)/.exec(asks[0]!)![1])
     expect(size).toBeGreaterThan(8 * 1024 * 1024)
     expect(size).toBeLessThan(16 * 1024 * 1024)
-    expect(Fs.readdirSync(Path.join(rootfs, "tmp"))).toEqual([])
+    expect(Fs.readdirSync(Path.join(rootfs(), "tmp"))).toEqual([])
   })
 
   it("makes the FUSE mounts inside the container: a file and a directory, each read and write answered by the client; the file mount cannot be removed", async () => {
@@ -187,7 +169,7 @@ describe("the bubblewrap deployer", () => {
 
   it("runs the program as the image's User (a uid:gid, a name, a name:group), nobody on the host; a User the image does not have is the run's error", async () => {
     const script = `wget -q -O /dev/null --post-data "$(id -u):$(id -g) $( (echo x > /etc/x) 2>/dev/null && echo wrote || echo denied)" ${api}/ask/16; sleep 1000`
-    const as = (user: string) => obtained({ rootfs, entrypoint: ["/bin/sh", "-c"], cmd: [script], env: ["PATH=/bin"], workingDir: "/", user })
+    const as = (user: string) => sh(script, { user })
     const images = { numeric: as("1000:1000"), named: as("app"), grouped: as("app:staff"), unknown: as("nobody-here") }
     const w = await world(...Object.values(images))
     const client = await w.client()
@@ -233,7 +215,7 @@ describe("the bubblewrap deployer", () => {
   })
 
   it("a program that cannot be started ends the begin, and the run with an error", async () => {
-    const { first, later } = await once(obtained({ rootfs, entrypoint: ["/bin/no-such-program"], cmd: [], env: [], workingDir: "/" }))
+    const { first, later } = await once(obtained({ rootfs: rootfs(), entrypoint: ["/bin/no-such-program"], cmd: [], env: [], workingDir: "/" }))
     // the program starts once the server's connection is accepted: its end may come before the id or after it
     const outcome = first.kind === "id" ? later : [first]
     expect([

@@ -1,9 +1,11 @@
 import * as ChildProcess from "node:child_process"
+import { build } from "esbuild"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { afterAll, afterEach, beforeAll, expect } from "vitest"
 import * as BwrapDeployer from "../../../layers/BwrapDeployer.js"
 import { ImageSource, type ObtainedImage } from "../../../services/ImageSource.js"
 import { connect, type ContainersClient } from "../../../src/containers/Client.js"
@@ -169,4 +171,69 @@ export const closeLeavingNothing = async (worlds: Array<DeployWorld>, expectNoth
     expectNothing([...leftovers(w.root), ...Fs.readdirSync(Path.join(w.root, "containers")).map((name) => `container ${name}`)])
     Fs.rmSync(w.root, { recursive: true, force: true })
   }
+}
+
+/** What a shell image runs with, beyond its script. */
+export interface ShellImage {
+  readonly labels?: Record<string, string>
+  readonly env?: Array<string>
+  readonly workingDir?: string
+  readonly user?: string
+}
+
+/**
+ * A test file's real containers (its top level calls this once): a busybox rootfs made before its
+ * cases under a directory of its own (`base`); each case's worlds closed after it, its ROOT checked to
+ * have left nothing on the host; the directory removed at the end.
+ */
+export const deployCases = (what: string) => {
+  const base = tempDir(what)
+  let rootfs = ""
+  const worlds: Array<DeployWorld> = []
+  beforeAll(() => {
+    rootfs = busyboxRootfs(base)
+  })
+  afterEach(() => closeLeavingNothing(worlds, (found) => expect(found).toEqual([])))
+  afterAll(() => Fs.rmSync(base, { recursive: true, force: true }))
+  return {
+    base,
+    /** the worlds made in the case, closed after it */
+    worlds,
+    rootfs: () => rootfs,
+    /** an image whose program is `sh -c script` in the busybox rootfs */
+    sh: (script: string, more: ShellImage = {}) =>
+      obtained({
+        rootfs, entrypoint: ["/bin/sh", "-c"], cmd: [script], env: more.env ?? ["PATH=/bin"], workingDir: more.workingDir ?? "/",
+        ...(more.labels !== undefined ? { labels: more.labels } : {}), ...(more.user !== undefined ? { user: more.user } : {})
+      }),
+    /** a server holding `images` on a ROOT of its own (or `root`), closed after the case */
+    world: async (images: ReadonlyArray<ObtainedImage>, root = tempDir(`${what}-root`), more: Partial<BwrapDeployer.BwrapDeployerOptions> = {}) => {
+      const w = await makeDeployWorld(root, images, undefined, more)
+      worlds.push(w)
+      return w
+    }
+  }
+}
+
+/** serverMain.ts bundled into DIR: the containers server as a program of its own, to be killed and started again */
+export const bundleServerMain = async (dir: string): Promise<string> => {
+  const bundle = Path.join(dir, "server.mjs")
+  await build({
+    entryPoints: [Path.join(import.meta.dirname, "serverMain.ts")],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    outfile: bundle,
+    banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
+    logLevel: "warning"
+  })
+  return bundle
+}
+
+/** the bundled server (bundleServerMain) started on ROOT, holding the images IMAGES.json lists, once it listens */
+export const startServerProgram = async (bundle: string, root: string, images: string) => {
+  const server = ChildProcess.spawn(process.execPath, [bundle, root, images, dist], { stdio: ["ignore", "pipe", "inherit"] })
+  const url = await listeningUrl(server)
+  return { server, url }
 }

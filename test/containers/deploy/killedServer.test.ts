@@ -1,12 +1,10 @@
-import * as ChildProcess from "node:child_process"
-import { build } from "esbuild"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, describe, expect, it, vi } from "vitest"
 import { connect } from "../../../src/containers/Client.js"
 import { mintToken } from "../../../src/containers/Server.js"
 import { until } from "../world.js"
-import { busyboxRootfs, containersUnder, dist, leftovers, listeningUrl, obtained, tempDir, type TestImage } from "./deployWorld.js"
+import { bundleServerMain, busyboxRootfs, containersUnder, leftovers, obtained, startServerProgram, tempDir, type TestImage } from "./deployWorld.js"
 
 vi.setConfig({ testTimeout: 300_000 })
 
@@ -18,25 +16,9 @@ vi.setConfig({ testTimeout: 300_000 })
 const base = tempDir("killed")
 afterAll(() => Fs.rmSync(base, { recursive: true, force: true }))
 
-const startServer = async (bundle: string, root: string, images: string) => {
-  const server = ChildProcess.spawn(process.execPath, [bundle, root, images, dist], { stdio: ["ignore", "pipe", "inherit"] })
-  const url = await listeningUrl(server)
-  return { server, url }
-}
-
 describe("a server killed mid-run", () => {
   it("leaves nothing behind once it started again", async () => {
-    const bundle = Path.join(base, "server.mjs")
-    await build({
-      entryPoints: [Path.join(import.meta.dirname, "serverMain.ts")],
-      bundle: true,
-      platform: "node",
-      format: "esm",
-      target: "node20",
-      outfile: bundle,
-      banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
-      logLevel: "warning"
-    })
+    const bundle = await bundleServerMain(base)
     const rootfs = busyboxRootfs(base)
     const image: TestImage = { rootfs, entrypoint: ["/bin/sh", "-c"], cmd: ["wget -q -O /dev/null --post-data up http://127.0.0.1:14978/ask/16; sleep 1000"], env: ["PATH=/bin"], workingDir: "/" }
     const digest = obtained(image).digest
@@ -46,7 +28,7 @@ describe("a server killed mid-run", () => {
     Fs.mkdirSync(root)
     const token = mintToken(root, "alice")
 
-    const first = await startServer(bundle, root, images)
+    const first = await startServerProgram(bundle, root, images)
     const client = await connect(first.url, token)
     let up!: () => void
     const isUp = new Promise<void>((resolve) => (up = resolve))
@@ -71,7 +53,7 @@ describe("a server killed mid-run", () => {
 
     const before = containersUnder(root).map((c) => c.name)
     expect(before).toHaveLength(2)
-    const second = await startServer(bundle, root, images)
+    const second = await startServerProgram(bundle, root, images)
     // nothing of the first server's containers is left once the second listens
     expect(leftovers(root, [second.server.pid]).filter((l) => before.some((name) => l.includes(name)))).toEqual([])
     // the shape the first deployed (written under ROOT) has its spare stood up again, before any request

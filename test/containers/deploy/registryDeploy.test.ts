@@ -2,15 +2,14 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
+import { describe, expect, it, vi } from "@effect/vitest"
 import * as BwrapDeployer from "../../../layers/BwrapDeployer.js"
-import * as StoreImageSource from "../../../layers/StoreImageSource.js"
 import { connect } from "../../../src/containers/Client.js"
 import { makeServerParts } from "../../../src/containers/Parts.js"
 import { mintToken, startContainersServer } from "../../../src/containers/Server.js"
 import { ServerChannel } from "../../../src/containers/Wire.js"
 import { busyboxImage } from "../../support/ociImages.js"
-import { startRegistry, type TestRegistry } from "../../support/registry.js"
+import { registryHolding, storeUnder } from "../../support/registry.js"
 import { until } from "../world.js"
 import { containersUnder, dist, leftovers, tempDir } from "./deployWorld.js"
 
@@ -31,38 +30,21 @@ const image = busyboxImage({
     Env: ["PATH=/bin"]
   }
 })
-let registry: TestRegistry
-
-beforeAll(async () => {
-  registry = await startRegistry(Path.join(dir, "registry"))
-  image.writeLayout(Path.join(dir, "layout"))
-  registry.push(Path.join(dir, "layout"), "tests/busybox")
-})
-
-afterAll(async () => {
-  await registry?.stop()
-  Fs.rmSync(dir, { recursive: true, force: true })
-})
+const registry = registryHolding(dir, image, "tests/busybox")
 
 describe("an image from a registry, run in a real container", () => {
-  it("is fetched, verified and unpacked with its whiteouts, runs, and runs again from the store in its spare", async () => {
+  it.live("is fetched, verified and unpacked with its whiteouts, runs, and runs again from the store in its spare", () => Effect.gen(function*() {
     const root = Path.join(dir, "root")
     Fs.mkdirSync(root)
-    Fs.writeFileSync(Path.join(root, "registries.json"), JSON.stringify({ registries: [{ url: registry.url, repositories: ["tests/busybox"] }] }))
     const unpacked: Array<string> = []
     const layers = Layer.merge(
       BwrapDeployer.layer({ root, proxyBundle: Path.join(dist, "ocx2-container-proxy.mjs"), relayProgram: Path.join(dist, "ocx2-container-relay") }),
-      StoreImageSource.layer({
-        store: Path.join(root, "store"),
-        registries: Path.join(root, "registries.json"),
-        imagePolicy: Path.join(root, "image-policy.json"),
-        onUnpack: (digest) => unpacked.push(digest)
-      })
+      storeUnder(root, { registries: [{ url: registry().url, repositories: ["tests/busybox"] }] }, (digest) => unpacked.push(digest))
     )
-    const parts = await Effect.runPromise(makeServerParts(root).pipe(Effect.provide(layers)))
-    const server = await startContainersServer({ root, parts })
-    const client = await connect(`ws://127.0.0.1:${server.port}`, mintToken(root, "alice"))
-    try {
+    const parts = yield* makeServerParts(root).pipe(Effect.provide(layers))
+    const server = yield* Effect.promise(() => startContainersServer({ root, parts }))
+    const client = yield* Effect.promise(() => connect(`ws://127.0.0.1:${server.port}`, mintToken(root, "alice")))
+    yield* Effect.gen(function*() {
       const runOnce = async () => {
         const asks: Array<string> = []
         const oci: Array<number> = []
@@ -80,23 +62,23 @@ describe("an image from a registry, run in a real container", () => {
         await run.finished
         return { asks, ranIn, oci: oci.filter((t) => t === ServerChannel.ociHas || t === ServerChannel.ociManifest || t === ServerChannel.ociBlob) }
       }
-      const fromRegistry = await runOnce()
+      const fromRegistry = yield* Effect.promise(() => runOnce())
       expect(fromRegistry.asks).toEqual(["motd=layer 2 gone=no cache=c"])
       expect(unpacked).toEqual([image.digest])
       // the client was asked first (it had nothing), then the registry
       expect(fromRegistry.oci).toEqual([ServerChannel.ociHas])
-      await until(() => containersUnder(root).some((c) => c.spare && c.relayPid !== undefined), "the spare to stand up")
+      yield* Effect.promise(() => until(() => containersUnder(root).some((c) => c.spare && c.relayPid !== undefined), "the spare to stand up"))
       const spare = containersUnder(root).find((c) => c.spare)!.name
-      const fromStore = await runOnce()
+      const fromStore = yield* Effect.promise(() => runOnce())
       expect(fromStore.asks).toEqual(["motd=layer 2 gone=no cache=c"])
       expect(fromStore.oci).toEqual([])
       expect(unpacked).toEqual([image.digest])
       expect(fromStore.ranIn).toBe(spare)
-    } finally {
+    }).pipe(Effect.ensuring(Effect.promise(() => {
       client.close()
-      await server.close()
-    }
+      return server.close()
+    })))
     expect(leftovers(root)).toEqual([])
     expect(Fs.readdirSync(Path.join(root, "containers"))).toEqual([])
-  })
+  }))
 })

@@ -1,13 +1,13 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest"
+import { describe, expect, it, vi } from "vitest"
 import { connect } from "../../../src/containers/Client.js"
 import { imageLaunch } from "../../../src/containers/deploy/ImageLaunch.js"
 import { encodeLaunch } from "../../../src/containers/proxy/Launch.js"
 import { hostFileHandler } from "../../../src/containers/fuse/HostHandler.js"
 import { mintToken } from "../../../src/containers/Server.js"
 import { until } from "../world.js"
-import { busyboxRootfs, closeLeavingNothing, containersUnder, leftovers, makeDeployWorld, obtained, tempDir, type DeployWorld } from "./deployWorld.js"
+import { containersUnder, deployCases, leftovers, tempDir, type DeployWorld } from "./deployWorld.js"
 
 vi.setConfig({ testTimeout: 300_000, hookTimeout: 120_000 })
 
@@ -17,26 +17,12 @@ vi.setConfig({ testTimeout: 300_000, hookTimeout: 120_000 })
  * deployed, stood up again when a server starts on the same ROOT, and nothing of a client in
  * one before it is taken.
  */
-const base = tempDir("spares")
-let rootfs: string
-const worlds: Array<DeployWorld> = []
-
-beforeAll(() => {
-  rootfs = busyboxRootfs(base)
-})
-
-afterEach(() => closeLeavingNothing(worlds, (found) => expect(found).toEqual([])))
-
-afterAll(() => Fs.rmSync(base, { recursive: true, force: true }))
+const { base, worlds, sh, world: deployed } = deployCases("spares")
 
 const api = "http://127.0.0.1:14978"
-const sh = (script: string) => obtained({ rootfs, entrypoint: ["/bin/sh", "-c"], cmd: [script], env: ["PATH=/bin"], workingDir: "/" })
 
-const world = async (images: ReadonlyArray<ReturnType<typeof sh>>, root = tempDir("spares-root"), spares?: number) => {
-  const w = await makeDeployWorld(root, images, undefined, spares === undefined ? {} : { spares })
-  worlds.push(w)
-  return w
-}
+const world = (images: ReadonlyArray<ReturnType<typeof sh>>, root?: string, spares?: number) =>
+  deployed(images, root, spares === undefined ? {} : { spares })
 
 const request = (digest: string, more: Record<string, unknown> = {}) =>
   JSON.stringify({ image: digest, template: "t", memory: 256 << 20, disk: 32 << 20, ...more })
