@@ -1,7 +1,7 @@
 import * as Fs from "node:fs"
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
-import { build } from "esbuild"
+import { bundleProgram } from "../support/bundleProgram.js"
 import { makeWorld } from "../support/world.js"
 
 // A real `fossil server` with an extension root for the adapter tests (the test world's,
@@ -111,23 +111,7 @@ export const builtProgram = async (name: string, outdir: string): Promise<string
   return join(outdir, `${name}.mjs`)
 }
 
-const bundleInto = (entry: string, outfile: string) =>
-  build({
-    entryPoints: [entry],
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node20",
-    outfile,
-    external: ["better-sqlite3"],
-    logLevel: "warning",
-    // as bin/build.mjs builds a plain ES module program: a bundle keeps no import of a module from
-    // source, and offers its own import() for the bundles beside it (src/Siblings.ts)
-    define: { OCX2_BUNDLED: "true" },
-    banner: {
-      js: "import { createRequire as __ocx2CreateRequire } from 'node:module'; const require = __ocx2CreateRequire(import.meta.url); globalThis.__ocx2Import ??= (url) => import(url);"
-    }
-  })
+const bundleInto = (entry: string, outfile: string) => bundleProgram(entry, outfile, { external: ["better-sqlite3"], bundled: true })
 
 /**
  * A repository with `users`, served with --extroot holding, for each name, an executable that

@@ -1,5 +1,4 @@
 import * as ChildProcess from "node:child_process"
-import { build } from "esbuild"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Fs from "node:fs"
@@ -16,6 +15,7 @@ import type { UnpackedImage } from "../../../src/containers/deploy/ImageLaunch.j
 import { cgroupPrefix } from "../../../src/containers/deploy/Leftovers.js"
 import { mountsUnder } from "../../../src/containers/deploy/Mounts.js"
 import { ownCgroupDir } from "../../../src/sandbox/Cgroups.js"
+import { bundleProgram } from "../../support/bundleProgram.js"
 
 /**
  * The real thing for the deploy tests: the server with the bubblewrap deployer (as root), each
@@ -218,16 +218,7 @@ export const deployCases = (what: string) => {
 /** serverMain.ts bundled into DIR: the containers server as a program of its own, to be killed and started again */
 export const bundleServerMain = async (dir: string): Promise<string> => {
   const bundle = Path.join(dir, "server.mjs")
-  await build({
-    entryPoints: [Path.join(import.meta.dirname, "serverMain.ts")],
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node20",
-    outfile: bundle,
-    banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
-    logLevel: "warning"
-  })
+  await bundleProgram(Path.join(import.meta.dirname, "serverMain.ts"), bundle)
   return bundle
 }
 

@@ -1,4 +1,3 @@
-import { build } from "esbuild"
 import { execFileSync, spawn, type ChildProcess } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
@@ -6,6 +5,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { answerFuseAsk, type FuseHandler } from "../../../src/containers/fuse/Handler.js"
 import { fuseHelperPath, unmountStale } from "../../../src/containers/fuse/Mount.js"
+import { bundleProgram } from "../../support/bundleProgram.js"
 import { Message, onMessages, sendMessage } from "./socketMessages.js"
 
 /**
@@ -75,17 +75,7 @@ export const busyboxRootfs = (dir: string): string => {
 export const buildKit = async (dir: string): Promise<string> => {
   const kit = Path.join(dir, "kit")
   Fs.mkdirSync(kit, { recursive: true })
-  await build({
-    entryPoints: [Path.join(import.meta.dirname, "serveProgram.ts")],
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node20",
-    outfile: Path.join(kit, "serve.mjs"),
-    define: { OCX2_BUNDLED: "true" },
-    logLevel: "error",
-    banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" }
-  })
+  await bundleProgram(Path.join(import.meta.dirname, "serveProgram.ts"), Path.join(kit, "serve.mjs"), { bundled: true, logLevel: "error" })
   Fs.copyFileSync(ensureHelper(), Path.join(kit, "fusemountfd"))
   Fs.chmodSync(Path.join(kit, "fusemountfd"), 0o755)
   return kit
