@@ -138,10 +138,36 @@ export const containersUnder = (root: string): ReadonlyArray<{ readonly name: st
   })
 }
 
-/** what ROOT left on the host: mounts under it, loop devices of its files, container cgroups, processes naming it */
+/**
+ * The mounts of ROOT's volumes in every mount namespace on the host (a container's binds them
+ * where the host's table does not show them): by the root of each mount, which names the volume's
+ * directory.
+ */
+export const volumeMounts = (root: string): ReadonlyArray<string> => {
+  const mark = `/${Path.basename(root)}/volumes/`
+  const found: Array<string> = []
+  const namespaces = new Set<string>()
+  for (const pid of Fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
+    try {
+      const namespace = Fs.readlinkSync(`/proc/${pid}/ns/mnt`)
+      if (namespaces.has(namespace)) continue
+      namespaces.add(namespace)
+      for (const line of Fs.readFileSync(`/proc/${pid}/mountinfo`, "utf8").split("\n")) {
+        const [, , , mounted, point] = line.split(" ")
+        if (mounted?.includes(mark)) found.push(`volume mount ${mounted} at ${point} in ${namespace} (process ${pid})`)
+      }
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found
+}
+
+/** what ROOT left on the host: mounts under it, mounts of its volumes anywhere, loop devices of its files, container cgroups, processes naming it */
 export const leftovers = (root: string, except: ReadonlyArray<number | undefined> = []): ReadonlyArray<string> => {
   const found: Array<string> = []
   for (const m of mountsUnder(root)) found.push(`mount ${m}`)
+  found.push(...volumeMounts(root))
   const loops = ChildProcess.spawnSync("losetup", ["-a"], { encoding: "utf8" }).stdout
   for (const l of loops.split("\n")) if (l.includes(root + "/")) found.push(`loop ${l}`)
   for (const controller of ["memory", "pids"] as const) {
