@@ -103,7 +103,8 @@ describe("a server killed mid-run", () => {
     expect(volumeMounts(root)).toHaveLength(1)
     expect(Fs.readFileSync(Path.join(root, "volumes", "alice", "data", "data", "out"), "utf8")).toBe("up\nup\n")
 
-    // killed again, with the spare's volume bound: the next start frees that too
+    // killed again, with the spare's volume bound (and the next spare stood up, as before the first kill): the next start frees that too
+    await until(() => containersUnder(root).some((c) => c.spare && c.relayPid !== undefined), "the next spare to stand up")
     second.server.kill("SIGKILL")
     await rerun.finished
     again.close()
