@@ -19,7 +19,7 @@
  *   the server without, bare `bwrap` (its own user, pid, ipc, uts and
  *   network namespaces, the rootfs read-only) of the same entrypoint timed from the spawn to its
  *   "ready", and podman where it runs. Rounds alternate; medians. Target: the server at most 3x
- *   bare bwrap. Each step of the deploy is timed too (the deployer's trace).
+ *   bare bwrap. Each step of the deploy is timed too (the deployer's trace), per kind of request.
  * - restart: BENCH_RESTARTS (default 3) times the server with spares is stopped (SIGTERM) and
  *   started again on its ROOT, and its first request timed once the spare of the shape it last
  *   deployed stood up again (how long after it listened is printed too).
