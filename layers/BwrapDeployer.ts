@@ -289,6 +289,7 @@ export const make = (options: BwrapDeployerOptions) => {
         trace("spare taken")
       } else {
         trace(`spare not taken: ${why}`)
+        log(`ocx2-containers: a spare was not taken, the container is deployed from nothing: ${why}`)
         await taken.stop()
         taken = undefined
       }

@@ -15,6 +15,8 @@
  * Last, STAGING/N is unmounted again (and its copy with it), so that the volume is seen only at
  * its path. A static C program: Node has no mount(2), and this is on the path to the id.
  *
+ * It waits for bubblewrap to have made the sandbox's mounts (a spare may be taken before then).
+ *
  * Built by bin/fusemountfd.mjs with `gcc -static` into dist/ocx2-container-volumes. Exit 0 once
  * every volume is bound; else 1 and what failed on standard error.
  */
@@ -78,6 +80,25 @@ int main(int argc, char **argv) {
   char *targets[MAX_VOLUMES];
   int directory[MAX_VOLUMES];
   char path[4096];
+  /*
+   * A spare may be taken as soon as its relay runs, while bubblewrap is still making its mounts:
+   * its namespaces exist, but its root is not the container's yet. Once the staging mount is seen
+   * at INSIDE under the container's root (bound, and the root pivoted to), every mount bubblewrap
+   * makes of it is made; until then this waits (a bounded time: 60 s).
+   */
+  struct stat host, seen;
+  if (stat(staging, &host) != 0) return fail("stat", staging);
+  snprintf(path, sizeof path, "/proc/%s/root%s", pid, insideStaging);
+  for (int waited = 0; stat(path, &seen) != 0 || seen.st_dev != host.st_dev; waited++) {
+    char process[64];
+    snprintf(process, sizeof process, "/proc/%s", pid);
+    if (access(process, F_OK) != 0) return fail("the container's process", process);
+    if (waited == 60000) {
+      fprintf(stderr, "the container's staging mount did not appear at %s within 60 s\n", insideStaging);
+      return 1;
+    }
+    usleep(1000);
+  }
   snprintf(path, sizeof path, "/proc/%s/ns/user", pid);
   int userns = open(path, O_RDONLY | O_CLOEXEC);
   if (userns < 0) return fail("open", path);

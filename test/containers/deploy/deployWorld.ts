@@ -144,7 +144,22 @@ export const containersUnder = (root: string): ReadonlyArray<{ readonly name: st
  * directory.
  */
 export const volumeMounts = (root: string): ReadonlyArray<string> => {
-  const mark = `/${Path.basename(root)}/volumes/`
+  // a mount's root is a path inside its file system: ROOT/volumes/ as its file system names it
+  const volumes = Fs.realpathSync(root) + "/volumes"
+  const dev = Fs.statSync(root).dev
+  let mark = volumes + "/"
+  let longest = -1
+  for (const line of Fs.readFileSync("/proc/self/mountinfo", "utf8").split("\n")) {
+    const [, , numbers, within, point] = line.split(" ")
+    if (numbers === undefined || within === undefined || point === undefined) continue
+    const [major, minor] = numbers.split(":").map(Number)
+    // the device number as stat(2) gives it (glibc's makedev)
+    if ((((major! & 0xfff) << 8) | (minor! & 0xff) | ((minor! & ~0xff) << 12)) !== dev) continue
+    if ((volumes === point || volumes.startsWith(point === "/" ? "/" : point + "/")) && point.length > longest) {
+      longest = point.length
+      mark = Path.join(within, Path.relative(point, volumes)) + "/"
+    }
+  }
   const found: Array<string> = []
   const namespaces = new Set<string>()
   for (const pid of Fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {

@@ -89,16 +89,17 @@ describe("a server killed mid-run", () => {
     const again = await connect(second.url, token)
     let upAgain!: () => void
     const isUpAgain = new Promise<void>((resolve) => (upAgain = resolve))
-    const rerun = again.run(`{"image":"${digest}","template":"t","memory":${64 << 20},"disk":${16 << 20},"volume_mounts":${volume}}`, { onAsk: (c) => (c.finish(), upAgain()) })
+    const rerun = again.run(`{"image":"${digest}","template":"t","memory":${100 << 20},"disk":${16 << 20},"volume_mounts":${volume}}`, { onAsk: (c) => (c.finish(), upAgain()) })
     expect((await rerun.first).kind).toBe("id")
     await isUpAgain
-    // it ran in the restored spare, its memory limit set to the request's as it was taken
+    // it ran in the restored spare, its memory limit set to the request's as it was taken (lower than
+    // it stood with, and well above what its proxy holds: a limit below that is not set, and the spare not taken)
     const running = containersUnder(root).find((c) => c.name === restored[0]!.name)
     expect(running?.spare).toBe(false)
     const record = JSON.parse(Fs.readFileSync(Path.join(root, "containers", restored[0]!.name, "record.json"), "utf8")) as { cgroups: Array<string> }
     const memoryGroup = record.cgroups.find((g) => Fs.existsSync(Path.join(g, "memory.limit_in_bytes")) || Fs.existsSync(Path.join(g, "memory.max")))!
     const limitFile = Fs.existsSync(Path.join(memoryGroup, "memory.max")) ? "memory.max" : "memory.limit_in_bytes"
-    expect(Number(Fs.readFileSync(Path.join(memoryGroup, limitFile), "utf8"))).toBe(64 << 20)
+    expect(Number(Fs.readFileSync(Path.join(memoryGroup, limitFile), "utf8"))).toBe(100 << 20)
     // its volume bound as it was taken, written from inside
     expect(volumeMounts(root)).toHaveLength(1)
     expect(Fs.readFileSync(Path.join(root, "volumes", "alice", "data", "data", "out"), "utf8")).toBe("up\nup\n")
