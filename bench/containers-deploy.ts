@@ -15,10 +15,11 @@
  *   the server with a spare (once the spare stood up: requests that come faster than a spare is
  *   made find it half made), twice: a request whose memory differs from the one before (the spare
  *   stood with the last memory asked, its limit set as it is taken) and one of the same memory;
+ *   and one with a volume mount (read-write, at /data: bound as the spare is taken);
  *   the server without, bare `bwrap` (its own user, pid, ipc, uts and
  *   network namespaces, the rootfs read-only) of the same entrypoint timed from the spawn to its
  *   "ready", and podman where it runs. Rounds alternate; medians. Target: the server at most 3x
- *   bare bwrap. Each step of the deploy is timed too (the deployer's trace).
+ *   bare bwrap. Each step of the deploy is timed too (the deployer's trace), per kind of request.
  * - restart: BENCH_RESTARTS (default 3) times the server with spares is stopped (SIGTERM) and
  *   started again on its ROOT, and its first request timed once the spare of the shape it last
  *   deployed stood up again (how long after it listened is printed too).
@@ -161,12 +162,15 @@ async function main() {
     const cold = await startServer(dir, rootfs, false)
     servers.push(cold)
     const digest = imageOf(rootfs).digest
-    const request = (memory: number) => JSON.stringify({ image: digest, template: "t", memory, disk: 64 << 20 })
+    const volumeMounts = [{ volume_name: "data", volume_relative_path: "", container_path: "/data", mode: "persistent" }]
+    const request = (memory: number, volumes: boolean) =>
+      JSON.stringify({ image: digest, template: "t", memory, disk: 64 << 20, ...(volumes ? { volume_mounts: volumeMounts } : {}) })
+    await warm.client.volumesCreate("data", "persistent")
 
-    const viaServer = async (server: BenchServer, memory = 256 << 20): Promise<{ ms: number; steps: Map<string, number>; stop: () => Promise<void> }> => {
+    const viaServer = async (server: BenchServer, memory = 256 << 20, volumes = false): Promise<{ ms: number; steps: Map<string, number>; stop: () => Promise<void> }> => {
       server.steps()
       const began = process.hrtime.bigint()
-      const run = server.client.run(request(memory), {})
+      const run = server.client.run(request(memory, volumes), {})
       const first = await run.first
       const ms = Number(process.hrtime.bigint() - began) / 1e6
       if (first.kind !== "id") throw new Error(`the run did not start: ${JSON.stringify(first)}`)
@@ -201,10 +205,16 @@ async function main() {
     await bare()
     if (typeof podman !== "string") await podman.run().catch(() => undefined)
     const times = {
-      warm: [] as Array<number>, changed: [] as Array<number>, restarted: [] as Array<number>,
+      warm: [] as Array<number>, changed: [] as Array<number>, volume: [] as Array<number>, restarted: [] as Array<number>,
       cold: [] as Array<number>, bare: [] as Array<number>, podman: [] as Array<number>
     }
-    const stepTimes = new Map<string, Array<number>>()
+    // each kind of request's deployer steps, each step's times from the request
+    const stepTimes = new Map<keyof typeof times, Map<string, Array<number>>>()
+    const note = (kind: keyof typeof times, steps: Map<string, number>) => {
+      const of = stepTimes.get(kind) ?? new Map<string, Array<number>>()
+      stepTimes.set(kind, of)
+      for (const [step, at] of steps) of.set(step, [...(of.get(step) ?? []), at])
+    }
     let spareMs: Array<number> = []
     let memory = 256 << 20
     for (let i = 0; i < rounds; i++) {
@@ -219,10 +229,17 @@ async function main() {
       spareMs.push(Number(process.hrtime.bigint() - waited) / 1e6)
       const w = await viaServer(warm, memory)
       times.warm.push(w.ms)
+      note("warm", w.steps)
       await w.stop()
+      await warm.spareReady()
+      const v = await viaServer(warm, memory, true)
+      if (!v.steps.has("spare taken")) throw new Error(`the request with a volume mount did not take the spare: ${[...v.steps.keys()].join(", ")}`)
+      times.volume.push(v.ms)
+      note("volume", v.steps)
+      await v.stop()
       const c = await viaServer(cold)
       times.cold.push(c.ms)
-      for (const [step, at] of c.steps) stepTimes.set(step, [...(stepTimes.get(step) ?? []), at])
+      note("cold", c.steps)
       await c.stop()
       times.bare.push(await bare())
       if (typeof podman !== "string") times.podman.push(await podman.run())
@@ -240,6 +257,7 @@ async function main() {
       spareAfterListening.push(Number(process.hrtime.bigint() - warm.listenedAt) / 1e6)
       const first = await viaServer(warm, memory)
       times.restarted.push(first.ms)
+      note("restarted", first.steps)
       await first.stop()
     }
     const ms = (v: number) => `${v.toFixed(1)} ms`
@@ -250,18 +268,23 @@ async function main() {
     console.log(`  bare bwrap             ${ms(b)}`)
     console.log(`  server, spare ready               ${ratio(times.warm)}`)
     console.log(`  server, spare ready, memory changed  ${ratio(times.changed)}`)
+    console.log(`  server, spare ready, a volume mount  ${ratio(times.volume)}`)
     console.log(`  server, first request after a restart  ${restarts === 0 ? "not measured" : ratio(times.restarted)} (medians of ${restarts}: the server listened ${ms(median(listened))} after it was started, the spare it stood up again was ready ${ms(median(spareAfterListening))} after that)`)
     console.log(`  server, from nothing              ${ratio(times.cold)}`)
     console.log(`  podman run                        ${typeof podman === "string" ? `not measured: ${podman}` : ratio(times.podman)}`)
     console.log(`  (the next spare stood up, after the run before it stopped, within ${ms(median(spareMs))} at the median)`)
-    // where the time goes, from nothing: each step's median time from the request, and since the step before
-    const order = [...stepTimes.entries()].map(([step, at]) => ({ step, at: median(at) })).sort((x, y) => x.at - y.at)
-    order.push({ step: "id received", at: median(times.cold) })
-    let previous = 0
-    console.log("where the time goes, from nothing (the deployer's steps):")
-    for (const { step, at } of order) {
-      console.log(`  ${step.padEnd(18)} ${ms(at).padStart(9)} from the request, ${ms(at - previous).padStart(9)} since the step before`)
-      previous = at
+    // where the time goes: each step's median time from the request, and since the step before
+    const kinds = { cold: "from nothing", warm: "spare ready", volume: "spare ready, a volume mount", restarted: "first request after a restart" } as const
+    for (const [kind, what] of Object.entries(kinds) as Array<[keyof typeof kinds, string]>) {
+      const order = [...(stepTimes.get(kind) ?? new Map<string, Array<number>>()).entries()].map(([step, at]) => ({ step, at: median(at) })).sort((x, y) => x.at - y.at)
+      if (times[kind].length === 0) continue
+      order.push({ step: "id received", at: median(times[kind]) })
+      let previous = 0
+      console.log(`where the time goes, ${what} (the server's and the deployer's steps):`)
+      for (const { step, at } of order) {
+        console.log(`  ${step.padEnd(24)} ${ms(at).padStart(9)} from the request, ${ms(at - previous).padStart(9)} since the step before`)
+        previous = at
+      }
     }
 
     // resident (shared pages counted whole) and proportional (shared pages split among their users:

@@ -1,6 +1,7 @@
 // Builds the project's static C programs into dist/: fusemountfd, the helper that makes a FUSE
 // mount for src/containers/fuse/Mount.ts (from src/containers/fuse/fusemountfd.c), and
-// ocx2-container-relay, the relay to a container's proxy (src/containers/deploy/relay.c).
+// ocx2-container-relay, the relay to a container's proxy (src/containers/deploy/relay.c), and
+// ocx2-container-volumes, which binds a taken spare's volumes (src/containers/deploy/volumes.c).
 // `gcc -static`, so fusemountfd runs in any amd64 image, libc or none. Run by bin/build.mjs;
 // `node bin/fusemountfd.mjs` alone builds them too. Each rebuilt only when its source is newer
 // than its binary.
@@ -31,7 +32,11 @@ export const buildFuseMountFd = (dist = Path.join(project, "dist")) =>
 export const buildContainerRelay = (dist = Path.join(project, "dist")) =>
   buildStatic(Path.join(project, "src", "containers", "deploy", "relay.c"), Path.join(dist, "ocx2-container-relay"))
 
+export const buildContainerVolumes = (dist = Path.join(project, "dist")) =>
+  buildStatic(Path.join(project, "src", "containers", "deploy", "volumes.c"), Path.join(dist, "ocx2-container-volumes"))
+
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   buildFuseMountFd()
   buildContainerRelay()
+  buildContainerVolumes()
 }

@@ -13,14 +13,14 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { DeployError, Deployer, type DeploySpec, type Deployment } from "../services/Deployer.js"
-import { exited } from "../src/containers/deploy/Exec.js"
+import { DeployError, Deployer, type DeploySpec, type Deployment, type ResolvedMount } from "../services/Deployer.js"
+import { exec, exited } from "../src/containers/deploy/Exec.js"
 import { imageLaunch } from "../src/containers/deploy/ImageLaunch.js"
 import {
   cgroupPrefix, containersDir, diskFile, freeContainer, socketFile, sweepContainers, writeRecord
 } from "../src/containers/deploy/Leftovers.js"
-import { mountDisk, mountOverlay } from "../src/containers/deploy/Mounts.js"
-import { proxyKit, type ProxyKit } from "../src/containers/deploy/ProxyKit.js"
+import { mountDisk, mountOverlay, mountStaging } from "../src/containers/deploy/Mounts.js"
+import { proxyKit, volumesMount, type ProxyKit } from "../src/containers/deploy/ProxyKit.js"
 import { sandboxArgs } from "../src/containers/deploy/SandboxArgs.js"
 import { readShapes, shapesFile, SparePool, type SpareShape } from "../src/containers/deploy/SparePool.js"
 import { holdUserNamespace, type HeldNamespace } from "../src/containers/deploy/UserNamespace.js"
@@ -35,6 +35,8 @@ export interface BwrapDeployerOptions {
   readonly proxyBundle: string
   /** the static relay (dist/ocx2-container-relay, src/containers/deploy/relay.c) */
   readonly relayProgram: string
+  /** the static binder of a taken spare's volumes (src/containers/deploy/volumes.c); default: beside the relay */
+  readonly volumesProgram?: string
   /** the most processes a container may have at once (its pids cgroup) */
   readonly pidsMax?: number
   readonly bwrap?: string
@@ -82,6 +84,8 @@ interface Standing {
   readonly taken: () => void
   /** sets its memory limit (a spare's, as it is taken); why it could not be, or undefined */
   readonly setMemory: (bytes: number) => string | undefined
+  /** binds the volumes into a spare's sandbox as it is taken (before its program starts); why it could not, or undefined */
+  readonly bindVolumes: (mounts: ReadonlyArray<ResolvedMount>) => Promise<string | undefined>
   /** calls F once the relay reached the proxy (at once when it did) */
   readonly whenReached: (f: () => void) => void
 }
@@ -99,6 +103,7 @@ export const make = (options: BwrapDeployerOptions) => {
   let kit: ReturnType<typeof proxyKit> | undefined
   const log = options.log ?? ((line: string) => process.stderr.write(line + "\n"))
   const trace = options.trace ?? (() => {})
+  const volumesProgram = options.volumesProgram ?? Path.join(Path.dirname(options.relayProgram), "ocx2-container-volumes")
 
   /** a container stood up to the relay listening; its proxy not dialled yet */
   const standUp = async (
@@ -152,6 +157,9 @@ export const make = (options: BwrapDeployerOptions) => {
       await mountDisk(diskFile(dir), spec.disk, Path.join(dir, "disk"), trace)
       await mountOverlay(plan.rootfs, Path.join(dir, "disk"), Path.join(dir, "merged"))
       trace("overlay mounted")
+      // a spare's volumes are not known yet: they come through its staging mount as it is taken
+      const staging = spare ? Path.join(dir, "volumes") : undefined
+      if (staging !== undefined) await mountStaging(staging)
       cgroups = LaunchCgroups.make(`${cgroupPrefix(options.root)}${name}`, { pids: true, pidsMax: options.pidsMax ?? 1024, memoryBytes: spec.memory })
       trace("cgroups made")
       writeRecord(dir, record())
@@ -165,6 +173,7 @@ export const make = (options: BwrapDeployerOptions) => {
         launchFile,
         memoryEvents: memoryEventsOf(cgroups.dirs()),
         mounts: spec.mounts,
+        ...(staging !== undefined ? { staging } : {}),
         fuse: Fs.existsSync("/dev/fuse"),
         command: kit.command,
         infoFd: 3,
@@ -231,6 +240,11 @@ export const make = (options: BwrapDeployerOptions) => {
           writeRecord(dir, record())
         },
         setMemory: (bytes) => cgroups!.setMemory(bytes),
+        bindVolumes: async (mounts) => {
+          if (staging === undefined) return "it has no staging mount"
+          const args = mounts.flatMap((m) => [m.readOnly ? "ro" : "rw", m.hostPath, m.containerPath])
+          return exec(volumesProgram, [String(childPid), staging, volumesMount, ...args]).then(() => undefined, (e: Error) => e.message)
+        },
         whenReached: (f) => (reached ? f() : void onReached.push(f))
       }
     } catch (e) {
@@ -240,10 +254,11 @@ export const make = (options: BwrapDeployerOptions) => {
   }
 
   /**
-   * The spares: after a deploy of an image with no volume mounts, once its proxy was reached (so
+   * The spares: after a deploy, once its proxy was reached (so
    * that the spare does not compete with its start), the next container of the same identity,
    * image and disk is stood up ahead, for the few shapes most recently deployed (SparePool.ts).
-   * The next such deploy takes it and sets its memory limit; its proxy is listening already, and
+   * The next such deploy takes it, sets its memory limit and binds its volumes through the
+   * spare's staging mount (deploy/volumes.c); its proxy is listening already, and
    * starts the image's program only once the server's WebSocket comes, as it always does. A
    * spare is a container like any other under ROOT/containers (record.json says "spare"), so the
    * sweep frees it after a kill; the shapes are kept in ROOT/spares.json, and a server started
@@ -264,24 +279,23 @@ export const make = (options: BwrapDeployerOptions) => {
     const plan = imageLaunch(spec.image)
     if (typeof plan === "string") throw new Error(plan)
     kit ??= proxyKit(options.root, options.proxyBundle, process.execPath, options.bwrap)
-    // a container with volumes has them bound as its sandbox is made: never one stood up ahead
-    const shape: SpareShape | undefined = spec.mounts.length > 0
-      ? undefined
-      : { identity: spec.identity, digest: spec.image.digest, disk: spec.disk, memory: spec.memory, rootfs: plan.rootfs, launch: plan.launch }
-    let taken = shape === undefined ? undefined : await spares.take(shape)
+    // the volumes are no part of the shape: a spare has them bound as it is taken
+    const shape: SpareShape = { identity: spec.identity, digest: spec.image.digest, disk: spec.disk, memory: spec.memory, rootfs: plan.rootfs, launch: plan.launch }
+    let taken = await spares.take(shape)
     if (taken !== undefined) {
-      const why = taken.setMemory(spec.memory)
+      const why = taken.setMemory(spec.memory) ?? (spec.mounts.length > 0 ? await taken.bindVolumes(spec.mounts) : undefined)
       if (why === undefined) {
         taken.taken()
         trace("spare taken")
       } else {
-        trace(`spare not taken: its memory limit could not be set: ${why}`)
+        trace(`spare not taken: ${why}`)
+        log(`ocx2-containers: a spare was not taken, the container is deployed from nothing: ${why}`)
         await taken.stop()
         taken = undefined
       }
     }
     const standing = taken ?? (await standUp(plan, spec, kit, trace, false))
-    if (shape !== undefined) standing.whenReached(() => spares.used(shape))
+    standing.whenReached(() => spares.used(shape))
     return { proxyUrl: `ws+unix:${standing.socket}:/`, stop: Effect.promise(standing.stop) }
   }
 

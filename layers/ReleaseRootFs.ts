@@ -308,8 +308,9 @@ const make: ReleaseRootService = {
           return program
         })
         // the static C programs, beside the programs, where src/containers/fuse/Mount.ts and the
-        // container server look: the FUSE mount helper and the relay to a container's proxy
-        for (const binary of ["fusemountfd", "ocx2-container-relay"]) {
+        // container server look: the FUSE mount helper, the relay to a container's proxy and the
+        // binder of a taken spare's volumes
+        for (const binary of ["fusemountfd", "ocx2-container-relay", "ocx2-container-volumes"]) {
           if (!Fs.existsSync(Path.join(dist, binary))) continue
           Fs.copyFileSync(Path.join(dist, binary), Path.join(into, binary))
           Fs.chmodSync(Path.join(into, binary), 0o755)

@@ -8,6 +8,7 @@ import { isIdentity } from "./Paths.js"
 import { RunTool } from "./RunTool.js"
 import type { ServerParts } from "./ServerParts.js"
 import { serveVolumeEndpoint } from "./VolumeEndpoints.js"
+import { warmUpRunPath } from "./WarmUp.js"
 import { Endpoint, errorAnswer, okAnswer } from "./Wire.js"
 
 /**
@@ -61,6 +62,8 @@ export const mintToken = (root: string, identity: string): string => {
 }
 
 export const startContainersServer = async (options: ContainersServerOptions): Promise<ContainersServer> => {
+  // the server's own path to the id gone through once before it listens (WarmUp.ts); never waited on for long
+  await Promise.race([warmUpRunPath(options.parts.capabilities), new Promise<void>((resolve) => setTimeout(resolve, 2000).unref())])
   const runs = new Set<RunTool>()
   const wss = options.server !== undefined
     ? new WebSocketServer({ server: options.server, perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 })

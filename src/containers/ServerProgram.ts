@@ -73,8 +73,10 @@ export const runContainersServer = async (
     const proxyBundle = siblingPath("ocx2-container-proxy")
     // a static program, without the bundles' extension, in dist/ as in a release
     const relayProgram = proxyBundle === undefined ? undefined : Path.join(Path.dirname(proxyBundle), "ocx2-container-relay")
-    if (proxyBundle === undefined || relayProgram === undefined || !Fs.existsSync(relayProgram)) {
-      return bad("--deployer bwrap needs ocx2-container-proxy and ocx2-container-relay beside this program (npm run build)")
+    // and the binder of a taken spare's volumes, found beside the relay (layers/BwrapDeployer.ts)
+    const volumesProgram = relayProgram === undefined ? undefined : Path.join(Path.dirname(relayProgram), "ocx2-container-volumes")
+    if (proxyBundle === undefined || relayProgram === undefined || !Fs.existsSync(relayProgram) || volumesProgram === undefined || !Fs.existsSync(volumesProgram)) {
+      return bad("--deployer bwrap needs ocx2-container-proxy, ocx2-container-relay and ocx2-container-volumes beside this program (npm run build)")
     }
     const spares = option(rest, "spares")
     if (spares !== undefined && !/^\d{1,3}$/.test(spares)) return bad(`--spares takes how many shapes keep a container stood up ahead, 0 to 999: ${spares}`)

@@ -485,8 +485,8 @@ describe("the tool-container server as installed", () => {
     const minted = await runProgram(world.program("ocx2-containers"), ["token", "alice", "--root", root], { cwd: dir })
     expect(minted.code, minted.stderr).toBe(0)
     Fs.writeFileSync(Path.join(dir, "token"), minted.stdout)
-    // the proxy, its code and the static relay and FUSE helper are found beside the installed server
-    for (const beside of ["ocx2-container-proxy", "ocx2-container-proxy.cjs", "ocx2-container-relay", "fusemountfd"]) {
+    // the proxy, its code and the static relay, volume binder and FUSE helper are found beside the installed server
+    for (const beside of ["ocx2-container-proxy", "ocx2-container-proxy.cjs", "ocx2-container-relay", "ocx2-container-volumes", "fusemountfd"]) {
       expect(Fs.existsSync(Path.join(Path.dirname(world.program("ocx2-containers")), beside)), beside).toBe(true)
     }
     const server = ChildProcess.spawn(world.program("ocx2-containers"), ["serve", "--root", root, "--listen", "127.0.0.1:0", "--deployer", "bwrap"], {

@@ -56,6 +56,16 @@ export const mountOverlay = async (lower: string, disk: string, merged: string):
   await exec("mount", ["-t", "overlay", "overlay", "-o", `lowerdir=${overlayPath(lower)},upperdir=${overlayPath(upper)},workdir=${overlayPath(work)}`, merged])
 }
 
+/**
+ * A spare's staging mount: a tmpfs, shared, so that what is mounted on it later appears in the
+ * sandbox's copy of it (a slave). Small (the container's root may write into it, and it is not
+ * the container's disk); no other container has a copy of it (each sandbox lets go of the host's tree).
+ */
+export const mountStaging = async (staging: string): Promise<void> => {
+  Fs.mkdirSync(staging)
+  await exec("mount", ["-t", "tmpfs", "-o", "size=64k,nr_inodes=1024,mode=0700,nosuid,nodev,noexec", "--make-shared", "tmpfs", staging])
+}
+
 /** the loop devices whose backing file is FILE */
 export const loopsOf = async (file: string): Promise<ReadonlyArray<string>> => {
   const out = await exec("losetup", ["-j", file]).catch(() => "")

@@ -25,6 +25,12 @@ export interface ProxyKit {
 
 export const kitMount = "/.proxy"
 
+/** where a spare has its staging mount, whose later mounts on the host side appear inside (deploy/volumes.c) */
+export const volumesMount = `${kitMount}/volumes`
+
+/** what the kit holds besides its files, in its key: a kit of an earlier layout is built again */
+const layout = "mount points: launch.json memory-events volumes/"
+
 /** the libraries ldd lists (`NAME => PATH`) and the loader (the line that is only a path) */
 export const parseLdd = (text: string): { readonly libraries: ReadonlyArray<{ name: string; path: string }>; readonly loader: string | undefined } => {
   const libraries: Array<{ name: string; path: string }> = []
@@ -73,7 +79,7 @@ export const proxyKit = (root: string, proxyBundle: string, node: string = proce
   const fuseHelper = Path.join(Path.dirname(proxyBundle), "fusemountfd")
   const hasFuseHelper = Fs.existsSync(fuseHelper)
   const key = Crypto.createHash("sha256")
-    .update(`${realNode}\0${stat.size}\0${stat.mtimeMs}\0`)
+    .update(`${layout}\0${realNode}\0${stat.size}\0${stat.mtimeMs}\0`)
     .update(Fs.readFileSync(proxyBundle))
     .update(codeOf(proxyBundle) === undefined ? Buffer.alloc(0) : Fs.readFileSync(codeOf(proxyBundle)!))
     .update(hasFuseHelper ? Fs.readFileSync(fuseHelper) : Buffer.alloc(0))
@@ -101,6 +107,7 @@ export const proxyKit = (root: string, proxyBundle: string, node: string = proce
     // mount points of what each container is given on its own
     Fs.writeFileSync(Path.join(building, "launch.json"), "")
     Fs.writeFileSync(Path.join(building, "memory-events"), "")
+    Fs.mkdirSync(Path.join(building, "volumes"))
     Fs.chmodSync(building, 0o755)
     if (code !== undefined) warmCodeCache(building, command, bwrap)
     Fs.writeFileSync(Path.join(building, "complete"), "")

@@ -140,10 +140,51 @@ export const containersUnder = (root: string): ReadonlyArray<{ readonly name: st
   })
 }
 
-/** what ROOT left on the host: mounts under it, loop devices of its files, container cgroups, processes naming it */
+/**
+ * The mounts of ROOT's volumes in every mount namespace on the host (a container's binds them
+ * where the host's table does not show them): by the root of each mount, which names the volume's
+ * directory.
+ */
+export const volumeMounts = (root: string): ReadonlyArray<string> => {
+  // a mount's root is a path inside its file system: ROOT/volumes/ as its file system names it
+  const volumes = Fs.realpathSync(root) + "/volumes"
+  const dev = Fs.statSync(root).dev
+  let mark = volumes + "/"
+  let longest = -1
+  for (const line of Fs.readFileSync("/proc/self/mountinfo", "utf8").split("\n")) {
+    const [, , numbers, within, point] = line.split(" ")
+    if (numbers === undefined || within === undefined || point === undefined) continue
+    const [major, minor] = numbers.split(":").map(Number)
+    // the device number as stat(2) gives it (glibc's makedev)
+    if ((((major! & 0xfff) << 8) | (minor! & 0xff) | ((minor! & ~0xff) << 12)) !== dev) continue
+    if ((volumes === point || volumes.startsWith(point === "/" ? "/" : point + "/")) && point.length > longest) {
+      longest = point.length
+      mark = Path.join(within, Path.relative(point, volumes)) + "/"
+    }
+  }
+  const found: Array<string> = []
+  const namespaces = new Set<string>()
+  for (const pid of Fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
+    try {
+      const namespace = Fs.readlinkSync(`/proc/${pid}/ns/mnt`)
+      if (namespaces.has(namespace)) continue
+      namespaces.add(namespace)
+      for (const line of Fs.readFileSync(`/proc/${pid}/mountinfo`, "utf8").split("\n")) {
+        const [, , , mounted, point] = line.split(" ")
+        if (mounted?.includes(mark)) found.push(`volume mount ${mounted} at ${point} in ${namespace} (process ${pid})`)
+      }
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found
+}
+
+/** what ROOT left on the host: mounts under it, mounts of its volumes anywhere, loop devices of its files, container cgroups, processes naming it */
 export const leftovers = (root: string, except: ReadonlyArray<number | undefined> = []): ReadonlyArray<string> => {
   const found: Array<string> = []
   for (const m of mountsUnder(root)) found.push(`mount ${m}`)
+  found.push(...volumeMounts(root))
   const loops = ChildProcess.spawnSync("losetup", ["-a"], { encoding: "utf8" }).stdout
   for (const l of loops.split("\n")) if (l.includes(root + "/")) found.push(`loop ${l}`)
   for (const controller of ["memory", "pids"] as const) {

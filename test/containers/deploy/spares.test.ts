@@ -7,7 +7,7 @@ import { encodeLaunch } from "../../../src/containers/proxy/Launch.js"
 import { hostFileHandler } from "../../../src/containers/fuse/HostHandler.js"
 import { mintToken } from "../../../src/containers/Server.js"
 import { until } from "../world.js"
-import { containersUnder, deployCases, leftovers, tempDir, type DeployWorld } from "./deployWorld.js"
+import { containersUnder, deployCases, leftovers, tempDir, volumeMounts, type DeployWorld } from "./deployWorld.js"
 
 vi.setConfig({ testTimeout: 300_000, hookTimeout: 120_000 })
 
@@ -158,6 +158,47 @@ describe("the spares", () => {
     expect(launch).not.toMatch(/first-client|secret-template/)
     // taken, its FUSE mount is made then, the second client's
     expect(await withToken("second-client")).toEqual(["second-client"])
+  })
+
+  it("are taken by a request with volume mounts: bound as the spare is taken, read-write or read-only (even to the container's root), at their paths only, and let go of at the run's end", async () => {
+    // writes one volume, tries the read-only one twice (the second time after trying to make it writable), reads a file mount of a volume's file
+    const image = sh(`echo made >> /data/out; echo x 2>/tmp/err >/ro/x; mount -o remount,rw /ro 2>/dev/null; echo y 2>>/tmp/err >/ro/y; wget -q -O /dev/null --post-data "$(cat /etc/in; cat /tmp/err; cat /ro/in)" ${api}/ask/16`)
+    const w = await world([image])
+    const client = await w.client()
+    await client.volumesCreate("data", "persistent")
+    await client.volumesCreate("ro", "read_only")
+    const volumes = Path.join(w.root, "volumes", "alice")
+    Fs.writeFileSync(Path.join(volumes, "data", "data", "in"), "read\n")
+    Fs.writeFileSync(Path.join(volumes, "ro", "data", "in"), "given\n")
+    const body = request(image.digest, {
+      volume_mounts: [
+        { volume_name: "data", volume_relative_path: "", container_path: "/data", mode: "persistent" },
+        { volume_name: "ro", volume_relative_path: "", container_path: "/ro", mode: "read_only" },
+        { volume_name: "data", volume_relative_path: "in", container_path: "/etc/in", mode: "persistent" }
+      ]
+    })
+    // the first deployed from nothing (bubblewrap binds its volumes), and its shape gets a spare
+    const first = await runOnce(w, body)
+    expect(first.asks[0]).toMatch(/^read\n.*\/ro\/x: Read-only file system\n.*\/ro\/y: Read-only file system\ngiven$/)
+    await until(() => sparesOf(w.root).length === 1, "the spare to stand up")
+    const [spare] = sparesOf(w.root)
+    let ranIn = ""
+    let mounted: Array<{ point: string; options: string }> = []
+    const second = await runOnce(w, body, (name) => {
+      ranIn = name
+      const proxy = processesOf(w.root, name).find((p) => p.cmdline.startsWith("/.proxy/lib/"))!
+      mounted = Fs.readFileSync(`/proc/${proxy.pid}/mountinfo`, "utf8").split("\n").filter((l) => l !== "").map((l) => ({ point: l.split(" ")[4]!, options: l.split(" ")[5]! }))
+    })
+    expect(ranIn).toBe(spare)
+    expect(second.asks).toHaveLength(1)
+    expect(second.asks[0]).toMatch(/^read\n.*\/ro\/x: Read-only file system\n.*\/ro\/y: Read-only file system\ngiven$/)
+    expect(Fs.readFileSync(Path.join(volumes, "data", "data", "out"), "utf8")).toBe("made\nmade\n")
+    // each volume at its path, by its mode; the staging mount empty again
+    const at = (point: string) => mounted.filter((m) => m.point === point).map((m) => m.options.split(",")[0])
+    expect([at("/data"), at("/ro"), at("/etc/in")]).toEqual([["rw"], ["ro"], ["rw"]])
+    expect(mounted.filter((m) => m.point.startsWith("/.proxy/volumes/"))).toEqual([])
+    // stopped with its run: no mount of a volume left in any namespace
+    await until(() => volumeMounts(w.root).length === 0 && !containersUnder(w.root).some((c) => c.name === spare), "the container to be stopped")
   })
 
   it("are kept for the few shapes most recently deployed, and a server started again on the ROOT stands them up before any request", async () => {
