@@ -140,7 +140,7 @@ const serveMcp = (global: Global) =>
       serveMcpFromCli({ repository: Option.getOrUndefined(global.repository), user: Option.getOrUndefined(global.user) })))
 
 /** `ocx2` alone lists the tools, as `ocx2 list` does; `ocx2 --mcp` serves them over MCP. */
-export const command = root.pipe(
+const rootCommand = root.pipe(
   Command.withHandler((global) =>
     Effect.gen(function*() {
       const caller = yield* cliCaller(global)
@@ -155,11 +155,18 @@ export const command = root.pipe(
       if (Either.isLeft(caller)) return yield* printAnswer(listTool, refusal(listTool, caller.left), global.json)
       const answer = yield* runTool(listTool, {}, { caller: caller.right, dryRun: false, repository: undefined, entryPoint: "cli" })
       yield* printAnswer(listTool, answer, global.json)
-    })),
-  Command.withSubcommands(cliTools.map(commandOf) as [ReturnType<typeof commandOf>])
+    }))
 )
 
-export const cli = Command.run(command, { name: "ocx2", version })
+/**
+ * @effect/cli's program for a call of TOOL (the front door has found it and checked its
+ * arguments): the command of that tool alone is made, since making all of them costs start-up time
+ * at every call.
+ */
+const cliFor = (tool: Tool | undefined) =>
+  tool === undefined
+    ? Command.run(rootCommand, { name: "ocx2", version })
+    : Command.run(rootCommand.pipe(Command.withSubcommands([commandOf(tool)])), { name: "ocx2", version })
 
 /**
  * The program: `argv` as process.argv gives it. Help, the version and bad usage are answered
@@ -187,6 +194,6 @@ export const main = (argv: ReadonlyArray<string>) =>
           (answer) => printAnswer(helpTool, answer, front.json)
         )
       case "Run":
-        return cli([argv[0] ?? "node", argv[1] ?? "ocx2", ...front.args])
+        return cliFor(front.tool)([argv[0] ?? "node", argv[1] ?? "ocx2", ...front.args])
     }
   })

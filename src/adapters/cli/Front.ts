@@ -50,8 +50,8 @@ export const globalNames = (): string =>
   [...globalOptions.map((g) => (g.metavar === undefined ? `--${g.name}` : `--${g.name} ${g.metavar}`)), "--help", "--version"].join(", ")
 
 export type Front =
-  /** hand these arguments (without node and the script) to @effect/cli */
-  | { readonly _tag: "Run"; readonly args: ReadonlyArray<string> }
+  /** hand these arguments (without node and the script) to @effect/cli; the tool they call, if any */
+  | { readonly _tag: "Run"; readonly args: ReadonlyArray<string>; readonly tool: Tool | undefined }
   /** help: ocx2's own (tool undefined), or the tool's */
   | { readonly _tag: "Help"; readonly tool: string | undefined; readonly json: boolean }
   | { readonly _tag: "Version" }
@@ -180,7 +180,7 @@ export const frontDoor = (args: ReadonlyArray<string>, tools: ReadonlyArray<Tool
     if (help) return { _tag: "Help", tool: undefined, json: globals.given.has("json") }
     if (error !== undefined) return { _tag: "Usage", message: error }
     if (version) return { _tag: "Version" }
-    return { _tag: "Run", args: globals.tokens }
+    return { _tag: "Run", args: globals.tokens, tool: undefined }
   }
   const tool = tools.find((t) => t.name === name)
   if (tool === undefined) {
@@ -262,5 +262,5 @@ export const frontDoor = (args: ReadonlyArray<string>, tools: ReadonlyArray<Tool
   }
   // an argument that looks like an option (it came after `--`) stays an argument for @effect/cli too
   const tail = positionals.some(isOption) || positionals.includes("--") ? ["--", ...positionals] : positionals
-  return { _tag: "Run", args: [...globals.tokens, tool.name, ...ownTokens, ...tail] }
+  return { _tag: "Run", args: [...globals.tokens, tool.name, ...ownTokens, ...tail], tool }
 }
