@@ -479,7 +479,7 @@ describe("the tool-container server as installed", () => {
     }
   }, 120_000)
 
-  it("serve --deployer bwrap from the release: real containers of a busybox image with a FUSE mount, twice (the second the spare), nothing left after", async () => {
+  it("serve --deployer bwrap from the release: real containers of a busybox image with a FUSE mount and a volume, twice (the second the spare, its volume bound as it is taken), nothing left after", async () => {
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-shipped-bwrap-"))
     const root = Path.join(dir, "root")
     const minted = await runProgram(world.program("ocx2-containers"), ["token", "alice", "--root", root], { cwd: dir })
@@ -516,22 +516,34 @@ describe("the tool-container server as installed", () => {
       ]], {
         run: {
           Entrypoint: ["/bin/sh", "-c"],
-          Cmd: ["until grep -q ' /etc/token ' /proc/mounts; do sleep 0.05; done; wget -q -O /dev/null --post-data \"token=$(cat /etc/token)\" http://127.0.0.1:14978/ask/17"],
+          Cmd: ["echo ran >> /data/runs; until grep -q ' /etc/token ' /proc/mounts; do sleep 0.05; done; wget -q -O /dev/null --post-data \"token=$(cat /etc/token)\" http://127.0.0.1:14978/ask/17"],
           Env: ["PATH=/bin"]
         }
       })
       image.writeLayout(Path.join(dir, "layout"))
+      const created = await runProgram(world.program("ocx2"), ["containers", "volume-create", "data", "persistent", "--server", url, "--token-file", Path.join(dir, "token")], { cwd: dir })
+      expect(created.code, created.stderr).toBe(0)
+      let spareOfPass1: string | undefined
       for (const pass of [1, 2]) {
         Fs.writeFileSync(Path.join(dir, "token-file"), `t0ken${pass}`)
         const run = await runProgram(world.program("ocx2"), ["containers", "run", `tests/tool@${image.digest}`, "--layout", Path.join(dir, "layout"),
-          "--fuse-file", `token:/etc/token:${Path.join(dir, "token-file")}`, "--server", url, "--token-file", Path.join(dir, "token")], { cwd: dir })
+          "--fuse-file", `token:/etc/token:${Path.join(dir, "token-file")}`, "--volume", "data:/data:persistent", "--server", url, "--token-file", Path.join(dir, "token")], { cwd: dir })
         expect(run.code, `${run.stderr}\n${serverErr}`).toBe(0)
         expect(run.stdout).toMatch(/^id \S+$/m)
         expect(run.stdout).toContain(`ask 17 ${Buffer.from(`token=t0ken${pass}`).toString("base64")} (answered with nothing)`)
         expect(run.stdout).toMatch(/^ended$/m)
         // the run's container is gone; the spare stood up for the next run of the image may stand
         expect(await waitFor(async () => (containersUnder(root).every((c) => c.spare) ? true : undefined), 60_000, 20)).toBe(true)
+        if (pass === 1) {
+          // the spare the second run takes, volume and all (ocx2-container-volumes, installed beside the server)
+          const spares = await waitFor(async () => (containersUnder(root).length === 1 ? containersUnder(root) : undefined), 60_000, 20)
+          spareOfPass1 = spares?.[0]?.name
+        }
       }
+      expect(spareOfPass1).toBeDefined()
+      expect(containersUnder(root).map((c) => c.name)).not.toContain(spareOfPass1)
+      expect(serverErr).not.toContain("a spare was not taken")
+      expect(Fs.readFileSync(Path.join(root, "volumes", "alice", "data", "data", "runs"), "utf8")).toBe("ran\nran\n")
       // the kit carries the proxy's code cache, made as it was built
       const kits = Fs.readdirSync(Path.join(root, "proxy-kit")).filter((k) => !k.startsWith("."))
       expect(kits.map((k) => Fs.existsSync(Path.join(root, "proxy-kit", k, "proxy.cjs.cache")))).toEqual([true])
