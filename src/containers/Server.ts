@@ -3,19 +3,18 @@ import * as Fs from "node:fs"
 import type * as Http from "node:http"
 import * as Path from "node:path"
 import { WebSocketServer } from "ws"
-import { FrameConnection, type Scope } from "./FrameConnection.js"
+import type { FrameConnection } from "./FrameConnection.js"
 import { isIdentity } from "./Paths.js"
-import { RunTool } from "./RunTool.js"
+import type { RunTool } from "./RunTool.js"
+import { serveConnection } from "./ServeConnection.js"
 import type { ServerParts } from "./ServerParts.js"
-import { serveVolumeEndpoint } from "./VolumeEndpoints.js"
 import { warmUpRunPath } from "./WarmUp.js"
-import { Endpoint, errorAnswer, okAnswer } from "./Wire.js"
 
 /**
  * The tool-container server's WebSocket side (docs/containers.md sections 1 to 3): each
  * connection authorizes with its token, then every scope it opens is served by its endpoint.
  */
-export const serverVersion = "ocx2-containers 1"
+export { serverVersion } from "./ServeConnection.js"
 
 export interface ContainersServerOptions {
   readonly root: string
@@ -71,17 +70,7 @@ export const startContainersServer = async (options: ContainersServerOptions): P
   if (options.server === undefined) await new Promise<void>((resolve) => wss.once("listening", resolve))
   const sockets = new Set<FrameConnection>()
   wss.on("connection", (socket) => {
-    let identity: string | undefined
-    const connection: FrameConnection = new FrameConnection(socket, {
-      role: "responder",
-      direct: true,
-      onAuth: (token) => {
-        identity = identityOfToken(options.root, token)
-        return identity !== undefined
-      },
-      onScope: (scope) => serveScope(options.parts, identity!, scope, runs),
-      onClose: () => sockets.delete(connection)
-    })
+    const connection = serveConnection(socket, options.parts, runs, (token) => identityOfToken(options.root, token), () => sockets.delete(connection))
     sockets.add(connection)
   })
   const address = options.server?.address() ?? wss.address()
@@ -97,40 +86,3 @@ export const startContainersServer = async (options: ContainersServerOptions): P
   }
 }
 
-const serveScope = (parts: ServerParts, identity: string, scope: Scope, runs: Set<RunTool>): void => {
-  const tag = scope.request[0]
-  if (tag === Endpoint.toolsRun) {
-    const run = new RunTool(parts, identity, scope)
-    runs.add(run)
-    // a run that sent its id goes on after `run` returns: it leaves the set when it ends
-    void run.finished.then(() => runs.delete(run))
-    void run.run()
-    return
-  }
-  if (tag === Endpoint.containersFuseServe) {
-    const id = decodeIdBody(scope.request)
-    if (id === undefined) return scope.finish()
-    const container = parts.running.find(identity, id)
-    if (container === undefined) {
-      scope.respond(errorAnswer(`you run no container ${JSON.stringify(id)}`))
-      return scope.finish()
-    }
-    return container.serveTree(scope)
-  }
-  if (tag === Endpoint.version) {
-    if (scope.request.length !== 3 || scope.request.toString("utf8", 1) !== "{}") return scope.finish()
-    scope.respond(okAnswer(JSON.stringify({ version: serverVersion, capabilities: parts.capabilities })))
-    return scope.finish()
-  }
-  void serveVolumeEndpoint(parts, identity, scope).catch(() => scope.finish())
-}
-
-const decodeIdBody = (payload: Buffer): string | undefined => {
-  try {
-    const v = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(payload.subarray(1))) as Record<string, unknown>
-    if (typeof v !== "object" || v === null || Object.keys(v).join() !== "id" || typeof v.id !== "string") return undefined
-    return v.id
-  } catch {
-    return undefined
-  }
-}

@@ -11,7 +11,8 @@ import { FrameConnection } from "./FrameConnection.js"
 import { tagged } from "./Frames.js"
 import { listenProxy, proxyScopes, refuseScope } from "./proxy/ProxySide.js"
 import { Running } from "./Running.js"
-import { RunTool } from "./RunTool.js"
+import type { RunTool } from "./RunTool.js"
+import { serveConnection } from "./ServeConnection.js"
 import type { ServerParts } from "./ServerParts.js"
 import { VolumeHolds } from "./VolumeHolds.js"
 import { VolumeStore } from "./VolumeStore.js"
@@ -23,8 +24,9 @@ import { Answer, ClientChannel, Endpoint } from "./Wire.js"
  * server's path from the request to the id ran for the first time in that process, its code
  * compiled and optimised then, the first WebSocket the server dials (its HTTP upgrade) the
  * longest of them. Before the server listens it serves one run of its own, end to end and with
- * nothing of a client: a client connection on a Unix socket in a directory of its own (mode 0700)
- * authenticated by a token made for it, the run's steps with no volume, an image and a deployer
+ * nothing of a client: a client connection on a Unix socket in a directory of its own (mode 0700),
+ * served as the server serves every connection (ServeConnection.ts) and authenticated by a token
+ * made for it, the run's steps with no volume, an image and a deployer
  * that are stand-ins, a proxy of its own that answers Begun, the id, and the stop. A warm-up that
  * fails or hangs costs the first request its time, nothing else (the caller waits a bounded time).
  * True when the run reached its id and its end.
@@ -69,18 +71,9 @@ export const warmUpRunPath = async (capabilities: Capabilities): Promise<boolean
     const http = Http.createServer()
     const wss = new WebSocketServer({ server: http, perMessageDeflate: false })
     closing.push(() => (wss.close(), http.close()))
-    const runs: Array<RunTool> = []
+    const runs = new Set<RunTool>()
     wss.on("connection", (socket) => {
-      const connection = new FrameConnection(socket, {
-        role: "responder",
-        direct: true,
-        onAuth: (given) => given.equals(token),
-        onScope: (scope) => {
-          const run = new RunTool(parts, "warm-up", scope)
-          runs.push(run)
-          void run.run()
-        }
-      })
+      const connection = serveConnection(socket, parts, runs, (given) => (given.equals(token) ? "warm-up" : undefined))
       closing.push(() => connection.close())
     })
     await listen(http, Path.join(dir, "server.sock"))
@@ -93,7 +86,7 @@ export const warmUpRunPath = async (capabilities: Capabilities): Promise<boolean
     const first = await scope.responses.take()
     if (first?.[0] !== Answer.id) return false
     scope.openChannel(tagged(ClientChannel.stop))
-    await Promise.all(runs.map((r) => r.finished))
+    await Promise.all([...runs].map((r) => r.finished))
     return true
   } catch {
     // the first request is slower, and works as well

@@ -1,0 +1,73 @@
+import type { WebSocket } from "ws"
+import { FrameConnection, type Scope } from "./FrameConnection.js"
+import { RunTool } from "./RunTool.js"
+import type { ServerParts } from "./ServerParts.js"
+import { serveVolumeEndpoint } from "./VolumeEndpoints.js"
+import { Endpoint, errorAnswer, okAnswer } from "./Wire.js"
+
+/**
+ * One client connection of the tool-container server (docs/containers.md sections 1 to 3): it
+ * authorizes with its token (`identityOf` gives the token's identity, or undefined to refuse it),
+ * then every scope it opens is served by its endpoint; a run is in `runs` until it ends. The
+ * server serves every connection with it, and so does its warm-up (WarmUp.ts), which goes the
+ * same way before the server listens.
+ */
+export const serverVersion = "ocx2-containers 1"
+
+export const serveConnection = (
+  socket: WebSocket,
+  parts: ServerParts,
+  runs: Set<RunTool>,
+  identityOf: (token: Buffer) => string | undefined,
+  onClose: () => void = () => {}
+): FrameConnection => {
+  let identity: string | undefined
+  return new FrameConnection(socket, {
+    role: "responder",
+    direct: true,
+    onAuth: (token) => {
+      identity = identityOf(token)
+      return identity !== undefined
+    },
+    onScope: (scope) => serveScope(parts, identity!, scope, runs),
+    onClose
+  })
+}
+
+const serveScope = (parts: ServerParts, identity: string, scope: Scope, runs: Set<RunTool>): void => {
+  const tag = scope.request[0]
+  if (tag === Endpoint.toolsRun) {
+    const run = new RunTool(parts, identity, scope)
+    runs.add(run)
+    // a run that sent its id goes on after `run` returns: it leaves the set when it ends
+    void run.finished.then(() => runs.delete(run))
+    void run.run()
+    return
+  }
+  if (tag === Endpoint.containersFuseServe) {
+    const id = decodeIdBody(scope.request)
+    if (id === undefined) return scope.finish()
+    const container = parts.running.find(identity, id)
+    if (container === undefined) {
+      scope.respond(errorAnswer(`you run no container ${JSON.stringify(id)}`))
+      return scope.finish()
+    }
+    return container.serveTree(scope)
+  }
+  if (tag === Endpoint.version) {
+    if (scope.request.length !== 3 || scope.request.toString("utf8", 1) !== "{}") return scope.finish()
+    scope.respond(okAnswer(JSON.stringify({ version: serverVersion, capabilities: parts.capabilities })))
+    return scope.finish()
+  }
+  void serveVolumeEndpoint(parts, identity, scope).catch(() => scope.finish())
+}
+
+const decodeIdBody = (payload: Buffer): string | undefined => {
+  try {
+    const v = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(payload.subarray(1))) as Record<string, unknown>
+    if (typeof v !== "object" || v === null || Object.keys(v).join() !== "id" || typeof v.id !== "string") return undefined
+    return v.id
+  } catch {
+    return undefined
+  }
+}
