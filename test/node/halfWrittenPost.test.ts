@@ -1,7 +1,8 @@
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as LiveHosts from "../../layers/LiveHosts.js"
 import { writeSessionFile } from "../../src/care/SessionFiles.js"
 import { users } from "../../src/demo/LocalNode.js"
@@ -10,7 +11,7 @@ import { servedHookRound } from "../../src/node/Round.js"
 import { releasePaths } from "../../src/release/ReleasePaths.js"
 import type { NodeConfig } from "../../src/root/NodeConfig.js"
 import { cursorFileOf, readCursor, writeCursor, writeNode } from "../../src/root/HookFiles.js"
-import { makeWorld, sleep, type World } from "../support/world.js"
+import { makeWorld, type World } from "../support/world.js"
 
 // A reply read while Fossil's page is half-way through writing it: its artifact and receipt are
 // committed, its forumpost row is not yet (src/node/ReceiptSettled.ts). In fast mode the poller
@@ -63,7 +64,7 @@ const holdRow = (hash: string) => {
   }
 }
 
-const round = () => Effect.runPromise(servedHookRound(config).pipe(Effect.provide(LiveHosts.layer)))
+const round = () => servedHookRound(config).pipe(Effect.provide(LiveHosts.layer))
 
 const delivered = (run: string): ReadonlyArray<string> => {
   const file = Path.join(releasePaths(world.root).care, `${run}.inbox`)
@@ -72,8 +73,8 @@ const delivered = (run: string): ReadonlyArray<string> => {
 }
 
 describe("a reply read half-written by a round", () => {
-  it("is waited for, not passed by: a session is given it, and in the server's order when what arrived is read again", async () => {
-    const thread = await world.post({ run: "x" }, { to: "nobody", title: "the session's thread" })
+  it.live("is waited for, not passed by: a session is given it, and in the server's order when what arrived is read again", () => Effect.gen(function*() {
+    const thread = yield* Effect.promise(() => world.post({ run: "x" }, { to: "nobody", title: "the session's thread" }))
     // a session in care on that thread, its started placed at the thread's post
     const run = "f".repeat(40)
     const at = placeOf(thread)
@@ -85,21 +86,21 @@ describe("a reply read half-written by a round", () => {
     const cursorFile = cursorFileOf(world.root, world.repository, users.node.login)
     writeCursor(cursorFile, at)
 
-    const one = await world.reply(users.admin.login, thread, "one")
+    const one = yield* Effect.promise(() => world.reply(users.admin.login, thread, "one"))
     const putBack = holdRow(one)
-    const two = await world.reply(users.admin.login, thread, "two")
-    const reading = round()
+    const two = yield* Effect.promise(() => world.reply(users.admin.login, thread, "two"))
+    const reading = yield* Effect.fork(round())
     // the page finishes its reply while the round may be reading: the round ends before that without the fix
-    await Promise.race([reading, sleep(1000)])
+    yield* Effect.raceFirst(Effect.asVoid(Fiber.await(reading)), Effect.sleep("1 second"))
     putBack()
-    await reading
+    yield* Fiber.join(reading)
     // soft, so that without the wait the read again below shows the order it then gives: two, one
     expect.soft(delivered(run)).toEqual(["one", "two"])
     expect.soft(readCursor(cursorFile)).toEqual(placeOf(two))
 
     // what arrived read again from before the reply (the feed case's cursor set back): nothing given twice or out of order
     writeCursor(cursorFile, at)
-    await round()
+    yield* round()
     expect(delivered(run)).toEqual(["one", "two"])
-  }, 60_000)
+  }), 60_000)
 })
