@@ -269,7 +269,8 @@ describe("post", () => {
     expect(refusedPush.stopped.reason).toBe("refused")
     expect(refusedPush.stopped.message).toMatch(/refused the push as wanda: .*not authorized to write/)
     expect(world.state()).toBe(before)
-  }))
+    // two clones, six calls through the shipped programs and three pushes: 20 s on a quiet 2-core machine, past 30 s under the suite's load
+  }), 90_000)
 })
 
 describe("audit", () => {

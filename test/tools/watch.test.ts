@@ -59,8 +59,9 @@ describe("watch", () => {
   // (the server's run page), each live; the two would otherwise each wait out a run of ten seconds.
   it("prints a running run's lines as its process prints them, then its outcome; from a clone's host it asks the server, as the user the clone remembers", async () => {
     const clone = await cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, "alice.fossil"))
-    // each line says when the process printed it (milliseconds), a second apart
-    const run = await createRun("for i in $(seq 1 10); do echo \"line $i $(date +%s%3N)\"; sleep 1; done; echo done >&2; exit 4")
+    // each line says when the process printed it (milliseconds), a second apart; twenty of them, so
+    // that a watch that takes ten seconds to begin on a loaded machine still sees some printed live
+    const run = await createRun("for i in $(seq 1 20); do echo \"line $i $(date +%s%3N)\"; sleep 1; done; echo done >&2; exit 4")
     expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
     const watched = watchProgram(["--repository", world.repository, "--user", users.admin.login, "watch", run, "--root", world.root])
     // the clone has not pulled the run: the server's page knows it
@@ -69,7 +70,7 @@ describe("watch", () => {
     // on the node's host
     expect(await watched.exited, `ocx2 watch on the node's host: ${watched.stderr()}`).toBe(0)
     const printed = watched.lines.filter((l) => l.text.startsWith("line "))
-    expect(printed.map((l) => l.text.split(" ")[1])).toEqual(["1", "2", "3", "4", "5", "6", "7", "8", "9", "10"])
+    expect(printed.map((l) => l.text.split(" ")[1])).toEqual(Array.from({ length: 20 }, (_, i) => String(i + 1)))
     expect(watched.lines.at(-1)!.text).toMatch(new RegExp(`^run ${run}: exited 4 after [0-9.]+ s$`))
     expect(watched.stderr()).toContain("done\n")
     expect(watched.stderr()).toMatch(/\[ocx2 watch: [0-9a-f]{12} started\]/)
@@ -86,7 +87,7 @@ describe("watch", () => {
     // from the clone's host
     expect(await far.exited, `ocx2 watch from a clone: ${far.stderr()}`).toBe(0)
     const farPrinted = far.lines.filter((l) => l.text.startsWith("line "))
-    expect(farPrinted.map((l) => l.text.split(" ")[1])).toEqual(["1", "2", "3", "4", "5", "6", "7", "8", "9", "10"])
+    expect(farPrinted.map((l) => l.text.split(" ")[1])).toEqual(Array.from({ length: 20 }, (_, i) => String(i + 1)))
     expect(far.lines.at(-1)!.text).toMatch(new RegExp(`^run ${run}: exited 4`))
     const farLive = liveLatencies(farPrinted)
     console.log(`watch from a clone: each line from the process's echo to ocx2 watch's stdout: ${farLive.join(", ")} ms`)
