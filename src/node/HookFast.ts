@@ -20,6 +20,7 @@ import { loadSibling } from "../Siblings.js"
 import { exportDetached, exportWhenDue } from "../git/ExportHook.js"
 import { pollBackoffice, restoreHostFossilHome } from "./BackofficePoller.js"
 import { anySession } from "../care/SessionFiles.js"
+import { unsettledAfter } from "./ReceiptSettled.js"
 import { wakeSupervisor } from "../root/SupervisorFiles.js"
 import {
   advanceCursor, appendHookLog, canonicalRepository, type Cursor, cursorFileOf, type HookLogEntry, nodeOf, readCursor
@@ -162,13 +163,18 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
     if (from === undefined) return finish({ node: node.user, did: [`no cursor ${cursorFile}: run ocx2 hook --node ${node.user} to start the node`] })
     const db = openDatabase(repository, { readonly: true, fileMustExist: true })
     let arrivals: Arrivals
+    let halfWritten: number
     try {
       arrivals = readArrivals(db, from)
+      // a post caught half-way through its page's statements (fast mode's poller can run the
+      // backoffice between them) has no forumpost row yet and looks like no post: passed by here,
+      // its run would wait for the node's next start. The round waits for it under round.lock.
+      halfWritten = unsettledAfter(db, from).count
     } finally {
       db.close()
     }
     // a session in care may be given any post, ticket change or check-in (2.11): the round reads them
-    if (arrivals.maybe === 0 && (arrivals.count === 0 || !anySession(root))) {
+    if (arrivals.maybe === 0 && halfWritten === 0 && (arrivals.count === 0 || !anySession(root))) {
       const to = arrivals.newest ?? from
       if (arrivals.newest !== undefined) advanceCursor(cursorFile, arrivals.newest)
       return finish({

@@ -1,17 +1,20 @@
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as LiveHosts from "../../layers/LiveHosts.js"
-import { writeSessionFile } from "../../src/care/SessionFiles.js"
+import { anySession, readSessionFiles, removeSessionFile, writeSessionFile } from "../../src/care/SessionFiles.js"
 import { users } from "../../src/demo/LocalNode.js"
 import { openDatabase } from "../../src/fossil/Sqlite.js"
 import { servedHookRound } from "../../src/node/Round.js"
 import { releasePaths } from "../../src/release/ReleasePaths.js"
 import type { NodeConfig } from "../../src/root/NodeConfig.js"
 import { cursorFileOf, readCursor, writeCursor, writeNode } from "../../src/root/HookFiles.js"
-import { makeWorld, type World } from "../support/world.js"
+import { flockHeld } from "../../src/care/FlockHeld.js"
+import { dist, makeWorld, type World } from "../support/world.js"
+import { waitFor } from "./hookWorld.js"
 
 // A reply read while Fossil's page is half-way through writing it: its artifact and receipt are
 // committed, its forumpost row is not yet (src/node/ReceiptSettled.ts). In fast mode the poller
@@ -20,8 +23,8 @@ import { makeWorld, type World } from "../support/world.js"
 // once something read the arrivals again from an earlier cursor (sessions.test's feed case sets
 // the node's cursor back, while the other cases run), it was given after the replies that
 // followed it: the deliveries-start case once read "two" in its first process. The state is made
-// here by holding the reply's forumpost row back, as the page does, and the round is run by hand
-// (no hook is installed: nothing else reads or moves the cursor).
+// here by holding the reply's forumpost row back, as the page does, and the round (or the hook's
+// program) is run by hand (no hook is installed: nothing else reads or moves the cursor).
 
 let world: World
 let config: NodeConfig
@@ -102,5 +105,33 @@ describe("a reply read half-written by a round", () => {
     writeCursor(cursorFile, at)
     yield* round()
     expect(delivered(run)).toEqual(["one", "two"])
+  }), 60_000)
+
+  // The hook's first look, before any round: a run's post without its forumpost row looked like no
+  // post, and with no session in care the hook moved its cursor past it without taking round.lock.
+  // The run then waited for the node's next start (sessions.test's feed case once waited a minute
+  // for a first line that never came). The row is put back once the hook's round holds round.lock,
+  // or once the hook is over: without the fix, after it passed the run by.
+  it.live("has the hook's first look go to the round, which waits for it, not pass it by", () => Effect.gen(function*() {
+    // no session in care (the case above left one): with one, the hook reads every arrival in a round anyway
+    for (const session of readSessionFiles(world.root)) removeSessionFile(world.root, session.run)
+    expect(anySession(world.root)).toBe(false)
+    const anchor = yield* Effect.promise(() => world.post({ process: "anchor" }, { to: "nobody", title: "before" }))
+    const cursorFile = cursorFileOf(world.root, world.repository, users.node.login)
+    writeCursor(cursorFile, placeOf(anchor))
+    const run = yield* Effect.promise(() => world.post({}, { title: "a run caught half-written" }))
+    const putBack = holdRow(run)
+    const log = Path.join(world.dir, "half-hook.log")
+    const hook = ChildProcess.spawn(process.execPath, [Path.join(dist, "ocx2-hook.mjs"), "--root", world.root, "--log", log, world.repository], { stdio: "ignore" })
+    const exited = new Promise((resolve) => hook.once("exit", resolve))
+    let over = false
+    void exited.then(() => (over = true))
+    const roundLock = Path.join(releasePaths(world.root).care, "round.lock")
+    yield* Effect.promise(() => waitFor(() => over || flockHeld(roundLock) === "held" || undefined, 30_000, 50))
+    putBack()
+    yield* Effect.promise(() => exited)
+    const entry = JSON.parse(Fs.readFileSync(log, "utf8").trim().split("\n").at(-1)!) as { did: ReadonlyArray<string>; to?: unknown }
+    expect(entry.did.some((d) => d.startsWith(`${run}: `)), entry.did.join("; ")).toBe(true)
+    expect(entry.to).toEqual(placeOf(run))
   }), 60_000)
 })
