@@ -16,11 +16,13 @@ export interface SpareFiles {
   readonly lock: string
   /** the spare's own output until it takes a run (its run's log is ROOT/care/RUN.log) */
   readonly log: string
+  /** flock held by whoever is starting a spare, from its look for one to its start of one */
+  readonly starting: string
 }
 
 export const spareFiles = (root: string): SpareFiles => {
   const dir = Path.join(releasePaths(root).care, "spare")
-  return { dir, socket: Path.join(dir, "socket"), lock: Path.join(dir, "lock"), log: Path.join(dir, "log") }
+  return { dir, socket: Path.join(dir, "socket"), lock: Path.join(dir, "lock"), log: Path.join(dir, "log"), starting: Path.join(dir, "starting") }
 }
 
 /** Linux's sun_path holds 108 bytes, the last a NUL: a longer ROOT gets no spare. */

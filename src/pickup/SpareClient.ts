@@ -10,6 +10,7 @@ import { handOff, nodeArgs, type HandOffOptions } from "./HandOff.js"
 import type { NodeConfig } from "../root/NodeConfig.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { writeHandOff } from "../care/HandOffFiles.js"
+import { flockNow } from "../care/FlockNow.js"
 import { socketPathFits, spareFiles, sparePid, spareSetting, type SpareAnswer, type SpareRequest } from "../care/SpareFiles.js"
 
 /** One request, one answer; undefined when no spare answers within the time. */
@@ -120,7 +121,22 @@ export const ensureSpare = async (config: NodeConfig, watcherProgram: string): P
     // the care directory gone (the node removed) is no place for a spare
     if ((e as NodeJS.ErrnoException).code !== "EEXIST") return undefined
   }
-  const out = Fs.openSync(files.log, "a", 0o600)
+  // Watchers ending together would each find none starting and each start one, all but one to
+  // end at once (seen on a loaded host: 43 watcher processes for 15 runs). So the look and the
+  // start are one step, under a lock only one asker gets; the others leave it to that one. The
+  // spawn returns once the spare's program is exec'd, so the next asker's look finds it.
+  const starting = Fs.openSync(files.starting, Fs.constants.O_RDWR | Fs.constants.O_CREAT, 0o600)
+  try {
+    if (flockNow(starting) !== "held") return undefined
+    if (spareWaits(config.root) || spareStarting(config.root)) return undefined
+    return startSpare(config, watcherProgram, files.log)
+  } finally {
+    Fs.closeSync(starting)
+  }
+}
+
+const startSpare = (config: NodeConfig, watcherProgram: string, log: string): number | undefined => {
+  const out = Fs.openSync(log, "a", 0o600)
   try {
     const env = { ...process.env }
     delete env["OCX2_CRASH_AT"]
