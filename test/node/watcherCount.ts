@@ -1,9 +1,11 @@
 /**
  * Counts a node's watcher processes from outside (tests and bench/load): every process whose
- * command line runs ocx2-watcher under the node's root, sampled every few milliseconds. A process
- * counts once seen in two samples in a row with the same command line: a child a watcher forks
- * shows the watcher's command line only until it execs its own program, a millisecond or so,
- * while a watcher lives far longer than Node takes to start.
+ * command line runs ocx2-watcher under the node's root, sampled every few milliseconds. A child a
+ * watcher forks shows the watcher's command line until it execs its own program: a millisecond
+ * on a quiet machine, tens on a loaded one, long enough to be seen twice. So a process whose
+ * parent has the same command line is that fork, not a watcher (a watcher starts another watcher
+ * for another run, or a spare, never for its own run), and a process counts once seen in two
+ * samples in a row with the same command line, which a watcher lives far longer than.
  */
 import * as Fs from "node:fs"
 
@@ -18,18 +20,24 @@ export interface WatcherCount {
 
 const pageSize = 4096
 
-const watchersUnder = (root: string): Array<{ pid: number; cmdline: string; spare: boolean; rss: number }> =>
-  Fs.readdirSync("/proc").filter((e) => /^\d+$/.test(e)).flatMap((e) => {
+/** the parent's pid, from /proc/PID/stat: the field after the command's name, which is in parentheses and may hold any */
+const parentOf = (pid: string): number => Number(Fs.readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /s, "").split(" ")[1])
+
+const watchersUnder = (root: string): Array<{ pid: number; cmdline: string; spare: boolean; rss: number }> => {
+  const found = Fs.readdirSync("/proc").filter((e) => /^\d+$/.test(e)).flatMap((e) => {
     try {
       // a spare that took a run names it in its process title (one string, spaces for NULs)
       const cmdline = Fs.readFileSync(`/proc/${e}/cmdline`, "utf8")
       if (!cmdline.includes("ocx2-watcher") || !cmdline.includes(root)) return []
       const rss = Number(Fs.readFileSync(`/proc/${e}/statm`, "utf8").split(" ")[1]) * pageSize
-      return [{ pid: Number(e), cmdline, spare: cmdline.split("\0").includes("--spare"), rss }]
+      return [{ pid: Number(e), parent: parentOf(e), cmdline, spare: cmdline.split("\0").includes("--spare"), rss }]
     } catch {
       return []
     }
   })
+  const cmdlineOf = new Map(found.map((w) => [w.pid, w.cmdline]))
+  return found.filter((w) => cmdlineOf.get(w.parent) !== w.cmdline).map(({ parent: _, ...w }) => w)
+}
 
 /** Starts sampling; `stop` ends it and says what was seen. */
 export const countWatchers = (root: string, everyMs = 10): { readonly stop: () => WatcherCount; readonly now: () => WatcherCount } => {
