@@ -37,7 +37,7 @@ beforeAll(async () => {
       "--disable-background-networking", "--disable-component-update", "--disable-sync"
     ]
   })
-}, 60_000)
+}, 120_000)
 
 afterAll(async () => {
   await browser?.close()
@@ -117,7 +117,7 @@ describe("the OCX pages in Chromium", () => {
     await page.screenshot({ path: answerShot, fullPage: true })
     console.log(`screenshots: ${ocxShot} ${answerShot}`)
     await context.close()
-  }, 30_000)
+  }, 90_000)
 
   it("a tool with an effect runs from its form for real; on a phone the page needs no sideways scroll", async () => {
     const context = await browser.newContext({ viewport: { width: 375, height: 740 }, isMobile: true, hasTouch: true, deviceScaleFactor: 2 })
@@ -141,7 +141,7 @@ describe("the OCX pages in Chromium", () => {
     console.log(`screenshot (phone, ${widths.inner}px wide, scrollWidth ${widths.scroll}): ${phoneShot}`)
     expect(existsSync(phoneShot)).toBe(true)
     await context.close()
-  }, 30_000)
+  }, 90_000)
 
   it("a person writes a run with create: a dry run writes nothing, then for real, and the run is in the forum", async () => {
     const context = await browser.newContext({ viewport: { width: 1024, height: 900 } })
@@ -216,7 +216,7 @@ describe("the OCX pages in Chromium", () => {
     await page.screenshot({ path: forumShot, fullPage: true })
     console.log(`screenshots: ${ocxShot} ${dryShot} ${answerShot} ${forumShot}`)
     await context.close()
-  }, 60_000)
+  }, 120_000)
 
   it("a page on another site that posts create's form in the person's browser changes nothing", async () => {
     const target = `${server.base}/ext/ocx2-cgi/create`
@@ -246,5 +246,5 @@ describe("the OCX pages in Chromium", () => {
       await context.close()
       await new Promise((resolve) => evil.close(resolve))
     }
-  }, 30_000)
+  }, 90_000)
 })

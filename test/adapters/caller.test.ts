@@ -35,7 +35,7 @@ beforeAll(async () => {
     await server.stop()
   }
   ocx2 = await bundled
-}, 60_000)
+}, 120_000)
 
 afterAll(async () => {
   await world?.close()

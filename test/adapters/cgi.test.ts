@@ -40,7 +40,7 @@ beforeAll(async () => {
   server = await startExtServer([alice, bob, lab, builder], { "ocx2-cgi": cgi, "ocx2-cgi-test": cgiTest })
   aliceCookie = await server.login(alice)
   bobCookie = await server.login(bob)
-}, 60_000)
+}, 120_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -154,7 +154,7 @@ describe("CareDirectory on the filesystem", () => {
         expect(Exit.isSuccess(taken), `${file}: ${String(taken)}`).toBe(true)
         yield* Fiber.join(looking)
       }
-    }), 30_000)
+    }), 90_000)
 
   it.live("names that are not run names are refused before any file is touched", () =>
     Effect.gen(function*() {

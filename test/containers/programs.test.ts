@@ -28,7 +28,7 @@ beforeAll(async () => {
   expect(Fs.readFileSync(Path.join(root, "tokens"), "utf8")).toMatch(/^alice [0-9a-f]{64}\n$/)
   server = spawn(process.execPath, [Path.join(dist, "ocx2-containers.mjs"), "serve", "--root", root, "--listen", "127.0.0.1:0", "--deployer", "in-process"], { stdio: ["ignore", "pipe", "inherit"] })
   url = await listeningUrl(server)
-}, 60_000)
+}, 120_000)
 
 afterAll(() => {
   server?.kill("SIGTERM")

@@ -19,7 +19,7 @@ import { git, makeGitWorld, type GitWorld } from "./gitWorld.js"
 let world: GitWorld
 beforeAll(async () => {
   world = await makeGitWorld()
-}, 60_000)
+}, 120_000)
 afterAll(() => closeHookWorld(world))
 
 const head = (): string => git(["rev-parse", "refs/heads/master"], { cwd: world.mirror }).stdout.trim()
@@ -51,7 +51,7 @@ describe("export", () => {
     const notEmpty = await world.call(gitExport, { mirror: checkout() })
     expect(notEmpty.stopped.message).toMatch(/is neither empty nor a git export/)
     expect(Fs.existsSync(Path.join(checkout(), ".git"))).toBe(false)
-  }, 60_000)
+  }, 120_000)
 
   it("makes the first export into --mirror DIR, where fossil git export then keeps it", async () => {
     const made = await world.call(gitExport, { mirror: world.mirror })
@@ -61,7 +61,7 @@ describe("export", () => {
     expect(headComment()).toBe("the first check-in")
     const setting = await runFossil(["sql", "-R", world.repository, "SELECT value FROM config WHERE name = 'last-git-export-repo'"], { user: "alice" })
     expect(setting.stdout.trim()).toBe(`'${world.mirror}'`)
-  }, 60_000)
+  }, 120_000)
 
   it("--dry-run says what awaits and changes nothing; the export then brings it", async () => {
     // a check-in on the served file itself, before the hook is installed
@@ -83,7 +83,7 @@ describe("export", () => {
     expect(headComment()).toBe("the second check-in")
     const again = await world.call(gitExport, {})
     expect(again.output).toMatchObject({ awaits: "up-to-date", exported: "no changes" })
-  }, 60_000)
+  }, 120_000)
 
   it("a failing export is refused with what Fossil said, kept as the last failure, and says so in the dry run", async () => {
     const gitDir = Path.join(world.mirror, ".git")
@@ -106,7 +106,7 @@ describe("export", () => {
     const recovered = await world.call(gitExport, {})
     expect(recovered.stopped).toEqual({ reason: "completed" })
     expect(headComment()).toBe("the third check-in")
-  }, 60_000)
+  }, 120_000)
 
   it("--autopush pushes each export to a git remote from then on, and the dry run says where", async () => {
     const bare = Path.join(world.dir, "pushed.git")
@@ -125,7 +125,7 @@ describe("export", () => {
     expect((await world.call(gitExport, {})).stopped).toEqual({ reason: "completed" })
     expect(headComment()).toBe("the fourth check-in")
     expect(git(["log", "-1", "--format=%s", "refs/heads/master"], { cwd: bare }).stdout.trim()).toBe("the fourth check-in")
-  }, 60_000)
+  }, 120_000)
 })
 
 describe("the hook keeps the export current", () => {
@@ -191,5 +191,5 @@ describe("the hook keeps the export current", () => {
     }
     // the one that waited exports once the lock is free (nothing new here: current)
     expect((await Promise.all(burst)).map((r) => r._tag).sort()).toEqual(["Current", "Queued", "Queued", "Queued"])
-  }, 60_000)
+  }, 120_000)
 })

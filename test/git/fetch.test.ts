@@ -47,7 +47,7 @@ describe("git clone and fetch from the extension root", () => {
     expect(git(["log", "-1", "--format=%s"], { cwd: into }).stdout.trim()).toBe("the first check-in")
     expect(git(["rev-parse", "HEAD"], { cwd: into }).stdout.trim()).toBe(exportHead())
     expect(Fs.readFileSync(Path.join(into, "hello.txt"), "utf8")).toBe("hello from trunk\n")
-  }, 60_000)
+  }, 120_000)
 
   it("a check-in pushed to Fossil is fetched over HTTP once the hook has run", async () => {
     const into = Path.join(world.dir, "cloned")
@@ -92,7 +92,7 @@ describe("git clone and fetch from the extension root", () => {
     }
     expect(exportHead()).toBe(before)
     expect(git(["for-each-ref", "--format=%(refname)"], { cwd: world.mirror }).stdout.trim().split("\n")).toEqual(["refs/heads/master"])
-  }, 60_000)
+  }, 120_000)
 
   it("refuses a viewer whose capabilities do not let them read code", async () => {
     const anonymous = await fetch(`${world.gitUrl}/info/refs?service=git-upload-pack`)
@@ -105,7 +105,7 @@ describe("git clone and fetch from the extension root", () => {
     expect(cloned.code).not.toBe(0)
     expect(git(["clone", world.gitUrl, Path.join(world.dir, "anonymous-clone")], { allowFail: true }).code).not.toBe(0)
     expect(Fs.existsSync(Path.join(world.dir, "lab-clone", ".git", "packed-refs"))).toBe(false)
-  }, 60_000)
+  }, 120_000)
 
   it("refuses a request over 50 MB, as sent and once expanded", async () => {
     const upload = `${world.gitUrl}/git-upload-pack`
@@ -128,7 +128,7 @@ describe("git clone and fetch from the extension root", () => {
     expect(served.headers.get("content-type")).toBe("application/x-git-upload-pack-result")
     expect(pack.subarray(0, 8).toString()).toBe("0008NAK\n")
     expect(pack.includes("PACK")).toBe(true)
-  }, 60_000)
+  }, 120_000)
 
   it("never serves another repository's export", async () => {
     // a second repository, not served, with an export of its own: the world serves one
@@ -142,5 +142,5 @@ describe("git clone and fetch from the extension root", () => {
     const r = await fetch(`${world.server.url}ext/git/other.git/info/refs?service=git-upload-pack`, { headers: { Cookie: builder.cookie } })
     expect(r.status).toBe(404)
     expect(await r.text()).toContain("no git export other.git here: this URL serves served.git")
-  }, 60_000)
+  }, 120_000)
 })

@@ -97,7 +97,7 @@ describe("import", () => {
     expect((await call(gitImport, { upstream: dir, name: "y" })).stopped.message).toMatch(/is not a git repository/)
     expect((await call(gitImport, { upstream, name: "y" }, { as: users.builder.login })).stopped.message).toBe("import needs Fossil's setup capability (s)")
     expect(Fs.readdirSync(repos).filter((f) => !f.includes("served.fossil"))).toEqual([])
-  }, 60_000)
+  }, 120_000)
 
   it("--dry-run says what it would do and makes nothing", async () => {
     const r = await call(gitImport, { upstream: Path.join(dir, "upstream"), name: "dry" }, { dryRun: true })
@@ -105,7 +105,7 @@ describe("import", () => {
     expect(r.operations.filter((o) => !o.done).map((o) => o.op)).toEqual(["import", "place", "export", "hook", "fast", "email-url", "login group"])
     expect(Fs.readdirSync(repos).filter((f) => !f.includes("served.fossil"))).toEqual([])
     expect(Fs.existsSync(Path.join(mirrors(), "dry"))).toBe(false)
-  }, 60_000)
+  }, 120_000)
 
   it("a failing import (a bad upstream) leaves no file, no setting and no login-group member", async () => {
     const before = await groupSettings(served)
@@ -134,7 +134,7 @@ describe("import", () => {
       expect(yield* Effect.promise(() => groupSettings(a))).toContain("login-group-name=pair")
       expect(yield* Effect.promise(() => groupSettings(a))).not.toContain(c)
       expect(yield* Effect.promise(() => groupSettings(a))).toContain(b)
-    }), 60_000)
+    }), 120_000)
 
   it("makes a served repository of the upstream: trunk its own branch, in the login group, its export a fast-forward of its commits", async () => {
     const upstream = Path.join(dir, "upstream")

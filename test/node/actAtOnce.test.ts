@@ -25,7 +25,7 @@ describe("create and stop on the served repository have this host's node act at 
     expect(answer.output?.acted).toMatch(/handed to a watcher, which starts it/)
     const replies = await world.waitEnded(answer.output!.run!, 20_000)
     expect(replies.map((m) => [m.kind, m.sender])).toEqual([["started", users.node.login], ["ended", users.node.login]])
-  }, 60_000)
+  }, 120_000)
 
   it("stop: the node tells the running watcher at once, and the run ends stopped", async () => {
     const { process, ...rest } = shellRun(world, "sleep 60")
@@ -41,12 +41,12 @@ describe("create and stop on the served repository have this host's node act at 
     expect(replies.map((m) => [m.kind, m.content])).toEqual([
       ["started", expect.anything()], ["stop", {}], ["ended", { outcome: "stopped" }]
     ])
-  }, 60_000)
+  }, 120_000)
 
   it("a dry run of create has the node do nothing", async () => {
     const { process, ...rest } = shellRun(world, "true")
     const answer = await world.call(create, { title: "dry", node: users.node.login, objective: "dry", fields: { ...rest, process } }, { dryRun: true })
     expect(answer.stopped).toEqual({ reason: "dry_run" })
     expect(answer.output?.acted).toBeUndefined()
-  }, 30_000)
+  }, 90_000)
 })

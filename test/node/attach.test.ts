@@ -31,7 +31,7 @@ beforeAll(async () => {
   tmuxDir = Fs.mkdtempSync(Path.join(world.dir, "tmux-"))
   const installed = await world.call(hook, { node: users.node.login, root: world.root })
   expect(installed.stopped).toEqual({ reason: "completed" })
-}, 60_000)
+}, 120_000)
 afterAll(async () => {
   try {
     tmux("kill-server")
@@ -112,5 +112,5 @@ describe("attach: a person joins a run's terminal", () => {
     const stopped = await world.call(stop, { run })
     expect(stopped.stopped).toEqual({ reason: "completed" })
     await world.waitEnded(run, 20_000)
-  }, 60_000)
+  }, 120_000)
 })

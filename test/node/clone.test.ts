@@ -73,7 +73,7 @@ describe("ocx2 node, a node on another host", () => {
     Fs.chmodSync(open, 0o600)
     const runs = yield* Effect.promise(() => node(["--check"], open))
     expect(runs.stopped.message).toContain("version 2 keeps no process user's password")
-  }), 30_000)
+  }), 90_000)
 
   it.live("starts: a dry run says what it would do and does nothing; then --check sets the node's cursor", () => Effect.gen(function*() {
     const dry = yield* Effect.promise(() => node(["--check", "--dry-run"]))
@@ -89,7 +89,7 @@ describe("ocx2 node, a node on another host", () => {
     const registered = JSON.parse(Fs.readFileSync(Path.join(world.root, "node", "clones.json"), "utf8"))
     expect(registered.clones[world.clone]).toMatchObject({ user: "lab2", passwordsFile: world.passwords, serverUrl: world.url })
     expect(registered.clones[world.clone].bootId).toMatch(/^[0-9a-f-]{36}$/)
-  }), 30_000)
+  }), 90_000)
 
   it.live("runs a run posted on the server: one started and one ended, both from lab2, kept logs and the verdict", () => Effect.gen(function*() {
     const run = yield* Effect.promise(() => postRun("cat tree/hello.txt; echo to-stderr >&2; exit 3", { cwd: "$$workspace$$", verdict: true }))
@@ -124,7 +124,7 @@ describe("ocx2 node, a node on another host", () => {
     // the next call finds nothing new for it: the run is not decided twice
     const again = yield* Effect.promise(() => node())
     expect(decisionOf(again, run)).toBeUndefined()
-  }), 60_000)
+  }), 120_000)
 
   it.live("refuses a run written straight into the clone and pushed by lab2 (refusal 1: the run's to sent it)", () => Effect.gen(function*() {
     const text = writeMessage({
@@ -142,7 +142,7 @@ describe("ocx2 node, a node on another host", () => {
     const messages = yield* waitForKind(artifact.hash, "ended")
     expect(messages.map((m) => [m.kind, m.sender])).toEqual([["ended", "lab2"]])
     expect(messages[0]!.content).toMatchObject({ outcome: "refused", note: expect.stringContaining("lab2") })
-  }), 30_000)
+  }), 90_000)
 
   it.live("refuses, once, a run for lab2 whose clone is missing or malformed (refusal 2 naming clone)", () => Effect.gen(function*() {
     const session = yield* Effect.promise(() => webLogin(world.url, users.alice.login, users.alice.password))
@@ -170,7 +170,7 @@ describe("ocx2 node, a node on another host", () => {
     yield* Effect.promise(() => node())
     yield* Effect.promise(() => node(["--check"]))
     for (const run of runs) expect((yield* replies(run)).map((m) => m.kind)).toEqual(["ended"])
-  }), 60_000)
+  }), 120_000)
 
   it.live("ends a running process stopped when a stop is posted on the server; the next call delivers it", () => Effect.gen(function*() {
     // the runs before left a spare watcher on the clone's host: it takes this one
@@ -190,7 +190,7 @@ describe("ocx2 node, a node on another host", () => {
     const messages = yield* waitForKind(run, "ended")
     expect(messages.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["stop", "alice"], ["ended", "lab2"]])
     expect(messages[2]!.content).toEqual({ outcome: "stopped" })
-  }), 45_000)
+  }), 90_000)
 
   it.live("answers lost, once, a run whose watcher was killed, when the node starts again with --check", () => Effect.gen(function*() {
     const run = yield* Effect.promise(() => postRun("sleep 60"))
@@ -248,7 +248,7 @@ describe("ocx2 node, a node on another host", () => {
       const messages = yield* replies(run)
       expect(messages.filter((m) => m.kind === "started" || m.kind === "ended").map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
     }).pipe(Effect.ensuring(Effect.promise(() => fossil(["user", "capabilities", "lab2", "oi", "-R", world.served]))))
-  }), 60_000)
+  }), 120_000)
 
   it.live("a version sent again within the same second is kept by the server (its time orders it after the first)", () => Effect.gen(function*() {
     const uv = (name: string) => fossil(["uv", "cat", name, "-R", world.served]).catch(() => undefined)
@@ -278,7 +278,7 @@ describe("ocx2 node, a node on another host", () => {
       }
       expect(sameSecond).toBe(true)
     }).pipe(Effect.ensuring(Effect.promise(() => fossil(["user", "capabilities", "lab2", "oi", "-R", world.served]))))
-  }), 60_000)
+  }), 120_000)
 
   it.live("gives a session what each call's pull brought, in the server's order, stopping at an artifact whose sender the server has not said", () => Effect.gen(function*() {
     const lines = (run: string): ReadonlyArray<Record<string, unknown>> => {

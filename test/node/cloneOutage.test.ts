@@ -115,12 +115,12 @@ describe("a node on another host while its server is down", () => {
   // each case begins with the server up, whatever the one before left
   beforeEach(async () => {
     if (server === undefined) await serverUp()
-  }, 30_000)
+  }, 90_000)
 
   it.live("starts", () => Effect.gen(function*() {
     const started = yield* Effect.promise(() => node(["--check"]))
     expect(started.stopped).toEqual({ reason: "completed" })
-  }), 30_000)
+  }), 90_000)
 
   // One outage for three runs, each in another state when the server goes: (a) running, its process
   // ending while the server is down; (b) not yet started, handed to its watcher once the server is

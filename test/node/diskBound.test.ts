@@ -51,7 +51,7 @@ beforeAll(async () => {
   const made = await makeHookedWorld()
   world = made.world
   expect(made.installed.stopped).toEqual({ reason: "completed" })
-}, 60_000)
+}, 120_000)
 afterAll(() => closeHookWorld(world))
 
 describe("a run under file_size", () => {

@@ -32,7 +32,7 @@ beforeAll(async () => {
   world = await makeWorld({ prefix: "ocx2-halfpost-", checkin: {}, backoffice: false })
   writeNode(world.root, world.repository, { user: users.node.login, serverUrl: world.server.url })
   config = { root: world.root, repository: world.repository, nodeUser: users.node.login, serverUrl: world.server.url, passwordsFile: undefined }
-}, 60_000)
+}, 120_000)
 afterAll(() => world?.close())
 
 const db = () => openDatabase(world.repository, { fileMustExist: true })
@@ -105,7 +105,7 @@ describe("a reply read half-written by a round", () => {
     writeCursor(cursorFile, at)
     yield* round()
     expect(delivered(run)).toEqual(["one", "two"])
-  }), 60_000)
+  }), 120_000)
 
   // The hook's first look, before any round: a run's post without its forumpost row looked like no
   // post, and with no session in care the hook moved its cursor past it without taking round.lock.
@@ -133,5 +133,5 @@ describe("a reply read half-written by a round", () => {
     const entry = JSON.parse(Fs.readFileSync(log, "utf8").trim().split("\n").at(-1)!) as { did: ReadonlyArray<string>; to?: unknown }
     expect(entry.did.some((d) => d.startsWith(`${run}: `)), entry.did.join("; ")).toBe(true)
     expect(entry.to).toEqual(placeOf(run))
-  }), 60_000)
+  }), 120_000)
 })

@@ -37,7 +37,7 @@ describe("the hook on the server", () => {
     expect(took).toBeLessThan(20_000)
     const last = lastHookLogEntry(Path.join(world.root, "node", "hook.log"))
     expect(last?.repository).toBe(Fs.realpathSync(world.repository))
-  }, 60_000)
+  }, 120_000)
 
   it("a run pushed from a clone gets one started and one ended", async () => {
     const clone = await cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, "alice.fossil"))
@@ -49,7 +49,7 @@ describe("the hook on the server", () => {
     // the hook was given the pushed artifact
     const log = Fs.readFileSync(Path.join(world.root, "node", "hook.log"), "utf8")
     expect(log).toContain(artifact.hash)
-  }, 60_000)
+  }, 120_000)
 
   it("refuses an unknown key, a sender without the capability, and a path in ROOT/care, each ended refused with its note", async () => {
     const unknown = await post(alice, { ...shellRun(world, "true"), node: "lab" })
@@ -67,7 +67,7 @@ describe("the hook on the server", () => {
     expect(notes[0]).toMatch(/^refusal 2: node/)
     expect(notes[1]).toMatch(/^refusal 1: .*mallory/)
     expect(notes[2]).toMatch(/^refusal 7: .*care/)
-  }, 60_000)
+  }, 120_000)
 
   it("a stop posted by alice ends a running process stopped; a stop by mallory is ignored", async () => {
     const long = await post(alice, shellRun(world, "echo up > $$workspace$$/up; sleep 60"))
@@ -85,7 +85,7 @@ describe("the hook on the server", () => {
       .toEqual([["started", expect.anything()], ["ended", { outcome: "exited", exit: 0 }]])
     const log = Fs.readFileSync(Path.join(world.root, "node", "hook.log"), "utf8")
     expect(log).toMatch(/does not count \(its sender holds neither admin nor setup\): ignored/)
-  }, 60_000)
+  }, 120_000)
 
   it("status shows the hook installed, fast mode, the node, and the hook's last run", async () => {
     const answer = await world.call(status, { root: world.root }, { as: users.stranger.login })
@@ -98,5 +98,5 @@ describe("the hook on the server", () => {
     expect(output.node).toBe("lab")
     expect(output.lastRun?.did.length).toBeGreaterThan(0)
     expect(output.otherHooks).toEqual([])
-  }, 30_000)
+  }, 90_000)
 })

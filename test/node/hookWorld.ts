@@ -44,7 +44,7 @@ export const installedHookWorld = (options: Parameters<typeof makeHookWorld>[0],
     made(world)
     const installed = await world.call(hook, { node: users.node.login, root: world.root })
     expect(installed.stopped).toEqual({ reason: "completed" })
-  }, 60_000)
+  }, 120_000)
   afterAll(async () => {
     if (world !== undefined) endWatchers(world.root)
     await world?.close()
@@ -73,7 +73,7 @@ export const signedInHookedWorld = (made: (world: HookWorld, alice: WebSession) 
     world = hooked.world
     expect(hooked.installed.stopped).toEqual({ reason: "completed" })
     await made(world, await webLogin(world.server.url, users.admin.login, users.admin.password))
-  }, 60_000)
+  }, 120_000)
   afterAll(() => closeHookWorld(world))
 }
 

@@ -19,7 +19,7 @@ import { makeHookWorld, makeReleaseRoot, waitFor, type HookWorld } from "./hookW
 let world: HookWorld
 beforeAll(async () => {
   world = await makeHookWorld({ fastHooks: false })
-}, 60_000)
+}, 120_000)
 afterAll(async () => {
   for (const pid of pollersOf(world.repository)) process.kill(pid, "SIGKILL")
   await world?.close()
@@ -40,7 +40,7 @@ describe("hook, unhook and status", () => {
       expect(noRelease.stopped.message).toMatch(/serves no release .*current is missing/)
       expect((yield* Effect.promise(() => world.call(unhook, { root: world.root }, { as: users.node.login }))).stopped.reason).toBe("refused")
       expect(yield* hooks()).toEqual([])
-    }), 30_000)
+    }), 90_000)
 
   it("status says absent and the default backoffice before anything is installed; anyone may ask", async () => {
     const s = await state()
@@ -48,7 +48,7 @@ describe("hook, unhook and status", () => {
     expect(s.hook?.state).toBe("absent")
     expect(s.backoffice?.mode).toBe("default")
     expect(s.lastRun).toBeUndefined()
-  }, 30_000)
+  }, 90_000)
 
   it.live("a dry run says exactly what it would do and does nothing", () =>
     Effect.gen(function*() {
@@ -61,7 +61,7 @@ describe("hook, unhook and status", () => {
       expect((yield* hooks()).map((h) => h.command)).toEqual(["echo other-hook"])
       expect(Fs.existsSync(Path.join(world.root, "node", "node.json"))).toBe(false)
       expect(pollersOf(world.repository)).toEqual([])
-    }), 30_000)
+    }), 90_000)
 
   it.live("installs, changes nothing when installed again, replaces another root's ocx2-hook and leaves other hooks alone", () =>
     Effect.gen(function*() {
@@ -87,7 +87,7 @@ describe("hook, unhook and status", () => {
       expect((yield* Effect.promise(() => world.call(hook, { root: world.root }))).output!.hook).toBe("installed")
       expect((yield* hooks()).filter((h) => h.command.includes("ocx2-hook")).length).toBe(1)
       expect((yield* Effect.promise(() => state())).otherHooks).toEqual(["echo other-hook"])
-    }), 60_000)
+    }), 120_000)
 
   it.live("unhook removes only the hooks that run ocx2-hook, and leaves the log", () =>
     Effect.gen(function*() {
@@ -99,7 +99,7 @@ describe("hook, unhook and status", () => {
       expect(Fs.existsSync(log)).toBe(true)
       expect((yield* Effect.promise(() => state())).hook?.state).toBe("absent")
       expect((yield* Effect.promise(() => world.call(hook, { root: world.root }))).output!.hook).toBe("installed")
-    }), 30_000)
+    }), 90_000)
 
   it("--fast sets backoffice-disable and starts the poller; status then says fast", async () => {
     const fast = await world.call(hook, { root: world.root, fast: true })
@@ -112,7 +112,7 @@ describe("hook, unhook and status", () => {
     // installing again with --fast starts no second poller
     await world.call(hook, { root: world.root, fast: true })
     expect(pollersOf(world.repository).length).toBe(1)
-  }, 30_000)
+  }, 90_000)
 })
 
 describe("the hook program", () => {
@@ -133,7 +133,7 @@ describe("the hook program", () => {
     const line = lastLine()
     expect(line.given).toEqual([given])
     expect(line.did.length).toBe(1)
-  }, 30_000)
+  }, 90_000)
 
   it("survives a stdout pipe closed before it writes, and a receipt with no run never loads the round", async () => {
     // the --fast test left a poller running hook rounds; it would take the ticket's receipt first
@@ -150,5 +150,5 @@ describe("the hook program", () => {
     expect(code).toBe(0)
     // either way the fast path answered: a hook round still running from the poller may have taken the receipt
     expect(lastLine().did[0]).toMatch(/none a post or ticket change mentioning ocx: nothing to decide|^nothing arrived after the cursor$/)
-  }, 30_000)
+  }, 90_000)
 })

@@ -46,7 +46,7 @@ describe("run: a person starts a manual run", () => {
     const again = await world.call(run, { run: hash })
     expect(again.stopped.reason).toBe("refused")
     expect(again.stopped.message).toMatch(/is over \(exited\): it is not waiting for a person/)
-  }, 60_000)
+  }, 120_000)
 
   it("refuses a run that is not manual, one of another node, one the node refused, and a caller without admin or setup", async () => {
     const automatic = await createRun("sleep 30")
@@ -60,5 +60,5 @@ describe("run: a person starts a manual run", () => {
 
     const builder = await world.call(run, { run: elsewhere.output!.run! }, { as: users.builder.login })
     expect(builder.stopped).toEqual({ reason: "refused", message: expect.stringMatching(/^run needs Fossil's admin \(a\) or setup \(s\) capability/) })
-  }, 60_000)
+  }, 120_000)
 })

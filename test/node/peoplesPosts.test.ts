@@ -29,7 +29,7 @@ beforeAll(async () => {
   // no backoffice after pages: its lease and hook writes are Fossil's own, and would meet the person here at random
   world = await makeWorld({ prefix: "ocx2-posts-", checkin: {}, backoffice: false })
   ;({ dir, repository, server } = world)
-}, 60_000)
+}, 120_000)
 afterAll(async () => {
   await world?.close()
   delete process.env["FOSSIL_HOME"]
@@ -71,7 +71,7 @@ describe("a person's posts while the node writes", () => {
       expect(nodeWrites).toBeGreaterThanOrEqual(enough)
       expect(posts).toBeGreaterThanOrEqual(enough)
       expect(refused).toEqual([])
-    }), 60_000)
+    }), 120_000)
 })
 
 const nodeReply = (to: string, text: string) =>
@@ -160,7 +160,7 @@ describe("a person's transaction the node's write meets half-way (locks, no timi
         if (person.inTransaction) person.exec("ROLLBACK")
         person.close()
       })))
-    }), 60_000)
+    }), 120_000)
 
   it.live("the node's write neither waits for nor holds the host's fossil configuration", () =>
     Effect.gen(function*() {
@@ -178,7 +178,7 @@ describe("a person's transaction the node's write meets half-way (locks, no timi
         if (other.inTransaction) other.exec("ROLLBACK")
         other.close()
       })))
-    }), 60_000)
+    }), 120_000)
 
   it("the backoffice of fast mode's poller runs the hook after the person's write, which is not refused", async () => {
     // Fossil's backoffice runs the after-receive hook and records its cursor inside a write
@@ -215,5 +215,5 @@ describe("a person's transaction the node's write meets half-way (locks, no timi
     } finally {
       await fossil(["hook", "delete", "all", "-R", repository]).catch(() => "")
     }
-  }, 60_000)
+  }, 120_000)
 })

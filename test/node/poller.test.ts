@@ -18,7 +18,7 @@ let world: HookWorld
 let polled: World | undefined
 beforeAll(async () => {
   world = await makeHookWorld({ fastHooks: false })
-}, 60_000)
+}, 120_000)
 afterAll(async () => {
   for (const pid of pollersOf(world.repository)) process.kill(pid, "SIGKILL")
   endWatchers(world.root)
@@ -103,5 +103,5 @@ describe("the node's poller in fast mode", () => {
       stop.abort()
       await polling
     }
-  }, 60_000)
+  }, 120_000)
 })

@@ -15,7 +15,7 @@ let world: HookWorld
 beforeAll(async () => {
   world = await makeHookWorld()
   expect((await world.call(hook, { node: users.node.login, root: world.root })).stopped).toEqual({ reason: "completed" })
-}, 60_000)
+}, 120_000)
 afterAll(async () => {
   endWatchers(world.root)
   await world?.close()
@@ -45,7 +45,7 @@ describe("one run per process user in the node's care", () => {
     const waiting = await waitFor(async () => {
       const shown = (await world.call(status, { root: world.root })).output?.care?.waiting
       return shown !== undefined && shown.length > 0 ? shown : undefined
-    }, 10_000)
+    }, 90_000)
     expect(waiting).toEqual([{ user: users.builder.login, runs: [second.output!.run!] }])
     const other = (await createRun("echo other", { user: users.runner.login })).output!.run!
     expect((await world.waitEnded(other, 20_000)).map((m) => m.kind)).toEqual(["started", "ended"])

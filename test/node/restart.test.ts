@@ -21,7 +21,7 @@ let alice: WebSession
 beforeAll(async () => {
   world = await makeHookWorld()
   alice = await webLogin(world.server.url, users.admin.login, users.admin.password)
-}, 60_000)
+}, 120_000)
 afterAll(async () => {
   endWatchers(world.root)
   await world?.close()

@@ -56,12 +56,12 @@ describe("2.19's two runs, as the seed writes them", () => {
     const tags = await waitFor(async () => {
       const raw = await fossil(["tag", "list", "--raw", checkin, "-R", world.repository])
       return raw.split("\n").find((l) => l.startsWith("ci=")) ?? undefined
-    }, 20_000)
+    }, 90_000)
     expect(tags).toBe(`ci=pass: exit 0 (against ${run})`)
     const files = await waitFor(async () => {
       const listed = await fossil(["uv", "list", "-R", world.repository])
       return listed.includes("builds/board.img") ? listed : undefined
-    }, 20_000)
+    }, 90_000)
     expect(files).toContain("builds/board.img")
   }, 120_000)
 
@@ -91,7 +91,7 @@ describe("2.19's two runs, as the seed writes them", () => {
     const answered = await waitFor(async () => {
       const text = Fs.existsSync(stdout) ? Fs.readFileSync(stdout, "utf8") : ""
       return text.includes("answered:") ? text : undefined
-    }, 30_000)
+    }, 90_000)
     expect(answered).toContain(question)
     expect(answered).toContain("Makefile")
 

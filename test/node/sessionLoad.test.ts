@@ -30,7 +30,7 @@ beforeAll(async () => {
   Fs.writeFileSync(Path.join(world.root, "settings", "delivery-disk-bound"), `${diskBound}\n`)
   // a node keeps one run per process user: each session has a user of its own
   await addUsers(world.repository, Array.from({ length: sessions }, (_, i) => ({ login: processUserOf(i), capabilities: "oi", password: `s${i}-pw` })))
-}, 60_000)
+}, 120_000)
 afterAll(async () => {
   endWatchers(world.root)
   await world?.close()

@@ -36,7 +36,7 @@ beforeAll(async () => {
   // Fossil makes the forum's table with the repository's first post: the cases' first posts at once
   // would race to make it
   await webNewThread(world.server, alice, { title: "the forum", text: "A first post, before the cases' own." })
-}, 60_000)
+}, 120_000)
 afterAll(() => closeHookWorld(world))
 
 /** each case's session runs as a process user of its own, so that the cases run at once */

@@ -166,7 +166,7 @@ describe("the spare watcher", () => {
     // none of it took a run or ended the spare
     expect(await askSpare(world.root, { ping: true })).toEqual({ spare })
     expect(alive(spare)).toBe(true)
-  }, 60_000)
+  }, 120_000)
 
   it("a switched release ends the spare of the old one; the run is watched by the new release's watcher", async () => {
     const spare = (await spareAnswering())!
@@ -238,7 +238,7 @@ describe("the spare watcher", () => {
     Fs.rmSync(spareFiles(world.root).dir, { recursive: true, force: true })
     await waitFor(() => (alive(spare) ? undefined : true), 10_000, 50)
     expect(alive(spare)).toBe(false)
-  }, 60_000)
+  }, 120_000)
 })
 
 describe("a spare whose ROOT or care directory goes ends at once", () => {
@@ -297,7 +297,7 @@ describe("a spare whose ROOT or care directory goes ends at once", () => {
     } finally {
       kill(spare.pid)
     }
-  }, 60_000)
+  }, 120_000)
 
   it.each([
     ["ROOT", (root: string) => root],
@@ -313,7 +313,7 @@ describe("a spare whose ROOT or care directory goes ends at once", () => {
     } finally {
       kill(spare.pid)
     }
-  }, 60_000)
+  }, 120_000)
 
   it("what comes and goes in ROOT and its care directory (runs' files, a switched link) does not end it", async () => {
     const spare = await standaloneSpare("spare-busy")
@@ -335,7 +335,7 @@ describe("a spare whose ROOT or care directory goes ends at once", () => {
     } finally {
       kill(spare.pid)
     }
-  }, 60_000)
+  }, 120_000)
 })
 
 describe("its setting and arguments", () => {

@@ -101,7 +101,7 @@ describe("the node's supervisor", () => {
       holding.stdin!.end()
       await released
     }
-  }, 60_000)
+  }, 120_000)
 
   it("a watcher SIGKILLed is answered lost at once, without a restart, and its process user's waiting run starts", async () => {
     const user = users.builder.login
@@ -179,5 +179,5 @@ describe("the node's supervisor", () => {
     expect(dry.status, dry.stderr).toBe(0)
     expect(dry.stdout).toContain(`would supervise the node lab of ${world.repository} under ${world.root} (its receipts heard through inotify); pid ${again.pid} may already supervise it`)
     expect(supervisorInfo(world)?.pid).toBe(again.pid)
-  }, 60_000)
+  }, 120_000)
 })

@@ -22,7 +22,7 @@ let world: HookWorld
 beforeAll(async () => {
   world = await makeHookWorld({ fastHooks: true })
   expect((await world.call(hook, { node: users.node.login, root: world.root })).stopped).toEqual({ reason: "completed" })
-}, 60_000)
+}, 120_000)
 afterAll(() => closeHookWorld(world))
 
 /** where the server received each artifact: [rcvid, rid] */

@@ -43,5 +43,5 @@ describe("passing a process user's turn on", () => {
       expect(after.next?.run).toBe(first)
       expect(handedLately(care, "builder")).toBe(first)
       expect(readWaiting(care, "builder").map((w) => w.run)).toEqual([second])
-    }), 30_000)
+    }), 90_000)
 })

@@ -124,7 +124,7 @@ describe("valid runs", () => {
       }),
       { numRuns: 2000 }
     )
-  }, 60_000)
+  }, 120_000)
 })
 
 // ---- mutations -----------------------------------------------------------------------
@@ -221,7 +221,7 @@ describe("mutated runs", () => {
       }),
       { numRuns: 5000 }
     )
-  }, 60_000)
+  }, 120_000)
 })
 
 // ---- nothing throws ------------------------------------------------------------------
@@ -239,7 +239,7 @@ describe("arbitrary input", () => {
       }),
       { numRuns: 2000 }
     )
-  }, 60_000)
+  }, 120_000)
 
   it("texts of any shape never make readMessage, holdsMessage or substitute throw", () => {
     const line = fc.oneof(fc.string(), fc.constantFrom("```json", "```", "````", "~~~", "   ```JSON", `{"ocx": 2, "re": "${"a".repeat(40)}", "stop": {}}`, `{"ocx": 2`))

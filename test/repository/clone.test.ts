@@ -38,7 +38,7 @@ beforeAll(async () => {
   ;({ dir, server, repository: repo } = world)
   root = await webNewThread(server, await webLogin(server.url, "alice", "pw-alice"), { title: "Run", text: "run here" })
   clone = await cloneAs(server.url, "lab", "pw-lab", Path.join(dir, "lab.fossil"))
-}, 30_000)
+}, 90_000)
 
 afterAll(async () => {
   await world?.close()

@@ -30,5 +30,5 @@ describe("repositories made on a host where fossil never ran", () => {
       if (home === undefined) delete process.env.HOME
       else process.env.HOME = home
     }
-  }, 60_000)
+  }, 120_000)
 })

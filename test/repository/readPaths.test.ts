@@ -52,7 +52,7 @@ beforeAll(async () => {
   const checkin = (await fossil(["sql", "-R", repo, "SELECT uuid FROM blob JOIN event ON objid = rid WHERE type = 'ci'"])).trim().replace(/'/g, "")
   await Effect.runPromise(Effect.scoped(Effect.flatMap(Repository, (r) => r.tag({ user: "alice", checkin, name: "ci", value: "passed" }))
     .pipe(Effect.provide(FossilRepository.layer({ path: repo })))))
-}, 60_000)
+}, 120_000)
 
 afterAll(async () => {
   await world?.close()

@@ -36,7 +36,7 @@ let repo: string
 beforeAll(async () => {
   world = await makeWorld({ prefix: "ocx2-test-", users, checkin: {} })
   ;({ dir, server, repository: repo } = world)
-}, 30_000)
+}, 90_000)
 
 afterAll(async () => {
   await world?.close()
@@ -221,7 +221,7 @@ describe("reading what people wrote", () => {
     expect(hidden.map((a) => a._tag)).toEqual(["Received", "NotReceived"])
     const asModerator = await run(Effect.flatMap(Receipts, (r) => r.receipts([moderated], { caller: "mod" })))
     expect(asModerator[0]!._tag).toBe("Received")
-  }, 30_000)
+  }, 90_000)
 
   it("users' capabilities are Fossil's fullcap()", async () => {
     await fossil(["user", "capabilities", "developer", "dei", "-R", repo])

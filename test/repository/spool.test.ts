@@ -20,7 +20,7 @@ let repo: string
 beforeAll(async () => {
   world = await makeWorld({ prefix: "ocx2-spool-", users, checkin: {}, backoffice: false })
   repo = world.repository
-}, 30_000)
+}, 90_000)
 afterAll(() => world?.close())
 
 const withRepository = <A, E>(f: (r: typeof Repository.Service) => Effect.Effect<A, E>) =>
@@ -46,7 +46,7 @@ describe("the node's writes on the server's host", () => {
         `SELECT DISTINCT u.login FROM blob b JOIN rcvfrom r USING(rcvid) JOIN user u ON u.uid=r.uid WHERE b.uuid IN (${posts.map((p) => `'${p.hash}'`).join(",")})`]))
       expect(senders.trim()).toBe("'lab'")
       expect(readEntries(spoolDirOf(repo))).toEqual([])
-    }), 60_000)
+    }), 120_000)
 
   it.live("what a dead writer left waiting is never written; what recovery withdrew is never written", () =>
     Effect.gen(function*() {
@@ -66,5 +66,5 @@ describe("the node's writes on the server's host", () => {
       expect(yield* receiptOf(orphan.hash)).toBe("")
       expect(yield* receiptOf(withdrawn.hash)).toBe("")
       expect(readEntries(spoolDirOf(repo))).toEqual([])
-    }), 60_000)
+    }), 120_000)
 })

@@ -86,7 +86,7 @@ describe("past processes no new process starts, and the run goes on (2.9)", () =
       expect(decode(result.stdout.tail)).toBe("")
       expect(result.endedAt - result.startedAt).toBeLessThan(4000)
       yield* nothingLeft(seen)
-    }), 40_000)
+    }), 90_000)
 
   it.live("a process refused a fork gets EAGAIN and goes on: it ends exited, as it decides", () =>
     Effect.gen(function*() {
@@ -115,7 +115,7 @@ describe("past processes no new process starts, and the run goes on (2.9)", () =
       expect(most).toBeLessThanOrEqual(16 + 2)
       expect([hostStarted > 0, hostFailed]).toEqual([true, 0])
       yield* nothingLeft(seen)
-    }), 40_000)
+    }), 90_000)
 
   it.live("a fork bomb that never stops stays at 16 while the host starts processes as ever; wall ends it", () =>
     Effect.gen(function*() {
@@ -135,5 +135,5 @@ describe("past processes no new process starts, and the run goes on (2.9)", () =
       expect(most).toBe(16 + 2)
       expect([hostStarted > 0, hostFailed]).toEqual([true, 0])
       yield* nothingLeft(seen)
-    }), 40_000)
+    }), 90_000)
 })

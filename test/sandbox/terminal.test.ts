@@ -108,7 +108,7 @@ describe("a launch on a terminal", () => {
       const out = decode(result.stdout.tail)
       expect(out).toContain('got={"post":"p","from":"alice","text":"hi"}\r\n')
       expect(out).toContain("lines=2 end")
-    }), 30_000)
+    }), 90_000)
 
   it.live("a terminal launch is held to its limits: wall ends it budget, and nothing is left", () =>
     Effect.gen(function*() {
@@ -141,7 +141,7 @@ describe("a launch on a terminal", () => {
       expect(memory.ending).toEqual({ outcome: "budget", limit: "memory", exit: 128 + 9 })
       expect(processes.ending).toEqual({ outcome: "exited", exit: 2 })
       expect(decode(processes.stderr.tail)).toMatch(/fork/i)
-    }), 30_000)
+    }), 90_000)
 
   it.live("a stop ends it stopped", () =>
     Effect.gen(function*() {

@@ -53,12 +53,12 @@ describe("RemoteReceipts", () => {
       const answers = yield* service.receipts(many)
       expect(answers).toHaveLength(2100)
       expect(answers[1500]).toMatchObject({ _tag: "Received", hash: world.trunk })
-    }), 60_000)
+    }), 120_000)
 
   it.live("asks as its user: one without Read (o) is told nothing was received", () =>
     Effect.gen(function*() {
       expect(yield* remote(wanda).receipts([world.trunk])).toEqual([{ _tag: "NotReceived", hash: world.trunk }])
-    }), 30_000)
+    }), 90_000)
 
   it.live("refuses a hash that is not full without asking, and says so when the login fails", () =>
     Effect.gen(function*() {
@@ -67,7 +67,7 @@ describe("RemoteReceipts", () => {
       const wrong = yield* Effect.either(remote({ login: "builder", password: "wrong" }).receipts([world.trunk]))
       expect(Either.isLeft(wrong) && wrong.left._tag).toBe("ReceiptsUnavailable")
       expect(Either.isLeft(wrong) && wrong.left.message).toContain("login failed")
-    }), 30_000)
+    }), 90_000)
 
   it.live("says the newest receipt's number, and holds the question until a newer one arrives (a long poll)", () =>
     Effect.gen(function*() {
@@ -93,7 +93,7 @@ describe("RemoteReceipts", () => {
       expect(yield* service.newest(newest!, 20_000)).toBe(newer)
       // a user without Read is told nothing, and not held
       expect(yield* remote(wanda).newest(0, 20_000)).toBeUndefined()
-    }), 60_000)
+    }), 120_000)
 
   it.live("takes from the held question's answer what arrived: the run's receipt and its process user's capabilities, asked no more", () =>
     Effect.gen(function*() {
@@ -118,7 +118,7 @@ describe("RemoteReceipts", () => {
         expect(yield* other.capabilitiesOf("rita")).toBe(world.fullcap("rita"))
         expect(fetched).toHaveBeenCalledTimes(1)
       }).pipe(Effect.ensuring(Effect.sync(() => fetched.mockRestore())))
-    }), 60_000)
+    }), 120_000)
 
   it.live("fails with ServerUnreachable when the server is down", () =>
     Effect.gen(function*() {
@@ -137,5 +137,5 @@ describe("RemoteReceipts", () => {
         expect(Either.isLeft(down) && down.left._tag).toBe("ServerUnreachable")
         expect(Either.isLeft(down) && down.left.message).toContain(world.base)
       }
-    }), 30_000)
+    }), 90_000)
 })

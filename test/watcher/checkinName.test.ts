@@ -20,7 +20,7 @@ beforeAll(async () => {
   // the server's backoffice off: nothing but the test writes into the repository
   world = await makeWorld({ prefix: "ocx2-checkin-name-", users: [users.admin], checkin: { "hello.txt": "hello\n" }, backoffice: false })
   ;({ repository, trunk } = world)
-}, 60_000)
+}, 120_000)
 afterAll(() => world?.close())
 
 const step = { index: 1, step: "files", keys: {}, sets: [] } as unknown as PlannedStep
@@ -59,7 +59,7 @@ describe("a files step's check-in name", () => {
         expect(Either.isLeft(r) && JSON.stringify(r.left)).toContain("names no check-in")
       }
       expect(yield* resolve("trunk")).toEqual(Either.right(trunk)) // the quotes above reached nothing
-    }), 60_000)
+    }), 120_000)
 
   it("takes no write lock: a person's transaction between its read and its write is not refused meanwhile", async () => {
     const person = new BetterSqlite3(repository, { fileMustExist: true })
@@ -102,5 +102,5 @@ describe("a files step's check-in name", () => {
     } finally {
       person.close()
     }
-  }, 60_000)
+  }, 120_000)
 })

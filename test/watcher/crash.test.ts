@@ -26,7 +26,7 @@ beforeAll(async () => {
   // the points run at once, and a node keeps one run per process user: each point has its own user
   await addUsers(world.repository, [...crashPoints.map((point) => ({ login: processUserOf(point), capabilities: "oi", password: `${point}-pw` })),
     { login: "crash-again", capabilities: "oi", password: "again-pw" }])
-}, 60_000)
+}, 120_000)
 afterAll(async () => {
   await world?.close()
 })
@@ -128,5 +128,5 @@ describe("a watcher started again for a run whose watcher was killed while it ra
     // killed "running", the watcher may take its sandbox down before the shell's first line (as
     // the other kills at that point allow); never launched twice: the second watcher launches nothing
     expect(launches(run)).toBeLessThanOrEqual(1)
-  }), 60_000)
+  }), 120_000)
 })

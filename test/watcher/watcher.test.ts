@@ -10,7 +10,7 @@ import { makeNodeWorld, shellRun, users, type NodeWorld } from "../support/nodeW
 let world: NodeWorld
 beforeAll(async () => {
   world = await makeNodeWorld()
-}, 60_000)
+}, 120_000)
 afterAll(async () => {
   await world?.close()
 })
@@ -70,7 +70,7 @@ describe("the watcher", () => {
     const page = await webPage(`${world.server.url}forumpost/${replies[1]!.hash}`, session)
     expect(page.status).toBe(200)
     expect(page.text).toMatch(/outcome(&quot;|")\s*:\s*(&quot;|")exited/)
-  }, 60_000)
+  }, 120_000)
 
   it("answers a run with an unknown key ended refused, naming the key, and launches nothing", async () => {
     const run = await world.post({ ...shellRun(world, "touch $$workspace$$/launched"), node: "lab" })
@@ -79,7 +79,7 @@ describe("the watcher", () => {
     expect(replies.map((m) => m.kind)).toEqual(["ended"])
     expect(replies[0]!.content).toEqual({ outcome: "refused", note: expect.stringContaining("node") })
     expect(replies[0]!.sender).toBe(users.node.login)
-  }, 30_000)
+  }, 90_000)
 
   it("answers a run from a user without the capability refused (refusal 1)", async () => {
     const run = await world.post(shellRun(world, "true"), { as: users.stranger.login })
@@ -87,7 +87,7 @@ describe("the watcher", () => {
     const replies = await messages(run)
     expect(replies.map((m) => m.kind)).toEqual(["ended"])
     expect((replies[0]!.content as { note: string }).note).toMatch(/^refusal 1: .*mallory/)
-  }, 30_000)
+  }, 90_000)
 
   it("refuses a run that binds the care directory (refusal 7)", async () => {
     const run = await world.post(shellRun(world, "true", {}, {
@@ -97,7 +97,7 @@ describe("the watcher", () => {
     const replies = await messages(run)
     expect(replies.map((m) => m.kind)).toEqual(["ended"])
     expect((replies[0]!.content as { note: string }).note).toMatch(/^refusal 7: .*care/)
-  }, 30_000)
+  }, 90_000)
 
   it("a stop in the run's inbox ends its running process stopped", async () => {
     const run = await world.post(shellRun(world, "echo up > $$workspace$$/up; sleep 60"))
@@ -108,7 +108,7 @@ describe("the watcher", () => {
     await watching
     const replies = await messages(run)
     expect(replies.map((m) => [m.kind, m.content])).toEqual([["started", expect.anything()], ["ended", { outcome: "stopped" }]])
-  }, 60_000)
+  }, 120_000)
 
   it("a second watcher for a run in care does nothing, and a watcher for an ended run writes nothing", async () => {
     const run = await world.post(shellRun(world, "sleep 2"))
@@ -119,14 +119,14 @@ describe("the watcher", () => {
     await world.watch(run)
     const replies = await messages(run)
     expect(replies.map((m) => m.kind)).toEqual(["started", "ended"])
-  }, 60_000)
+  }, 120_000)
 
   it("a process past its wall limit is ended budget, naming wall", async () => {
     const run = await world.post(shellRun(world, "sleep 30", {}, { limits: { wall: "2s" } }))
     await world.watch(run)
     const replies = await messages(run)
     expect(replies.map((m) => [m.kind, m.content])).toEqual([["started", expect.anything()], ["ended", { outcome: "budget", note: "wall" }]])
-  }, 60_000)
+  }, 120_000)
 
   it("a memory limit on a host that cannot provide it is refused (refusal 6)", async () => {
     // the host's measured capabilities, as the watcher caches them, say: no memory controller
@@ -146,7 +146,7 @@ describe("the watcher", () => {
     } finally {
       Fs.rmSync(cache, { force: true })
     }
-  }, 30_000)
+  }, 90_000)
 
   it("a memory limit where the host provides it ends a memory hog budget, naming memory", async () => {
     const run = await world.post(shellRun(world, "", {
@@ -155,5 +155,5 @@ describe("the watcher", () => {
     await world.watch(run)
     const replies = await messages(run)
     expect(replies.map((m) => [m.kind, m.content])).toEqual([["started", expect.anything()], ["ended", { outcome: "budget", note: "memory" }]])
-  }, 60_000)
+  }, 120_000)
 })

@@ -70,7 +70,7 @@ describe("the ocx2 command", () => {
     for (const help of helps) expect(plain(help.stdout)).toContain("--dry-run")
     const { stdout } = await run("--json", "echo", "hello", "--dry-run")
     expect(JSON.parse(stdout).stopped).toEqual({ reason: "dry_run" })
-  }, 30_000)
+  }, 90_000)
 
   it("a missing argument and an unknown tool are usage errors with a non-zero status", async () => {
     const missing = await run("echo")

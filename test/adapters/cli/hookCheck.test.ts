@@ -26,7 +26,7 @@ const ocx2 = async (...args: Array<string>) => {
 let world: HookWorld
 beforeAll(async () => {
   world = await makeHookWorld()
-}, 60_000)
+}, 120_000)
 afterAll(() => closeHookWorld(world))
 
 const check = (...more: Array<string>) =>
@@ -43,7 +43,7 @@ describe("hook --node USER --check", () => {
       const cli = yield* Effect.promise(() => ocx2("hook", "--check", "--root", world.root, "--repository", world.repository, "--user", users.admin.login))
       expect(cli.code).toBe(2)
       expect(cli.stderr).toContain("hook: refused: hook --check is the node starting")
-    }), 30_000)
+    }), 90_000)
 
   it("is the node's start whether or not the hook is installed, and says so", async () => {
     const first = await check()
@@ -60,7 +60,7 @@ describe("hook --node USER --check", () => {
     expect(again.operations.filter((o: any) => o.op === "hook").map((o: any) => o.detail)).toEqual([
       expect.stringMatching(/^already installed/)
     ])
-  }, 60_000)
+  }, 120_000)
 
   it.live("decides every open run for USER: a run written while no hook ran is among them", () =>
     Effect.gen(function*() {
@@ -76,5 +76,5 @@ describe("hook --node USER --check", () => {
       expect(dry.output.check).toBe(true)
       expect(dry.output.runs.map((r: any) => r.run)).toEqual([run])
       expect(yield* readHooks(world.repository)).toEqual([])
-    }), 60_000)
+    }), 120_000)
 })

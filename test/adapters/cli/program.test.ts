@@ -44,7 +44,7 @@ beforeAll(async () => {
   world = await makeWorld({ prefix: "ocx2-cli-program-", users: [users.admin, users.node, users.builder], checkin: {}, backoffice: false })
   ;({ dir, repository } = world)
   missing = Path.join(dir, "nonexistent.fossil")
-}, 30_000)
+}, 90_000)
 afterAll(() => world?.close())
 
 describe("ocx2's own options go before the tool's name, and are still taken after it (defect 3)", () => {
@@ -102,7 +102,7 @@ describe("help (defect 6)", () => {
     expect(createHelp!.stdout).toMatch(/--title TITLE +write the run as the first post of a new thread with this title/)
     expect(createHelp!.stdout).toMatch(/--objective OBJECTIVE +the run's objective/)
     expect(rootHelp!.stdout).toMatch(/--repository FILE +the repository file to act on/)
-  }, 30_000)
+  }, 90_000)
 
   it("ocx2 --help documents the exit status", async () => {
     const { stdout } = await ocx2(["--help"])
@@ -116,7 +116,7 @@ describe("help (defect 6)", () => {
       expect(help.stdout).toContain("--dry-run")
       expect(help.stdout).not.toMatch(/\x1b\[/)
     }
-  }, 60_000)
+  }, 120_000)
 })
 
 describe("errors and exit statuses (defect 6)", () => {
@@ -156,7 +156,7 @@ describe("errors and exit statuses (defect 6)", () => {
     const read = await ocx2(["--repository", notFossil, "create", "--title", "x"])
     expect(read.stderr).toContain(`${notFossil} is not a Fossil repository`)
     expect(read.code).toBe(2)
-  }, 60_000)
+  }, 120_000)
 
   it("a dry run is done (0), a refusal 2", async () => {
     const dry = await ocx2(["echo", "x", "--dry-run"])
