@@ -4,11 +4,12 @@ import * as Net from "node:net"
 import * as Path from "node:path"
 import { describe, expect, it } from "vitest"
 import type { NodeConfig } from "../../src/root/NodeConfig.js"
-import { askSpare, handOffRun, stopSpare } from "../../src/pickup/SpareClient.js"
+import { askSpare, ensureSpare, handOffRun, spareStarting, stopSpare } from "../../src/pickup/SpareClient.js"
 import { spareFiles, sparePid, spareSetting } from "../../src/care/SpareFiles.js"
 import { parseNodeArgs } from "../../src/watcher/main.js"
 import { webNewThread, type WebSession } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
+import { holdLock } from "../support/heldLock.js"
 import { makeReleaseRoot, pidsNaming, sleep, waitFor, signedInHookedWorld, type HookWorld } from "./hookWorld.js"
 
 // The spare watcher (docs/architecture.md): a watcher started ahead of the next run, handed it
@@ -238,6 +239,32 @@ describe("the spare watcher", () => {
     Fs.rmSync(spareFiles(world.root).dir, { recursive: true, force: true })
     await waitFor(() => (alive(spare) ? undefined : true), 10_000, 50)
     expect(alive(spare)).toBe(false)
+  }, 120_000)
+})
+
+describe("starting a spare", () => {
+  // watchers whose runs end together each look for a spare and, finding none, would each start
+  // one, all but the first to end at once: the look and the start are one step under
+  // ROOT/care/spare/starting, which an asker takes without waiting or leaves to whoever holds it
+  it("starts none while another asker is starting one, and one once the lock is free", async () => {
+    const run = await post(shellRun({ serverCode: world.serverCode }, "true"))
+    expect(counted(await world.waitEnded(run))).toEqual(["started", "ended"])
+    const spare = (await spareAnswering())!
+    const node = spareNode(spare)
+    stopSpare(world.root)
+    await waitFor(() => (alive(spare) || spareStarting(world.root) ? undefined : true), 10_000, 50)
+    const letGo = await holdLock(spareFiles(world.root).starting)
+    try {
+      expect(await ensureSpare(node, currentWatcher())).toBeUndefined()
+      expect(spareStarting(world.root)).toBe(false)
+    } finally {
+      await letGo()
+    }
+    const started = await ensureSpare(node, currentWatcher())
+    expect(started).toBeDefined()
+    expect(await spareAnswering()).toBe(started)
+    // the next asker finds it and starts none
+    expect(await ensureSpare(node, currentWatcher())).toBeUndefined()
   }, 120_000)
 })
 
