@@ -317,25 +317,27 @@ export const described = <E, R>(run: string, effect: Effect.Effect<string, E, R>
   )
 
 /**
- * Waits until every post and ticket change after `from` has its row (ReceiptSettled.ts), or was
+ * Whether every post and ticket change after `from` has its row (ReceiptSettled.ts), or was
  * received settleMs ago: read before, it would be passed by and the cursor moved past it for good.
  * A repository that cannot be read here is read by the round, which says what is wrong.
  */
-const untilSettled = (repository: string, from: Cursor, everyPost: boolean) =>
-  Effect.gen(function*() {
-    for (;;) {
-      const unsettled = yield* Effect.try(() => {
-        const db = openDatabase(repository, { readonly: true, fileMustExist: true })
-        try {
-          return unsettledAfter(db, from, Date.now(), { everyPost })
-        } finally {
-          db.close()
-        }
-      }).pipe(Effect.orElseSucceed(() => undefined))
-      if (unsettled === undefined || unsettled.count === 0 || unsettled.youngestMs >= settleMs) return
-      yield* Effect.sleep("15 millis")
+const settled = (repository: string, from: Cursor, everyPost: boolean) =>
+  Effect.try(() => {
+    const db = openDatabase(repository, { readonly: true, fileMustExist: true })
+    try {
+      return unsettledAfter(db, from, Date.now(), { everyPost })
+    } finally {
+      db.close()
     }
-  })
+  }).pipe(
+    Effect.orElseSucceed(() => undefined),
+    Effect.map((unsettled) => unsettled === undefined || unsettled.count === 0 || unsettled.youngestMs >= settleMs)
+  )
+
+/** Waits until `settled`, looking again every 15 ms. */
+const untilSettled = (repository: string, from: Cursor, everyPost: boolean): Effect.Effect<void> =>
+  Effect.flatMap(settled(repository, from, everyPost), (done) =>
+    done ? Effect.void : Effect.zipRight(Effect.sleep("15 millis"), untilSettled(repository, from, everyPost)))
 
 /**
  * The hook's round: what arrived after the cursor, decided once each; the cursor moved past it.
@@ -367,6 +369,12 @@ export const hookRound = (
         const sessions = yield* care.anySession
         yield* untilSettled(config.repository, at, sessions)
         const found = yield* nodeMessagesAfter(config.nodeUser, at, { arrivals: sessions })
+        // a page that wrote a post's artifact between the wait and the read had it read without
+        // its row, as no post: read again once it has its row (the wait is bounded by settleMs)
+        if (!(yield* settled(config.repository, at, sessions))) {
+          pass--
+          continue
+        }
         if (pass > 0 && found.cursor.rcvid === at.rcvid && found.cursor.rid === at.rid) break
         // runs first, then what names them, so a stop or publish arriving with its run finds it decided
         for (const kind of ["run", "stop", "publish"] as const) {
