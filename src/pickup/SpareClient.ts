@@ -121,10 +121,10 @@ export const ensureSpare = async (config: NodeConfig, watcherProgram: string): P
     // the care directory gone (the node removed) is no place for a spare
     if ((e as NodeJS.ErrnoException).code !== "EEXIST") return undefined
   }
-  // Watchers ending together would each find none starting and each start one, all but one to
-  // end at once (seen on a loaded host: 43 watcher processes for 15 runs). So the look and the
-  // start are one step, under a lock only one asker gets; the others leave it to that one. The
-  // spawn returns once the spare's program is exec'd, so the next asker's look finds it.
+  // Watchers ending together could each find none starting and each start one, all but one to
+  // end at once. So the look and the start are one step, under a lock only one asker gets; the
+  // others leave it to that one. The spawn returns once the spare's program is exec'd, so the
+  // next asker's look finds it.
   const starting = Fs.openSync(files.starting, Fs.constants.O_RDWR | Fs.constants.O_CREAT, 0o600)
   try {
     if (flockNow(starting) !== "held") return undefined
