@@ -6,6 +6,7 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { runFossil } from "../fossil/Command.js"
+import { openDatabase } from "../fossil/Sqlite.js"
 import type { NodeConfig } from "../root/NodeConfig.js"
 import { stopSpare } from "../pickup/SpareClient.js"
 import { createRepository, fossil, makeTempDir, startServer, type FossilUser, type RunningServer } from "./LocalServer.js"
@@ -102,8 +103,7 @@ export const makeLocalNode = async (options: LocalNodeOptions = {}): Promise<Loc
     await runIn(checkout, ["add", ...Object.keys(files)])
     await runIn(checkout, ["commit", "-m", "the first check-in", "--user-override", "alice"])
   }
-  const trunk = /artifact:\s+([0-9a-f]{64})/.exec(await fossil(["whatis", "trunk", "-R", repository]))![1]!
-  const serverCode = (await fossil(["sql", "-R", repository, "SELECT value FROM config WHERE name='server-code'"])).trim().replace(/'/g, "")
+  const { trunk, serverCode } = trunkAndServerCode(repository)
   const extroot = options.extroot?.(root, dir) ?? (options.pages === true ? Path.join(dir, "ext") : undefined)
   if (options.pages === true && options.extroot === undefined && extroot !== undefined) linkPages(extroot, root)
   if (options.backoffice === false) await fossil(["settings", "backoffice-disable", "on", "-R", repository])
@@ -120,5 +120,24 @@ export const makeLocalNode = async (options: LocalNodeOptions = {}): Promise<Loc
       // a process ending as the world is removed may still write into it: try again while it does
       Fs.rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 })
     }
+  }
+}
+
+/**
+ * The newest check-in tagged trunk (what `fossil whatis trunk` names) and the server code, read
+ * in this process: two fossil processes a world, hundreds in the suite, for two short reads.
+ */
+const trunkAndServerCode = (repository: string): { readonly trunk: string; readonly serverCode: string } => {
+  const db = openDatabase(repository, { readonly: true, fileMustExist: true })
+  try {
+    const trunk = db.prepare<[], { uuid: string }>(
+      `SELECT b.uuid FROM tag t JOIN tagxref x ON x.tagid = t.tagid JOIN event e ON e.objid = x.rid JOIN blob b ON b.rid = x.rid
+       WHERE t.tagname = 'sym-trunk' AND x.tagtype > 0 AND e.type = 'ci' ORDER BY e.mtime DESC LIMIT 1`
+    ).get()
+    const serverCode = db.prepare<[], { value: string }>("SELECT value FROM config WHERE name = 'server-code'").get()
+    if (trunk === undefined || serverCode === undefined) throw new Error(`${repository} has no check-in on trunk or no server-code`)
+    return { trunk: trunk.uuid, serverCode: serverCode.value }
+  } finally {
+    db.close()
   }
 }
