@@ -51,11 +51,14 @@ export const recoverRun = (config: NodeConfig, run: string) =>
     })
   )
 
+const sentByItsWatcher = "its watcher sent its outbox before it ended"
+
 /**
  * What dead watchers left: each run whose lock is free and whose outbox holds reports not yet
  * sent has them sent now, under its lock (ended only while none counts, Outbox.finishOutbox).
- * A run whose watcher lives is its watcher's to send. A run the server does not take now is
- * tried again at the next call.
+ * A run whose watcher lives is its watcher's to send, and so is one whose watcher sent them
+ * between the look and the lock (a watcher ending as the node starts): neither is a decision.
+ * A run the server does not take now is tried again at the next call.
  */
 export const finishLeftOutboxes = (act: Act) =>
   Effect.gen(function*() {
@@ -74,10 +77,13 @@ export const finishLeftOutboxes = (act: Act) =>
             return yield* Effect.fail(locked.left)
           }
           const done = yield* finishOutbox(run)
+          // read before the lock, sent by its watcher before it let the lock go: nothing was left
+          if (done.length === 0) return sentByItsWatcher
           yield* care.appendLog(run, `${new Date().toISOString()} the node sent what its watcher left in its outbox: ${done.join("; ")}\n`).pipe(Effect.ignore)
           return `sent what its watcher left in its outbox: ${done.join("; ")}`
         }))
       ).pipe(Effect.catchAll((e) => Effect.succeed(`its outbox is kept for the next call: ${String((e as { message?: unknown })?.message ?? e).split("\n")[0]}`)))
+      if (finished === sentByItsWatcher) continue
       decisions.push({ run, action: finished ?? `would send what its watcher left in its outbox (${unsent.length} report${unsent.length === 1 ? "" : "s"})` })
     }
     return decisions
