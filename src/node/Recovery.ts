@@ -51,7 +51,8 @@ export const recoverRun = (config: NodeConfig, run: string) =>
     })
   )
 
-const sentByItsWatcher = "its watcher sent its outbox before it ended"
+/** what was left was sent by its watcher between the look and the lock: no decision of the node's */
+const sentByItsWatcher: unique symbol = Symbol("sent by its watcher")
 
 /**
  * What dead watchers left: each run whose lock is free and whose outbox holds reports not yet
