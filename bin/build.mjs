@@ -19,7 +19,7 @@
 import { build, version as esbuildVersion } from "esbuild"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { buildContainerRelay, buildContainerVolumes, buildFuseMountFd } from "./fusemountfd.mjs"
+import { buildContainerRelay, buildContainerVolumes, buildFlockAddon, buildFuseMountFd } from "./fusemountfd.mjs"
 
 const project = Path.resolve(import.meta.dirname, "..")
 const dist = Path.join(project, "dist")
@@ -234,7 +234,8 @@ if (!upToDate) {
 }
 // the C programs: the FUSE mount helper the container proxy runs (src/containers/fuse/Mount.ts),
 // the relay to a container's proxy (src/containers/deploy/relay.c), and the binder of a taken
-// spare's volumes (src/containers/deploy/volumes.c)
+// spare's volumes (src/containers/deploy/volumes.c); and the flock(2) addon (src/care/flock.c)
 buildFuseMountFd(dist)
 buildContainerRelay(dist)
 buildContainerVolumes(dist)
+buildFlockAddon(dist)

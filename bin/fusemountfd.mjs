@@ -1,8 +1,10 @@
 // Builds the project's static C programs into dist/: fusemountfd, the helper that makes a FUSE
 // mount for src/containers/fuse/Mount.ts (from src/containers/fuse/fusemountfd.c), and
 // ocx2-container-relay, the relay to a container's proxy (src/containers/deploy/relay.c), and
-// ocx2-container-volumes, which binds a taken spare's volumes (src/containers/deploy/volumes.c).
-// `gcc -static`, so fusemountfd runs in any amd64 image, libc or none. Run by bin/build.mjs;
+// ocx2-container-volumes, which binds a taken spare's volumes (src/containers/deploy/volumes.c);
+// and ocx2-flock.node, the addon that gives the node's programs flock(2) (src/care/flock.c).
+// `gcc -static`, so fusemountfd runs in any amd64 image, libc or none; the addon is a shared
+// object Node loads, written against Node-API's stable ABI, so gcc alone builds it. Run by bin/build.mjs;
 // `node bin/fusemountfd.mjs` alone builds them too. Each rebuilt only when its source is newer
 // than its binary.
 import { execFileSync } from "node:child_process"
@@ -12,12 +14,12 @@ import { pathToFileURL } from "node:url"
 
 const project = Path.resolve(import.meta.dirname, "..")
 
-const buildStatic = (source, binary) => {
+const buildStatic = (source, binary, flags = ["-static", "-Os", "-s"]) => {
   if (Fs.existsSync(binary) && Fs.statSync(binary).mtimeMs >= Fs.statSync(source).mtimeMs) return binary
   Fs.mkdirSync(Path.dirname(binary), { recursive: true })
   const temporary = `${binary}.${process.pid}.partial`
   try {
-    execFileSync("gcc", ["-static", "-Os", "-s", "-o", temporary, source], { stdio: ["ignore", "inherit", "inherit"] })
+    execFileSync("gcc", [...flags, "-o", temporary, source], { stdio: ["ignore", "inherit", "inherit"] })
   } catch (e) {
     Fs.rmSync(temporary, { force: true })
     throw new Error(`${Path.basename(binary)}: gcc -static failed (install gcc and libc6-dev): ${e instanceof Error ? e.message : e}`)
@@ -35,8 +37,12 @@ export const buildContainerRelay = (dist = Path.join(project, "dist")) =>
 export const buildContainerVolumes = (dist = Path.join(project, "dist")) =>
   buildStatic(Path.join(project, "src", "containers", "deploy", "volumes.c"), Path.join(dist, "ocx2-container-volumes"))
 
+export const buildFlockAddon = (dist = Path.join(project, "dist")) =>
+  buildStatic(Path.join(project, "src", "care", "flock.c"), Path.join(dist, "ocx2-flock.node"), ["-shared", "-fPIC", "-O2", "-s"])
+
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   buildFuseMountFd()
   buildContainerRelay()
   buildContainerVolumes()
+  buildFlockAddon()
 }

@@ -1,7 +1,8 @@
 /**
- * CareDirectory on a local filesystem. Locks are flock(2) locks taken by util-linux
- * `flock` on a descriptor we pass it: the lock belongs to our open file description,
- * so it stays ours after `flock` exits and the kernel drops it when we die.
+ * CareDirectory on a local filesystem. Locks are flock(2) locks, tried in this process through
+ * the addon (src/care/NativeFlock.ts) and otherwise taken by util-linux `flock` on a descriptor
+ * we pass it (a wait, or no addon): the lock belongs to our open file description, so it stays
+ * ours after `flock` exits and the kernel drops it when we die.
  */
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
@@ -20,6 +21,7 @@ import {
   type RunCare
 } from "../services/CareDirectory.js"
 import { flockHeld } from "../src/care/FlockHeld.js"
+import { tryFlock } from "../src/care/NativeFlock.js"
 import * as ProcessUserFiles from "../src/care/ProcessUserFiles.js"
 import * as SessionFiles from "../src/care/SessionFiles.js"
 import { withTurn } from "../src/care/UserTurn.js"
@@ -36,8 +38,21 @@ const runName = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/
 const failure = (op: string, path: string) => (e: unknown) =>
   new CareDirError({ op, path, reason: e instanceof Error ? e.message : String(e) })
 
-/** flock on `fd` (as the child's fd 3); resolves its exit status */
-const flockOn = (flock: string, fd: number, args: ReadonlyArray<string>) =>
+/**
+ * flock on `fd`: 0 held, `conflict` busy. Tried first in this process when `native` (no flock
+ * program of the caller's); a busy lock waited for, or no addon, goes to `flock` (fd 3 of the child).
+ */
+const flockOn = (flock: string, fd: number, args: ReadonlyArray<string>, native: boolean) =>
+  Effect.suspend(() => {
+    const tried = native ? tryFlock(fd) : undefined
+    if (tried === "held") return Effect.succeed(0)
+    if (tried === "busy" && args.includes("--nonblock")) return Effect.succeed(conflict)
+    if (tried !== undefined && tried !== "busy") return Effect.fail(new CareDirError({ op: "flock", path: `descriptor ${fd}`, reason: tried }))
+    return flockChild(flock, fd, args)
+  })
+
+/** flock(1) on `fd` (as the child's fd 3); resolves its exit status */
+const flockChild = (flock: string, fd: number, args: ReadonlyArray<string>) =>
   Effect.async<number, CareDirError>((resume) => {
     // no pipes: a watcher's run waits for each lock it takes, and a pipe costs a stream's set-up;
     // flock's status says all there is (75 busy, 1 a bad descriptor or a failed lock)
@@ -57,6 +72,7 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
   Effect.gen(function*() {
     const dir = Path.join(options.root, "care")
     const flock = options.flock ?? "/usr/bin/flock"
+    const native = options.flock === undefined
     yield* Effect.try({ try: () => Fs.mkdirSync(dir, { recursive: true, mode: 0o700 }), catch: failure("mkdir", dir) })
 
     const fileOf = (run: string, ext: "lock" | "inbox" | "workspace" | "log") =>
@@ -82,7 +98,7 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
         Effect.acquireRelease(
           Effect.gen(function*() {
             const fd = yield* open(file, c.O_RDWR | c.O_CREAT)
-            const status = yield* flockOn(flock, fd, ["--exclusive", "--nonblock"]).pipe(Effect.tapError(() => closeQuietly(fd)))
+            const status = yield* flockOn(flock, fd, ["--exclusive", "--nonblock"], native).pipe(Effect.tapError(() => closeQuietly(fd)))
             if (status === conflict) {
               Fs.closeSync(fd)
               const holder = readHolder(file)
@@ -113,7 +129,7 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
       if (tableShowsLocks !== undefined) return tableShowsLocks
       const file = Path.join(dir, "flock-table.check")
       const fd = yield* open(file, c.O_RDWR | c.O_CREAT)
-      const status = yield* flockOn(flock, fd, ["--exclusive", "--nonblock"]).pipe(Effect.tapError(() => closeQuietly(fd)))
+      const status = yield* flockOn(flock, fd, ["--exclusive", "--nonblock"], native).pipe(Effect.tapError(() => closeQuietly(fd)))
       // held by us, or by another process looking the same way: either way the table must show it
       const shown = flockHeld(file) === "held"
       yield* closeQuietly(fd)
@@ -132,7 +148,7 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
           Effect.catchAll((e) => (e.code === "ENOENT" ? Effect.succeed(-1) : Effect.fail(failure("open", file)(e))))
         )
         if (fd === -1) return "absent" as const
-        const status = yield* Effect.ensuring(flockOn(flock, fd, ["--exclusive", "--nonblock"]), closeQuietly(fd))
+        const status = yield* Effect.ensuring(flockOn(flock, fd, ["--exclusive", "--nonblock"], native), closeQuietly(fd))
         return status === conflict ? "held" as const : "free" as const
       })
 
@@ -159,7 +175,7 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
           const fd = yield* open(roundFile, c.O_RDWR | c.O_CREAT)
           const started = Date.now()
           // waiting may be interrupted; the waiting flock is then killed and the file closed
-          const status = yield* flockOn(flock, fd, ["--exclusive", "--wait", seconds]).pipe(
+          const status = yield* flockOn(flock, fd, ["--exclusive", "--wait", seconds], native).pipe(
             Effect.interruptible,
             Effect.onExit((exit) => (exit._tag === "Success" ? Effect.void : closeQuietly(fd)))
           )
@@ -265,7 +281,7 @@ export const make = (options: CareDirectoryFsOptions): Effect.Effect<CareDirecto
       return Effect.acquireRelease(
         Effect.gen(function*() {
           const fd = yield* open(file, c.O_RDWR | c.O_CREAT)
-          const status = yield* flockOn(flock, fd, ["--exclusive", "--nonblock"]).pipe(Effect.tapError(() => closeQuietly(fd)))
+          const status = yield* flockOn(flock, fd, ["--exclusive", "--nonblock"], native).pipe(Effect.tapError(() => closeQuietly(fd)))
           if (status === conflict) {
             Fs.closeSync(fd)
             return undefined

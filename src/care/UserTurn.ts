@@ -11,6 +11,7 @@ import * as Path from "node:path"
 import * as Effect from "effect/Effect"
 import { CareDirectory } from "../../services/CareDirectory.js"
 import * as Option from "effect/Option"
+import { tryFlock } from "./NativeFlock.js"
 import type { WaitingRun } from "./ProcessUserFiles.js"
 
 const turnPath = (careDir: string, user: string) => Path.join(careDir, `~${encodeURIComponent(user)}.turn`)
@@ -20,6 +21,7 @@ const takeTurn = (careDir: string, user: string): number | undefined => {
   let fd: number | undefined
   try {
     fd = Fs.openSync(turnPath(careDir, user), Fs.constants.O_RDWR | Fs.constants.O_CREAT, 0o600)
+    if (tryFlock(fd) === "held") return fd
     const r = ChildProcess.spawnSync("flock", ["--exclusive", "--wait", "10", "3"], { stdio: ["ignore", "ignore", "ignore", fd] })
     if (r.status === 0) return fd
   } catch {

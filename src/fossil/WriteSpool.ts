@@ -14,6 +14,7 @@ import * as ChildProcess from "node:child_process"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { tryFlock } from "../care/NativeFlock.js"
 import type { Artifact } from "./Artifact.js"
 
 export interface SpoolEntry {
@@ -82,8 +83,9 @@ export interface HeldLock {
 }
 
 /**
- * Takes the write lock (flock(2) on `lockFile`, through util-linux `flock` on a descriptor of
- * ours, so the lock is ours after `flock` exits), waiting up to `waitSeconds`.
+ * Takes the write lock (flock(2) on `lockFile`: tried in this process, else through util-linux
+ * `flock` on a descriptor of ours, so the lock is ours after `flock` exits), waiting up to
+ * `waitSeconds`.
  */
 export const holdLock = (lockFile: string, waitSeconds = 60): Promise<HeldLock> =>
   new Promise((resolve, reject) => {
@@ -92,6 +94,10 @@ export const holdLock = (lockFile: string, waitSeconds = 60): Promise<HeldLock> 
       fd = Fs.openSync(lockFile, "a", 0o600)
     } catch (e) {
       reject(e)
+      return
+    }
+    if (tryFlock(fd) === "held") {
+      resolve({ fd, release: () => Fs.closeSync(fd) })
       return
     }
     const child = ChildProcess.spawn("flock", ["--exclusive", "--wait", String(waitSeconds), "3"], { stdio: ["ignore", "ignore", "pipe", fd] })

@@ -4,6 +4,7 @@
 
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
+import { tryFlock } from "../care/NativeFlock.js"
 import { runFossil } from "../fossil/Command.js"
 import { openDatabase } from "../fossil/Sqlite.js"
 import { checkinAfter, exportLockOf, exportWaitingLockOf, exportMirrorOf, readExportState, writeExportState } from "./ExportFiles.js"
@@ -38,9 +39,11 @@ export interface ExportOptions {
 
 const conflict = 75
 
-/** flock(1) on a descriptor this process holds, waiting up to `seconds`: "held", "busy" or what went wrong. */
+/** flock on a descriptor this process holds, waiting up to `seconds`: "held", "busy" or what went wrong. */
 const takeLock = (fd: number, seconds: number): Promise<"held" | "busy" | string> =>
   new Promise((resolve) => {
+    // tried in this process first; a busy lock is waited for by flock(1)
+    if (tryFlock(fd) === "held") return resolve("held")
     const child = ChildProcess.spawn("flock", ["--exclusive", "--wait", String(seconds), "--conflict-exit-code", String(conflict), "3"], {
       stdio: ["ignore", "ignore", "pipe", fd]
     })

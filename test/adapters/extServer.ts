@@ -83,9 +83,9 @@ const newestSourceTime = (project: string): number => {
 
 /**
  * The program NAME as it ships, in `outdir`: dist/NAME.mjs, the loader `npm run build` writes, with
- * its bundle NAME.cjs and, when a run before left one, V8's code cache of it, so each start of the
- * program (a CLI call, a CGI request, a watcher) costs what it costs installed, not the compile of
- * a bundle of its own. Built from the sources as they stand (dist older than any source, or no
+ * its bundle NAME.cjs, when a run before left one V8's code cache of it, and the flock addon, so
+ * each start of the program (a CLI call, a CGI request, a watcher) costs what it costs installed,
+ * not the compile of a bundle of its own. Built from the sources as they stand (dist older than any source, or no
  * build): bundled as `bundle` does. Returns the program's file.
  */
 export const builtProgram = async (name: string, outdir: string): Promise<string> => {
@@ -99,11 +99,13 @@ export const builtProgram = async (name: string, outdir: string): Promise<string
   })
   if (!fresh) return bundle(join(project, "bin", `${name}.ts`), outdir, name)
   Fs.mkdirSync(outdir, { recursive: true })
-  for (const file of programs.flatMap((program) => [`${program}.mjs`, `${program}.cjs`, `${program}.cjs.cache`])) {
+  // and the flock(2) addon, beside the programs as a release has it (src/care/NativeFlock.ts)
+  for (const file of [...programs.flatMap((program) => [`${program}.mjs`, `${program}.cjs`, `${program}.cjs.cache`]), "ocx2-flock.node"]) {
     try {
       Fs.copyFileSync(join(dist, file), join(outdir, file))
     } catch (e) {
-      if (!file.endsWith(".cache")) throw e // the cache is there once a program of this build has run
+      // the cache is there once a program of this build has run; the addon once the build made it
+      if (!file.endsWith(".cache") && !file.endsWith(".node")) throw e
     }
   }
   const modules = join(outdir, "node_modules")

@@ -77,6 +77,9 @@ export const makeCloneWorld = async (prefix: string): Promise<CloneWorld> => {
         if (Fs.existsSync(from)) Fs.copyFileSync(from, Path.join(release, `${program}${beside}`))
       }
     }
+    // and the flock addon beside them, as staging puts it
+    const addon = Path.join(build, "ocx2-flock.node")
+    if (Fs.existsSync(addon)) Fs.copyFileSync(addon, Path.join(release, "ocx2-flock.node"))
     Fs.writeFileSync(Path.join(release, "package.json"), JSON.stringify({ type: "module" }))
     Fs.symlinkSync(Path.join(project, "node_modules"), Path.join(release, "node_modules"))
     Fs.symlinkSync("staged/0123456789ab", Path.join(root, "current"))

@@ -81,6 +81,10 @@ describe("the release as installed", () => {
       expect(Fs.statSync(Path.join(current, program)).mode & 0o111, program).not.toBe(0)
     }
     expect(Fs.existsSync(Path.join(current, "node_modules", "better-sqlite3", "package.json"))).toBe(true)
+    // the flock(2) addon beside the programs, where the watcher, hook and tools look for it first
+    const flockAddon = { exports: {} as { flock?: unknown } }
+    process.dlopen(flockAddon, Path.join(current, "ocx2-flock.node"))
+    expect(typeof flockAddon.exports.flock).toBe("function")
     // copied, not linked: the release stands on its own when the checkout moves on (the tools that
     // read the repository below, read and runs, load the addon from here)
     expect(Fs.realpathSync(Path.join(current, "node_modules", "better-sqlite3"))).toBe(Path.join(current, "node_modules", "better-sqlite3"))

@@ -61,6 +61,9 @@ export const makeReleaseRoot = (root: string, name = "0123456789ab", from: { rea
     const code = Path.join(from.dist, `${program}.cjs`)
     if (Fs.existsSync(code)) Fs.copyFileSync(code, Path.join(release, `${program}.cjs`))
   }
+  // the flock addon, beside the programs as staging puts it (an older commit's dist may have none)
+  const addon = Path.join(from.dist, "ocx2-flock.node")
+  if (Fs.existsSync(addon)) Fs.copyFileSync(addon, Path.join(release, "ocx2-flock.node"))
   Fs.writeFileSync(Path.join(release, "package.json"), JSON.stringify({ type: "module" }))
   Fs.symlinkSync(from.nodeModules, Path.join(release, "node_modules"))
   Fs.symlinkSync(`staged/${name}`, Path.join(root, "current"))
