@@ -17,10 +17,10 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import type BetterSqlite3 from "better-sqlite3"
+import { makeTempDir } from "../src/care/TempDirs.js"
 import { busyTimeoutMs, openDatabase } from "../src/fossil/Sqlite.js"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import { type Artifact, composeForumPost, composeTag, composeTicketChange } from "../src/fossil/Artifact.js"
 import { writeBundle } from "../src/fossil/Bundle.js"
@@ -130,7 +130,7 @@ export const make = (config: FossilRepositoryConfig) =>
     const withTempDir = <A, E>(f: (dir: string) => Effect.Effect<A, E>): Effect.Effect<A, E | WriteFailed> =>
       Effect.acquireUseRelease(
         Effect.try({
-          try: () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-write-")),
+          try: () => makeTempDir("ocx2-write-"),
           catch: (e) => new WriteFailed({ operation: "make a temporary directory", reason: message(e) })
         }),
         f,

@@ -11,13 +11,12 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
-import * as Path from "node:path"
 import * as V8 from "node:v8"
 import * as Vm from "node:vm"
 import { CareDirectory } from "../../services/CareDirectory.js"
 import type { WatcherHostsService } from "../../services/Hosts.js"
 import { Receipts } from "../../services/Receipts.js"
+import { makeTempDir, sweepTempDirs } from "../care/TempDirs.js"
 import { openDatabase, preloadSqlite } from "../fossil/Sqlite.js"
 import { cloneEntryOf } from "../root/CloneFiles.js"
 import { cloneUsers } from "../root/CloneUsers.js"
@@ -86,7 +85,7 @@ const rehearseRecord = (config: NodeConfig, hosts: WatcherHostsService) =>
     // a care directory of its own, outside ROOT: a spare must never make again a ROOT being removed
     Effect.provide(Layer.unwrapScoped(Effect.map(
       Effect.acquireRelease(
-        Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-rehearsal-"))),
+        Effect.sync(() => makeTempDir("ocx2-rehearsal-")),
         (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
       ),
       (dir) => hosts.care(dir)
@@ -96,6 +95,8 @@ const rehearseRecord = (config: NodeConfig, hosts: WatcherHostsService) =>
 /** The whole rehearsal; whatever fails in it only warms less. */
 export const warmUp = (config: NodeConfig, hosts: WatcherHostsService): Promise<void> => {
   try {
+    // what killed processes left in the temporary directory (src/care/TempDirs.ts)
+    sweepTempDirs()
     preloadSqlite()
     rehearseDecision(config)
   } catch {

@@ -1,6 +1,7 @@
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import { describe, expect, it } from "vitest"
 import type { NodeConfig } from "../../src/root/NodeConfig.js"
@@ -339,6 +340,21 @@ describe("a spare whose ROOT or care directory goes ends at once", () => {
       expect(spare.log()).toMatch(new RegExp(`spare ${spare.pid}: ends: its (root|care directory|directory|socket|lock) ${spare.root}\\S* is gone`))
     } finally {
       kill(spare.pid)
+    }
+  }, 120_000)
+
+  it("as it warms up it removes what killed processes left in the temporary directory, and nothing of a live one", async () => {
+    const gone = Number(ChildProcess.spawnSync("sh", ["-c", "echo $$"], { encoding: "utf8" }).stdout.trim())
+    const left = [`ocx2-write-${gone}-sPaRe1`, `ocx2-rehearsal-${gone}-sPaRe2`].map((name) => Path.join(Os.tmpdir(), name))
+    const kept = Path.join(Os.tmpdir(), `ocx2-write-${process.pid}-sPaRe3`)
+    for (const dir of [...left, kept]) Fs.mkdirSync(Path.join(dir, "care"), { recursive: true })
+    const spare = await standaloneSpare("spare-sweep")
+    try {
+      expect(left.filter((dir) => Fs.existsSync(dir)), spare.log()).toEqual([])
+      expect(Fs.existsSync(kept)).toBe(true)
+    } finally {
+      kill(spare.pid)
+      for (const dir of [...left, kept]) Fs.rmSync(dir, { recursive: true, force: true })
     }
   }, 120_000)
 
