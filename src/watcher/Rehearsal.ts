@@ -106,13 +106,19 @@ export const warmUp = (config: NodeConfig, hosts: WatcherHostsService): Promise<
     .then(collectGarbage)
 }
 
-/** A full collection now, while nothing waits: the rehearsal's garbage is not the run's to collect. */
+/**
+ * A full collection now, while nothing waits: the rehearsal's garbage is not the run's to collect.
+ * The flag is set back at once: V8 stamps a code cache with its flags, and a spare that found no
+ * cache writes one as it exits, which every later start would otherwise reject.
+ */
 const collectGarbage = (): void => {
   try {
     V8.setFlagsFromString("--expose-gc")
     ;(Vm.runInNewContext("gc") as () => void)()
   } catch {
     // V8 collects when it must
+  } finally {
+    V8.setFlagsFromString("--no-expose-gc")
   }
 }
 

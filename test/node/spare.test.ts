@@ -343,6 +343,21 @@ describe("a spare whose ROOT or care directory goes ends at once", () => {
     }
   }, 120_000)
 
+  it("a spare of a release with no code cache leaves, as it ends, one the next start accepts", async () => {
+    const spare = await standaloneSpare("spare-cache")
+    const bundle = Path.join(spare.root, "current", "ocx2-watcher.cjs")
+    expect(Fs.existsSync(`${bundle}.cache`)).toBe(false)
+    process.kill(spare.pid, "SIGTERM")
+    expect(await endsWithin(spare.pid, 30_000), spare.log()).toBeDefined()
+    expect(Fs.existsSync(`${bundle}.cache`), spare.log()).toBe(true)
+    // loaded as the loader loads it (bin/build.mjs), in a Node of its own with no flags set
+    const check = ChildProcess.spawnSync(process.execPath, ["-e", `
+      const Fs = require("node:fs"), Vm = require("node:vm"), file = process.argv[1]
+      const source = "(function (exports, require, module, __filename, __dirname) {" + Fs.readFileSync(file, "utf8") + "\\n})"
+      console.log(new Vm.Script(source, { filename: file, cachedData: Fs.readFileSync(file + ".cache") }).cachedDataRejected)`, bundle], { encoding: "utf8" })
+    expect(check.stdout.trim(), check.stderr).toBe("false")
+  }, 120_000)
+
   it("as it warms up it removes what killed processes left in the temporary directory, and nothing of a live one", async () => {
     const gone = Number(ChildProcess.spawnSync("sh", ["-c", "echo $$"], { encoding: "utf8" }).stdout.trim())
     const left = [`ocx2-write-${gone}-sPaRe1`, `ocx2-rehearsal-${gone}-sPaRe2`].map((name) => Path.join(Os.tmpdir(), name))
