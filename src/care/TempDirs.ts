@@ -8,21 +8,13 @@
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { alive } from "./ProcessAlive.js"
 
 export const tempPrefixes = ["ocx2-write-", "ocx2-rehearsal-"] as const
 export type TempPrefix = (typeof tempPrefixes)[number]
 
 /** A new directory PREFIX-PID-XXXXXX in the system's temporary directory. */
 export const makeTempDir = (prefix: TempPrefix): string => Fs.mkdtempSync(Path.join(Os.tmpdir(), `${prefix}${process.pid}-`))
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
 
 /** Removes the directories whose maker is gone; returns what it removed. */
 export const sweepTempDirs = (tmp = Os.tmpdir()): ReadonlyArray<string> => {

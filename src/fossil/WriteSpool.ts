@@ -67,14 +67,7 @@ export const readEntries = (dir: string): ReadonlyArray<SpoolEntry> => {
 export const removeEntry = (file: string): void => Fs.rmSync(file, { force: true })
 
 /** Whether the process that left an entry still lives (an entry of a dead one is never written). */
-export const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
+export { alive } from "../care/ProcessAlive.js"
 
 export interface HeldLock {
   /** the descriptor the lock belongs to: a child given it keeps the lock until it ends */

@@ -14,6 +14,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Path from "node:path"
+import { alive } from "../care/ProcessAlive.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { grants } from "../fossil/Fullcap.js"
 import { eventOut } from "../tools/watch.js"
@@ -41,15 +42,6 @@ export const streamSettings = (root: string): StreamSettings => {
 }
 
 export const stateFile = (root: string): string => Path.join(releasePaths(root).node, "stream.json")
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
 
 /** The running server's port, if one runs. */
 export const runningServer = (root: string): { readonly pid: number; readonly port: number } | undefined => {
