@@ -278,7 +278,8 @@ describe("a spare whose ROOT or care directory goes ends at once", () => {
   const standaloneSpare = async (name: string) => {
     const root = Path.join(world.dir, name)
     Fs.mkdirSync(root)
-    makeReleaseRoot(root)
+    // no code caches: a spare that ends as its root goes must write none (the cases below)
+    makeReleaseRoot(root, undefined, undefined, false)
     Fs.mkdirSync(spareFiles(root).dir, { recursive: true })
     const logFile = Path.join(world.dir, `${name}.log`)
     const out = Fs.openSync(logFile, "a")

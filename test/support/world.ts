@@ -45,9 +45,17 @@ const distProgram = (name: string) => Path.join(dist, `${name}.mjs`)
 
 /**
  * ROOT/staged/NAME holding the dist bundles as programs, served as current, with ROOT/ocx2-hook:
- * a release root as accept leaves it (staging runs the 60 s gate, so tests assemble it themselves).
+ * a release root as accept leaves it (staging runs the 60 s gate, so tests assemble it themselves),
+ * with the code caches the checkout's programs left in dist/ when `caches` (a release that has run;
+ * the first start of a fresh release, with none, is release.test's): each world's first watcher,
+ * hook round and CLI would otherwise compile its bundle again.
  */
-export const makeReleaseRoot = (root: string, name = "0123456789ab", from: { readonly dist: string; readonly nodeModules: string } = { dist, nodeModules }): string => {
+export const makeReleaseRoot = (
+  root: string,
+  name = "0123456789ab",
+  from: { readonly dist: string; readonly nodeModules: string } = { dist, nodeModules },
+  caches = true
+): string => {
   const release = Path.join(root, "staged", name)
   Fs.mkdirSync(release, { recursive: true })
   for (const program of ["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher", "ocx2-git", "ocx2-cgi", "ocx2-cgi-pages", "ocx2-cgi-receipt", "ocx2-supervise"]) {
@@ -60,6 +68,8 @@ export const makeReleaseRoot = (root: string, name = "0123456789ab", from: { rea
     // a program run through the code cache has its bundle beside it (bin/build.mjs)
     const code = Path.join(from.dist, `${program}.cjs`)
     if (Fs.existsSync(code)) Fs.copyFileSync(code, Path.join(release, `${program}.cjs`))
+    // a cache of another build is rejected by its loader, which then makes one of its own
+    if (caches && Fs.existsSync(`${code}.cache`)) Fs.copyFileSync(`${code}.cache`, Path.join(release, `${program}.cjs.cache`))
   }
   // the flock addon, beside the programs as staging puts it (an older commit's dist may have none)
   const addon = Path.join(from.dist, "ocx2-flock.node")
