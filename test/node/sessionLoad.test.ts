@@ -150,8 +150,12 @@ describe("20 sessions under load", () => {
       if (pending[who].length > 0) await pushArtifacts(clones[who], who === "alice" ? users.admin.login : users.runner.login, pending[who].splice(0))
     }
     await sleep(Math.max(0, pausedAt + 10_000 - Date.now()))
-    // while they were paused nothing was lost: each waits with what it was not given
-    const waited = readers.filter((r) => / waits to give [0-9a-f]{64}: /.test(Fs.readFileSync(Path.join(world.root, "care", `${r}.log`), "utf8")))
+    // while they were paused nothing was lost: each waits with what it was not given. Their posts
+    // (400 KB each, more than a pipe holds) fill what they do not read, so a watcher comes to wait;
+    // on a loaded machine the rounds may still be delivering at 10 s, so the pause lasts until one does
+    const waitedNow = () => readers.filter((r) => / waits to give [0-9a-f]{64}: /.test(Fs.readFileSync(Path.join(world.root, "care", `${r}.log`), "utf8")))
+    await waitFor(() => (waitedNow().length > 0 ? true : undefined), 120_000, 250)
+    const waited = waitedNow()
     signal(paused, "SIGCONT")
 
     // a reader once complete is not read again while the others are waited for (each file about 400 KB)
