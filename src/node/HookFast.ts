@@ -6,12 +6,16 @@
 // closes its stdout and stderr, and never waits for it. So it writes nowhere but its log, and
 // it runs on every receipt: this entry loads no Effect and no protocol schema. It reads what
 // arrived after its own cursor with plain SQLite and asks one cheap question, whether any of it
-// is a forum post or ticket change whose text may hold an OCX message ("ocx" in its content).
+// is a message the round acts on: a run for this node, a stop or a publish in a forum post (read
+// as the round reads it, with the protocol's plain reader), or any ticket change mentioning ocx.
+// The node's own replies (each started, kept log and ended is a receipt) are none of these.
 // Only then does it load the round (src/node/Round.ts), which decides under round.lock. When the
 // node's supervisor runs (`ocx2 supervise`), the hook only wakes it: the supervisor decides.
 
 import type BetterSqlite3 from "better-sqlite3"
 import { openDatabase } from "../fossil/Sqlite.js"
+import { parsePostCards } from "../fossil/PostCards.js"
+import { readMessage } from "../protocol/Envelope.js"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Zlib from "node:zlib"
@@ -82,34 +86,48 @@ export interface Arrivals {
   readonly count: number
   /** past every artifact looked at */
   readonly newest: Cursor | undefined
-  /** posts and ticket changes that may hold an OCX message */
+  /** posts and ticket changes that may hold a message the round acts on */
   readonly maybe: number
 }
 
 const tableExists = (db: BetterSqlite3.Database, name: string) =>
   db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined
 
-/** Mentions "ocx": every OCX message does (2.0), so text without it holds none. */
-const mayHoldMessage = (content: Buffer | null, delta: number): boolean => {
+/**
+ * Whether a forum post's or ticket change's stored content may hold a message the round acts on
+ * (Round.ts, nodeMessagesAfter): a run addressed to `nodeUser`, a stop or a publish. A post's text
+ * is read exactly as the round reads it; a ticket change's fields only for "ocx" (every OCX message
+ * mentions it, 2.0). Anything not at hand cheaply (a delta, content that does not inflate or parse)
+ * may: the round reads it.
+ */
+const mayHoldMessage = (content: Buffer | null, delta: number, post: boolean, nodeUser: string): boolean => {
   if (content === null) return false
-  if (delta !== 0) return true // a delta's text is not at hand cheaply: let the round read it
+  if (delta !== 0) return true
+  let artifact: Buffer
   try {
-    return Zlib.inflateSync(content.subarray(4)).includes("ocx")
+    artifact = Zlib.inflateSync(content.subarray(4))
+  } catch {
+    return true
+  }
+  if (!artifact.includes("ocx")) return false
+  if (!post) return true
+  try {
+    const reading = readMessage(parsePostCards(artifact).text ?? "")
+    if (reading._tag !== "Message") return false
+    return reading.kind === "run" ? reading.to === nodeUser : (reading.kind === "stop" || reading.kind === "publish") && reading.re !== undefined
   } catch {
     return true
   }
 }
 
-/** What arrived after the cursor, and whether any of it may hold a message. One short read. */
-export const readArrivals = (db: BetterSqlite3.Database, cursor: Cursor): Arrivals => {
+/** What arrived after the cursor, and whether any of it may hold a message for `nodeUser`'s round. One short read. */
+export const readArrivals = (db: BetterSqlite3.Database, cursor: Cursor, nodeUser: string): Arrivals => {
   const forum = tableExists(db, "forumpost")
   const tickets = tableExists(db, "ticketchng")
-  const carriesText = [
-    ...(forum ? ["EXISTS (SELECT 1 FROM forumpost f WHERE f.fpid = b.rid)"] : []),
-    ...(tickets ? ["EXISTS (SELECT 1 FROM ticketchng c WHERE c.tkt_rid = b.rid)"] : [])
-  ]
-  const rows = db.prepare<[number, number, number], { rid: number; rcvid: number; text: number }>(
-    `SELECT b.rid, b.rcvid, ${carriesText.length > 0 ? carriesText.join(" OR ") : "0"} AS text
+  const rows = db.prepare<[number, number, number], { rid: number; rcvid: number; post: number; ticket: number }>(
+    `SELECT b.rid, b.rcvid,
+       ${forum ? "EXISTS (SELECT 1 FROM forumpost f WHERE f.fpid = b.rid)" : "0"} AS post,
+       ${tickets ? "EXISTS (SELECT 1 FROM ticketchng c WHERE c.tkt_rid = b.rid)" : "0"} AS ticket
      FROM blob b WHERE b.rcvid >= ? AND (b.rcvid > ? OR b.rid > ?) AND b.size >= 0`
   ).all(cursor.rcvid, cursor.rcvid, cursor.rid)
   let newest: Cursor | undefined
@@ -121,9 +139,9 @@ export const readArrivals = (db: BetterSqlite3.Database, cursor: Cursor): Arriva
     if (newest === undefined || row.rcvid > newest.rcvid || (row.rcvid === newest.rcvid && row.rid > newest.rid)) {
       newest = { rcvid: row.rcvid, rid: row.rid }
     }
-    if (row.text !== 0) {
+    if (row.post !== 0 || row.ticket !== 0) {
       const stored = content.get(row.rid)
-      if (stored !== undefined && mayHoldMessage(stored.content, stored.delta)) maybe++
+      if (stored !== undefined && mayHoldMessage(stored.content, stored.delta, row.post !== 0 && row.ticket === 0, nodeUser)) maybe++
     }
   }
   return { count: rows.length, newest, maybe }
@@ -165,7 +183,7 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
     let arrivals: Arrivals
     let halfWritten: number
     try {
-      arrivals = readArrivals(db, from)
+      arrivals = readArrivals(db, from, node.user)
       // a post caught half-way through its page's statements (fast mode's poller can run the
       // backoffice between them) has no forumpost row yet and looks like no post: passed by here,
       // its run would wait for the node's next start. The round waits for it under round.lock.
@@ -179,7 +197,7 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
       if (arrivals.newest !== undefined) advanceCursor(cursorFile, arrivals.newest)
       return finish({
         node: node.user, from, to,
-        did: [arrivals.count === 0 ? "nothing arrived after the cursor" : `${arrivals.count} artifacts arrived, none a post or ticket change mentioning ocx: nothing to decide`]
+        did: [arrivals.count === 0 ? "nothing arrived after the cursor" : `${arrivals.count} artifacts arrived, none a run for ${node.user}, a stop or a publish: nothing to decide`]
       })
     }
     const { runHookRound } = await loadRound(program)

@@ -188,7 +188,7 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number, h
       let arrivals: ReturnType<typeof readArrivals>
       let unsettled: ReturnType<typeof unsettledAfter>
       try {
-        arrivals = readArrivals(db, from)
+        arrivals = readArrivals(db, from, config.nodeUser)
         unsettled = arrivals.count === 0 ? { count: 0, youngestMs: Infinity } : unsettledAfter(db, from, Date.now(), { everyPost: anySession(config.root) })
       } finally {
         db.close()
@@ -206,9 +206,9 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number, h
         if (arrivals.newest !== undefined) advanceCursor(cursorFile, arrivals.newest)
         return
       }
-      // what may hold a message is read before round.lock is taken: most of it is the node's own
-      // replies (each started, ended and kept log wakes a round), which hold nothing the round
-      // decides or delivers; past them the cursor moves as the cheap question moves it, with no lock
+      // what may hold a message is read before round.lock is taken (a delta, a ticket change, a post
+      // a session is given): what holds nothing the round decides or delivers moves the cursor past
+      // it as the cheap question moves it, with no lock
       if (await nothingToDecide(from, cursorFile)) return
       rounds++
       const result = await runtime.runPromise(hookRound(config, { watcherProgram: watcherProgram(), passForgottenTurns: false }))

@@ -3,6 +3,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { composeForumPost } from "../../src/fossil/Artifact.js"
+import { writeMessage } from "../../src/protocol/Envelope.js"
 import { flockHeld } from "../../src/care/FlockHeld.js"
 import { handOff, watcherOf } from "../../src/pickup/HandOff.js"
 import { cursorFileOf, readCursor } from "../../src/root/HookFiles.js"
@@ -115,9 +116,9 @@ describe("runs of one process user arriving together", () => {
       const waiting = await waitFor(() => readWaiting(care, users.builder.login).some((w) => w.run === run.hash) || undefined, 30_000)
       expect(waiting).toBe(true)
       await letGo()
-      // nobody passes the turn on now; the node's next round does (any receipt that may hold an
-      // OCX message makes one: here a person's post that names ocx and is no message)
-      const note = composeForumPost({ date: new Date(), user: users.admin.login, title: "a person's post", text: "is ocx still busy?" })
+      // nobody passes the turn on now; the node's next round does (a receipt of a message the round
+      // acts on makes one: here a stop for no run of the node)
+      const note = composeForumPost({ date: new Date(), user: users.admin.login, title: "a stop for nothing", text: writeMessage({ ocx: 2, re: "0".repeat(64), stop: {} }) })
       await pushArtifacts(clone, users.admin.login, [note])
       const replies = await waitFor(async () => {
         const got = await world.replies(run.hash)
