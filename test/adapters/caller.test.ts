@@ -8,7 +8,7 @@ import { resolveCaller } from "../../src/adapters/cli/Caller.js"
 import * as Read from "../../src/fossil/Read.js"
 import { cloneAs, fossil, webLogin, webNewThread, type TestUser } from "../support/fossilServer.js"
 import { makeWorld, type World } from "../support/world.js"
-import { bundle } from "./extServer.js"
+import { builtProgram } from "./extServer.js"
 
 // Who the command line acts as: the user --user names, else the user its clone remembers, else
 // the account's; with the capabilities the repository gives that user, and none without one.
@@ -26,7 +26,8 @@ let thread: string
 beforeAll(async () => {
   world = await makeWorld({ prefix: "ocx2-caller-", users: [alice, builder], checkin: {} })
   ;({ dir, repository: served } = world)
-  const bundled = bundle(join(import.meta.dirname, "../../bin/ocx2.ts"), join(dir, "build"), "ocx2")
+  // the CLI as the build ships it (dist, with its code cache)
+  const bundled = builtProgram("ocx2", join(dir, "build"))
   const server = world.server
   try {
     thread = await webNewThread(server, await webLogin(server.url, "alice", alice.password), { title: "talk", text: "Talk here." })

@@ -8,7 +8,7 @@ import { vi } from "vitest"
 import { tools } from "../../src/tools/Registry.js"
 import { runTool } from "../../src/tools/RunTool.js"
 import { type Caller, notOfferedMessage, offeredBy } from "../../src/tools/Tool.js"
-import { bundle, startExtServer, type ExtServer, type TestUser } from "./extServer.js"
+import { builtProgram, bundle, startExtServer, type ExtServer, type TestUser } from "./extServer.js"
 import { makeGuarded } from "./fixtures/guarded.js"
 
 // each test asks Fossil for pages, each a CGI process of ours: a loaded machine takes seconds
@@ -35,7 +35,8 @@ const test = "/ext/ocx2-cgi-test"
 beforeAll(async () => {
   build = mkdtempSync(join(tmpdir(), "ocx2-cgi-build-"))
   marks = join(build, "marks.log")
-  const cgi = await bundle(join(import.meta.dirname, "../../bin/ocx2-cgi.ts"), build, "ocx2-cgi")
+  // the page program as the build ships it (dist, with its code cache), as Fossil runs it installed
+  const cgi = await builtProgram("ocx2-cgi", build)
   const cgiTest = await bundle(join(import.meta.dirname, "fixtures/ocx2-cgi-test.ts"), build, "ocx2-cgi-test")
   server = await startExtServer([alice, bob, lab, builder], { "ocx2-cgi": cgi, "ocx2-cgi-test": cgiTest })
   aliceCookie = await server.login(alice)

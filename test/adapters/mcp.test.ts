@@ -12,7 +12,7 @@ import { runTool } from "../../src/tools/RunTool.js"
 import { type Caller, notOfferedMessage, offeredBy, type Tool } from "../../src/tools/Tool.js"
 import { cloneAs, fossil, type TestUser } from "../support/fossilServer.js"
 import { makeWorld, type World } from "../support/world.js"
-import { bundle } from "./extServer.js"
+import { builtProgram, bundle } from "./extServer.js"
 import { makeGuarded } from "./fixtures/guarded.js"
 
 // MCP as a program meets it: the bundled server (ocx2-mcp, and ocx2 --mcp) over stdio, driven by
@@ -47,12 +47,13 @@ beforeAll(async () => {
   process.env.XDG_CACHE_HOME = join(dir, "cache")
   const build = join(dir, "build")
   marks = join(build, "marks.log")
+  // the programs as the build ships them (dist, with their code caches); the test's own server bundled here
   const bundled = Promise.all([
-    bundle(join(import.meta.dirname, "../../bin/ocx2-mcp.ts"), build, "ocx2-mcp"),
+    builtProgram("ocx2-mcp", build),
     bundle(join(import.meta.dirname, "fixtures/ocx2-mcp-test.ts"), build, "ocx2-mcp-test"),
-    bundle(join(import.meta.dirname, "../../bin/ocx2.ts"), build, "ocx2"),
+    builtProgram("ocx2", build),
     // ocx2 --mcp loads the MCP server's bundle beside it
-    bundle(join(import.meta.dirname, "../../bin/ocx2-mcp-server.ts"), build, "ocx2-mcp-server")
+    builtProgram("ocx2-mcp-server", build)
   ])
   // a real clone, which remembers builder as the user it syncs as
   const server = world.server
