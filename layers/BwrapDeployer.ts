@@ -220,7 +220,8 @@ export const make = (options: BwrapDeployerOptions) => {
             for (const f of onReached.splice(0)) f()
           }
         })
-        relay!.once("exit", () => resolve(false))
+        // "close", not "exit": why it could not start is still in its stderr pipe when it exits
+        relay!.once("close", () => resolve(false))
       })
       // a container that ends before its proxy was reached: the relay turns the dial away
       void exited(sandbox).then(() => {
@@ -229,7 +230,7 @@ export const make = (options: BwrapDeployerOptions) => {
         if (!reached) relay?.stdin?.write("gone\n")
       })
       if (!(await listening)) {
-        throw new Error(`the relay to the container's proxy did not start: ${Buffer.from(tail.bytes()).toString("utf8").trim()}`)
+        throw new Error(`the relay to the container's proxy did not start: ${Buffer.from(tail.bytes()).toString("utf8").trim() || `exit status ${relay.exitCode ?? relay.signalCode}`}`)
       }
       return {
         socket,
