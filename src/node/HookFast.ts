@@ -16,6 +16,7 @@ import type BetterSqlite3 from "better-sqlite3"
 import { openDatabase } from "../fossil/Sqlite.js"
 import { parsePostCards } from "../fossil/PostCards.js"
 import { readMessage } from "../protocol/Envelope.js"
+import { actedOn } from "./ActedOn.js"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Zlib from "node:zlib"
@@ -95,7 +96,7 @@ const tableExists = (db: BetterSqlite3.Database, name: string) =>
 
 /**
  * Whether a forum post's or ticket change's stored content may hold a message the round acts on
- * (Round.ts, nodeMessagesAfter): a run addressed to `nodeUser`, a stop or a publish. A post's text
+ * (ActedOn.ts, as the round's nodeMessagesAfter): a run addressed to `nodeUser`, a stop or a publish. A post's text
  * is read exactly as the round reads it; a ticket change's fields only for "ocx" (every OCX message
  * mentions it, 2.0). Anything not at hand cheaply (a delta, content that does not inflate or parse)
  * may: the round reads it.
@@ -112,9 +113,7 @@ const mayHoldMessage = (content: Buffer | null, delta: number, post: boolean, no
   if (!artifact.includes("ocx")) return false
   if (!post) return true
   try {
-    const reading = readMessage(parsePostCards(artifact).text ?? "")
-    if (reading._tag !== "Message") return false
-    return reading.kind === "run" ? reading.to === nodeUser : (reading.kind === "stop" || reading.kind === "publish") && reading.re !== undefined
+    return actedOn(readMessage(parsePostCards(artifact).text ?? ""), "", nodeUser) !== undefined
   } catch {
     return true
   }

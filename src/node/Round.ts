@@ -21,6 +21,7 @@ import { startValues } from "../protocol/Steps.js"
 import type { Arrival } from "../protocol/Subscriptions.js"
 import { publicationText, publish } from "../watcher/Publications.js"
 import { releasePaths } from "../release/ReleasePaths.js"
+import { actedOn } from "./ActedOn.js"
 import { arrivalOf, deliverArrivals } from "./Deliveries.js"
 import { watcherOf } from "../pickup/HandOff.js"
 import { handOffRun } from "../pickup/SpareClient.js"
@@ -282,13 +283,8 @@ export const nodeMessagesAfter = (nodeUser: string, from: Cursor, options?: { re
           if (arrival !== undefined) arrivals.push(arrival)
         }
         if (item._tag !== "Post" && item._tag !== "TicketChange") continue
-        const reading = readMessage(item.text)
-        if (reading._tag !== "Message") continue
-        const at = { hash: item.hash, rcvid: item.rcvid, rid: item.rid }
-        if (reading.kind === "run" && reading.to === nodeUser) messages.push({ ...at, kind: "run", run: item.hash })
-        else if ((reading.kind === "stop" || reading.kind === "publish") && reading.re !== undefined) {
-          messages.push({ ...at, kind: reading.kind, run: reading.re })
-        }
+        const acted = actedOn(readMessage(item.text), item.hash, nodeUser)
+        if (acted !== undefined) messages.push({ hash: item.hash, rcvid: item.rcvid, rid: item.rid, ...acted })
       }
       cursor = batch.cursor
       if (!batch.more) break

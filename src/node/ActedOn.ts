@@ -1,0 +1,17 @@
+// What a node's round acts on, in one place for the round (Round.ts, nodeMessagesAfter) and for
+// the hook's cheap question (HookFast.ts), which loads no Effect code: this module imports none.
+import type { Reading } from "../protocol/Envelope.js"
+
+export interface ActedOn {
+  readonly kind: "run" | "stop" | "publish"
+  /** the run the message is about: the message itself for a run, its `re` for a stop or publish */
+  readonly run: string
+}
+
+/** A run addressed to `nodeUser`, or any stop or publish naming a run; else undefined. `hash` is the message's own. */
+export const actedOn = (reading: Reading, hash: string, nodeUser: string): ActedOn | undefined => {
+  if (reading._tag !== "Message") return undefined
+  if (reading.kind === "run") return reading.to === nodeUser ? { kind: "run", run: hash } : undefined
+  if ((reading.kind === "stop" || reading.kind === "publish") && reading.re !== undefined) return { kind: reading.kind, run: reading.re }
+  return undefined
+}
