@@ -1,4 +1,5 @@
 import * as ChildProcess from "node:child_process"
+import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
@@ -118,27 +119,34 @@ describe("hook, unhook and status", () => {
 describe("the hook program", () => {
   const hookProgram = () => Path.join(world.root, "ocx2-hook")
   const log = () => Path.join(world.root, "node", "hook.log")
-  const lastLine = () => JSON.parse(Fs.readFileSync(log(), "utf8").trim().split("\n").at(-1)!) as { given: Array<string>; did: Array<string>; pid: number }
+  type Line = { given: Array<string>; did: Array<string>; pid: number }
+  const lines = () => Fs.readFileSync(log(), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Line)
+  const lastLine = () => lines().at(-1)!
 
-  it("survives closed stdout and stderr, logs what it was given, and returns quickly", async () => {
-    const given = "a".repeat(64)
-    const began = Date.now()
+  // the --fast test left a poller running hook rounds, which write to the same log and would
+  // take a receipt before the hook under test could
+  beforeAll(async () => {
+    for (const pid of pollersOf(world.repository)) process.kill(pid, "SIGKILL")
+    await waitFor(() => (pollersOf(world.repository).length === 0 ? true : undefined), 5000)
+  })
+
+  // How quickly the hook returns is measured by bench/pickup (its CPU against node -e 0), not
+  // here: a timed assertion fails on a loaded machine. A hook that waited on its closed output
+  // would still fail this case, at the test's timeout.
+  it("survives closed stdout and stderr, logs what it was given, and returns", async () => {
+    const given = Crypto.randomBytes(32).toString("hex")
     const code = await new Promise<number | null>((resolve) => {
       const child = ChildProcess.spawn("/bin/sh", ["-c", `printf '%s forum-post x\\n' ${given} | "$0" --log "$1" "$2" >&- 2>&-`, hookProgram(), log(), world.repository], { stdio: "ignore" })
       child.once("exit", resolve)
     })
-    const took = Date.now() - began
     expect(code).toBe(0)
-    expect(took).toBeLessThan(3000)
-    const line = lastLine()
-    expect(line.given).toEqual([given])
-    expect(line.did.length).toBe(1)
+    const mine = lines().filter((l) => l.given.includes(given))
+    expect(mine.length).toBe(1)
+    expect(mine[0]!.given).toEqual([given])
+    expect(mine[0]!.did.length).toBe(1)
   }, 90_000)
 
   it("survives a stdout pipe closed before it writes, and a receipt with no run never loads the round", async () => {
-    // the --fast test left a poller running hook rounds; it would take the ticket's receipt first
-    for (const pid of pollersOf(world.repository)) process.kill(pid, "SIGKILL")
-    await waitFor(() => (pollersOf(world.repository).length === 0 ? true : undefined), 5000)
     await fossil(["ticket", "add", "title", "a plain ticket", "-R", world.repository])
     const code = await new Promise<number | null>((resolve) => {
       const child = ChildProcess.spawn(hookProgram(), ["--log", log(), world.repository], { stdio: ["pipe", "pipe", "pipe"] })
