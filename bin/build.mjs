@@ -20,6 +20,7 @@ import { build, version as esbuildVersion } from "esbuild"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { buildContainerRelay, buildContainerVolumes, buildFlockAddon, buildFuseMountFd } from "./fusemountfd.mjs"
+import { shareBuiltins } from "./sharedBuiltins.mjs"
 
 const project = Path.resolve(import.meta.dirname, "..")
 const dist = Path.join(project, "dist")
@@ -170,7 +171,7 @@ const upToDate = (() => {
     return false
   }
 })()
-const madeOf = new Set([Path.join(project, "bin", "build.mjs")])
+const madeOf = new Set([Path.join(project, "bin", "build.mjs"), Path.join(project, "bin", "sharedBuiltins.mjs")])
 // a file changed while the bundles were made may be in them as it was or as it is: never recorded
 const began = Date.now()
 const written = []
@@ -190,8 +191,13 @@ if (!upToDate) {
   ])
   const cjsCode = outputs(cjs, ".cjs")
   for (const name of cachedNames) {
-    const code = cjsCode.get(name)
-    if (code === undefined) throw new Error(`esbuild made no ${name}.cjs`)
+    const bundled = cjsCode.get(name)
+    if (bundled === undefined) throw new Error(`esbuild made no ${name}.cjs`)
+    const { code, error } = shareBuiltins(bundled)
+    if (error !== undefined) {
+      failures.push(`${name}.cjs: ${error}`)
+      continue
+    }
     const dynamicImports = code.match(/\bimport\(/g)?.length ?? 0
     if (dynamicImports > 0) {
       failures.push(`${name}.cjs holds ${dynamicImports} import(): a program run through the code cache cannot import dynamically on Node 20 (load a sibling bundle with loadSibling, src/Siblings.ts)`)
