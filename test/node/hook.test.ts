@@ -2,7 +2,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { describe, expect, it } from "vitest"
 import { composeForumPost } from "../../src/fossil/Artifact.js"
-import { lastHookLogEntry } from "../../src/root/HookFiles.js"
+import { type HookLogEntry, lastHookLogEntry } from "../../src/root/HookFiles.js"
 import { writeMessage } from "../../src/protocol/Envelope.js"
 import { status } from "../../src/tools/status.js"
 import { cloneAs, pushArtifacts, webLogin, webNewThread, type WebSession } from "../support/fossilServer.js"
@@ -24,6 +24,9 @@ signedInHookedWorld(async (made, signedIn) => {
 const post = (session: WebSession, run: object, title = "a run") =>
   webNewThread(world.server, session, { title, text: world.runText(run) })
 
+const hookLogEntries = (): ReadonlyArray<HookLogEntry> =>
+  Fs.readFileSync(Path.join(world.root, "node", "hook.log"), "utf8").trim().split("\n").map((line) => JSON.parse(line) as HookLogEntry)
+
 const kinds = (replies: ReadonlyArray<{ kind: string; sender: string | undefined }>) => replies.map((m) => [m.kind, m.sender])
 
 describe("the hook on the server", () => {
@@ -37,6 +40,12 @@ describe("the hook on the server", () => {
     expect(took).toBeLessThan(20_000)
     const last = lastHookLogEntry(Path.join(world.root, "node", "hook.log"))
     expect(last?.repository).toBe(Fs.realpathSync(world.repository))
+    // the receipts of the node's own replies wake ROOT/ocx2-hook too; its cheap question answers
+    // them without loading the round (nothing else is posted meanwhile, so no round takes them)
+    for (const reply of replies) {
+      const entry = await waitFor(() => hookLogEntries().find((e) => e.given.some((line) => line.startsWith(reply.hash))), 30_000)
+      expect(entry?.did, `${reply.kind} ${reply.hash}`).toEqual([expect.stringMatching(/(^|arrived, )none a run for lab, a stop or a publish: nothing to decide$|^nothing arrived after the cursor$/)])
+    }
   }, 120_000)
 
   it("a run pushed from a clone gets one started and one ended", async () => {
