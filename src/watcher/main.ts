@@ -153,7 +153,11 @@ const watch = (options: WatcherOptions, hosts: WatcherHostsService) => {
       // itself (a run that ends sooner starts it at its end), from the served release
       (watching) => Effect.scoped(Effect.zipRight(Effect.forkScoped(Effect.delay(spareOnce, "2 seconds")), watching)),
       Effect.ensuring(spareOnce),
-      Effect.ensuring(Effect.sync(() => logLine(`the watcher's peak memory: ${(process.resourceUsage().maxRSS / 1024).toFixed(1)} MB`))),
+      // what a run costs its node beyond the process itself, as an operator or a benchmark reads it
+      Effect.ensuring(Effect.sync(() => {
+        const used = process.resourceUsage()
+        logLine(`the watcher's peak memory: ${(used.maxRSS / 1024).toFixed(1)} MB; its CPU: ${((used.userCPUTime + used.systemCPUTime) / 1e6).toFixed(2)} s (user ${(used.userCPUTime / 1e6).toFixed(2)}, system ${(used.systemCPUTime / 1e6).toFixed(2)})`)
+      })),
       Effect.provide(hosts.care(options.config.root)),
       Effect.provide(hosts.sandbox(options.config.root)),
       Effect.provide(hosts.checkouts)

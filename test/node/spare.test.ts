@@ -101,7 +101,7 @@ describe("the spare watcher", () => {
     expect(counted(replies)).toEqual(["started", "ended"])
     expect(replies[1]!.content).toEqual({ outcome: "exited", exit: 0 })
     // its last line, once ended and the rest are written
-    const peak = await waitFor(() => /the watcher's peak memory: [\d.]+ MB/.exec(logOf(second)) ?? undefined, 20_000, 50)
+    const peak = await waitFor(() => /the watcher's peak memory: [\d.]+ MB; its CPU: [\d.]+ s \(user [\d.]+, system [\d.]+\)$/m.exec(logOf(second)) ?? undefined, 20_000, 50)
     expect(peak, logOf(second)).toBeDefined()
 
     // and a new spare waits for the run after
