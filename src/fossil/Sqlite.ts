@@ -13,6 +13,8 @@ import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 
 let constructor: typeof BetterSqlite3 | undefined
+/** the addon's file, found beside the package: named to each open, so `bindings` never searches */
+let addon: string | undefined
 
 /** The places to resolve the addon from, nearest to the real program first. */
 const bases = (): ReadonlyArray<string> => {
@@ -38,13 +40,31 @@ const load = (): typeof BetterSqlite3 => {
   const tried: Array<string> = []
   for (const base of bases()) {
     try {
-      constructor = createRequire(base)("better-sqlite3") as typeof BetterSqlite3
+      const require = createRequire(base)
+      constructor = require("better-sqlite3") as typeof BetterSqlite3
+      addon = builtAddon(require)
       return constructor
     } catch (e) {
       tried.push(`from ${base}: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`)
     }
   }
   throw new Error(`the SQLite addon (better-sqlite3) cannot be loaded: ${tried.join("; ")}`)
+}
+
+/**
+ * The package finds its addon with `bindings`, which walks a dozen candidate paths and a stack
+ * trace on each program's first open (about 5 ms of CPU, on every hook, watcher and page). A
+ * package built from source or installed with its prebuilt binary keeps it at one place, and the
+ * package loads it from a path it is given (once: Node keeps it). Anywhere else, the package's
+ * own search is left to it.
+ */
+const builtAddon = (require: NodeJS.Require): string | undefined => {
+  try {
+    const file = Path.join(Path.dirname(require.resolve("better-sqlite3/package.json")), "build", "Release", "better_sqlite3.node")
+    return Fs.existsSync(file) ? file : undefined
+  } catch {
+    return undefined
+  }
 }
 
 /** Loads the addon now (a spare watcher, so the run it takes does not wait for it). */
@@ -58,5 +78,7 @@ export const busyTimeoutMs = 15_000
  * a repository keeps a rollback journal, so a busy node or server holds readers off while it
  * commits, and a read that gave up sooner would fail a person's request or a node's round.
  */
-export const openDatabase = (path: string, options?: BetterSqlite3.Options): BetterSqlite3.Database =>
-  new (load())(path, { timeout: busyTimeoutMs, ...options })
+export const openDatabase = (path: string, options?: BetterSqlite3.Options): BetterSqlite3.Database => {
+  const Database = load()
+  return new Database(path, { timeout: busyTimeoutMs, ...(addon === undefined ? {} : { nativeBinding: addon }), ...options })
+}
