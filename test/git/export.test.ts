@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as ChildProcess from "node:child_process"
 import { exportLockOf, exportStateFileOf } from "../../src/git/ExportFiles.js"
 import { exportDetached } from "../../src/git/ExportHook.js"
+import { openDatabase } from "../../src/fossil/Sqlite.js"
 import { lastHookLogEntry, type HookLogEntry } from "../../src/root/HookFiles.js"
 import { runFossil } from "../../src/fossil/Command.js"
 import { gitExport } from "../../src/tools/export.js"
@@ -27,11 +28,35 @@ const headComment = (): string => git(["log", "-1", "--format=%s", "refs/heads/m
 const state = (): string => Fs.readFileSync(exportStateFileOf(Fs.realpathSync(world.repository)), "utf8")
 const checkout = () => Path.join(world.dir, "checkout")
 
+/** Waits (SQLite's busy wait, up to 15 s) until no one else holds the file's write lock, and takes none. */
+const untilWritable = (file: string) => {
+  const db = openDatabase(file, { fileMustExist: true })
+  try {
+    db.exec("BEGIN IMMEDIATE")
+    db.exec("ROLLBACK")
+  } finally {
+    db.close()
+  }
+}
+
+/**
+ * A check-in on the served file itself, as a person makes one beside the server. Other writers
+ * share the file (the server's backoffice, the hook's export), and a commit that read before one
+ * of them took it is refused at once with "database is locked", since SQLite does not wait where
+ * waiting could deadlock (seen once in CI, on the third check-in). As a person would, it is made
+ * again once the file can be written, at most five times.
+ */
 const commitHere = async (file: string, comment: string) => {
   Fs.writeFileSync(Path.join(checkout(), file), `${comment}\n`)
   for (const args of [["addremove"], ["commit", "--no-warnings", "-m", comment]]) {
-    const r = await runFossil(args, { user: "alice", cwd: checkout() })
-    if (r.code !== 0) throw new Error(`fossil ${args.join(" ")}: ${r.stderr}${r.stdout}`)
+    for (let attempt = 1; ; attempt++) {
+      const r = await runFossil(args, { user: "alice", cwd: checkout() })
+      if (r.code === 0) break
+      if (attempt === 5 || !`${r.stderr}${r.stdout}`.includes("database is locked")) {
+        throw new Error(`fossil ${args.join(" ")} (attempt ${attempt}): ${r.stderr}${r.stdout}`)
+      }
+      untilWritable(world.repository)
+    }
   }
 }
 
