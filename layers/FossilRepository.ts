@@ -18,7 +18,7 @@ import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import type BetterSqlite3 from "better-sqlite3"
 import { makeTempDir } from "../src/care/TempDirs.js"
-import { busyTimeoutMs, openDatabase } from "../src/fossil/Sqlite.js"
+import { busyTimeoutMs, isHotJournal, openDatabase, rollBackHotJournal } from "../src/fossil/Sqlite.js"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -90,9 +90,25 @@ export const make = (config: FossilRepositoryConfig) =>
       return d
     }
 
-    /** a synchronous read, its throws made RepositoryUnavailable */
+    /**
+     * A synchronous read, its throws made RepositoryUnavailable. A connection held across a
+     * writer that stopped mid-commit meets the journal it left: rolled back, the read is made again.
+     */
     const read = <A>(f: (db: BetterSqlite3.Database) => A) =>
-      Effect.try({ try: () => f(open()), catch: (e) => new RepositoryUnavailable({ path, reason: message(e) }) })
+      Effect.try({
+        try: () => {
+          try {
+            return f(open())
+          } catch (e) {
+            if (!isHotJournal(e)) throw e
+            db?.close()
+            db = undefined
+            rollBackHotJournal(path)
+            return f(open())
+          }
+        },
+        catch: (e) => new RepositoryUnavailable({ path, reason: message(e) })
+      })
 
     const resolve = (what: string, name: string) =>
       Effect.gen(function*() {

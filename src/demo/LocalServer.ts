@@ -155,6 +155,20 @@ const killStragglers = async (repository: string): Promise<void> => {
 }
 
 /**
+ * A process ended above in the middle of a commit (a backoffice writing its lease) leaves its
+ * journal hot. The next open that may write rolls it back; a read-only open (a test's, a program's
+ * plain SQLite) fails until then. So the stopped server's file is left as Fossil's next open would
+ * leave it. Best effort: openDatabase's readers roll it back themselves too.
+ */
+const rollBackWhatWasCut = (repository: string): void => {
+  try {
+    if (Fs.existsSync(`${repository}-journal`) && Fs.statSync(repository).isFile()) {
+      openDatabase(repository, { readonly: true, fileMustExist: true }).close()
+    }
+  } catch { /* the next reader says what is wrong */ }
+}
+
+/**
  * The environment a service manager gives a service (systemd: a fixed PATH, and HOME and LANG
  * where the unit names them), nothing of the test's own: a program that works only with the
  * test's variables, or only from the checkout as its directory, fails here as it would installed.
@@ -210,6 +224,7 @@ export const startServer = async (repository: string, options: ServerOptions = {
     await Promise.all(children.map(killGroup))
     await killStragglers(abs)
     if (served !== abs) await killStragglers(served)
+    rollBackWhatWasCut(abs)
   }
   const extroot = options.extroot === undefined ? [] : ["--extroot", Path.resolve(options.extroot)]
   try {
@@ -242,6 +257,7 @@ export const restartServer = async (repository: string, port: number, options: S
   const stop = async () => {
     await Promise.all(children.map(killGroup))
     await killStragglers(abs)
+    rollBackWhatWasCut(abs)
   }
   const extroot = options.extroot === undefined ? [] : ["--extroot", Path.resolve(options.extroot)]
   const url = `http://127.0.0.1:${port}/`

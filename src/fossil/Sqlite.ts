@@ -80,5 +80,44 @@ export const busyTimeoutMs = 15_000
  */
 export const openDatabase = (path: string, options?: BetterSqlite3.Options): BetterSqlite3.Database => {
   const Database = load()
-  return new Database(path, { timeout: busyTimeoutMs, ...(addon === undefined ? {} : { nativeBinding: addon }), ...options })
+  const open = () => new Database(path, { timeout: busyTimeoutMs, ...(addon === undefined ? {} : { nativeBinding: addon }), ...options })
+  // without a journal beside the file there is nothing to roll back: one stat, and the open as it was
+  if (options?.readonly !== true || !Fs.existsSync(`${path}-journal`)) return open()
+  const db = open()
+  try {
+    db.pragma("schema_version", { simple: true })
+    return db
+  } catch (e) {
+    db.close()
+    if (!isHotJournal(e)) throw e
+  }
+  rollBackHotJournal(path)
+  return open()
+}
+
+/** a read-only connection met a journal that a writer left when it stopped mid-commit */
+export const isHotJournal = (e: unknown): boolean => (e as { code?: unknown } | undefined)?.code === "SQLITE_READONLY_ROLLBACK"
+
+/**
+ * A writer that stopped mid-commit (Fossil killed by a service stop, the OOM killer, a power cut)
+ * leaves its journal "hot": the next connection that may write rolls the file back to its last
+ * commit, as Fossil does on its next open. A read-only connection may not, and every read it makes
+ * fails until some writer comes, which on a quiet repository may be never. So a reader that meets
+ * one does what Fossil would: opens the file for writing once and reads, which is when SQLite
+ * rolls back (under its exclusive lock, and only a journal no live writer holds).
+ */
+export const rollBackHotJournal = (path: string): void => {
+  const Database = load()
+  let db: BetterSqlite3.Database | undefined
+  try {
+    db = new Database(path, { timeout: busyTimeoutMs, fileMustExist: true, ...(addon === undefined ? {} : { nativeBinding: addon }) })
+    db.pragma("schema_version", { simple: true })
+  } catch (e) {
+    throw new Error(
+      `${path}: a writer stopped mid-commit and left ${path}-journal, which this reader cannot roll back ` +
+        `(${e instanceof Error ? e.message : String(e)}); any fossil command that opens the repository does it`
+    )
+  } finally {
+    db?.close()
+  }
 }

@@ -1,12 +1,12 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
-import BetterSqlite3 from "better-sqlite3"
 import * as Effect from "effect/Effect"
 import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as Read from "../../src/fossil/Read.js"
+import { openDatabase } from "../../src/fossil/Sqlite.js"
 import { tools } from "../../src/tools/Registry.js"
 import { runTool } from "../../src/tools/RunTool.js"
 import { type Caller, notOfferedMessage, offeredBy, type Tool } from "../../src/tools/Tool.js"
@@ -94,7 +94,7 @@ const connect = async (program: string, env: Record<string, string>, args: Reado
 const as = (login: string, program = real) => connect(program, { OCX_USER: login, OCX_REPOSITORY: repository })
 
 const fullcap = (file: string, login: string): string => {
-  const db = new BetterSqlite3(file, { readonly: true })
+  const db = openDatabase(file, { readonly: true, fileMustExist: true })
   try {
     return Read.user(db, login)?.fullcap ?? ""
   } finally {
@@ -103,7 +103,7 @@ const fullcap = (file: string, login: string): string => {
 }
 /** anything the repository receives changes this */
 const state = () => {
-  const db = new BetterSqlite3(repository, { readonly: true })
+  const db = openDatabase(repository, { readonly: true, fileMustExist: true })
   try {
     return JSON.stringify(db.prepare("SELECT (SELECT count(*) FROM blob) AS blobs, (SELECT coalesce(max(rcvid), 0) FROM rcvfrom) AS rcvid").get())
   } finally {
