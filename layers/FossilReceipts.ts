@@ -7,7 +7,7 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type BetterSqlite3 from "better-sqlite3"
-import { busyTimeoutMs, openDatabase } from "../src/fossil/Sqlite.js"
+import { busyTimeoutMs, heldReader, openDatabase } from "../src/fossil/Sqlite.js"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { grants } from "../src/fossil/Fullcap.js"
@@ -29,21 +29,11 @@ const message = (e: unknown) => (e instanceof Error ? e.message : String(e))
 export const make = (config: FossilReceiptsConfig) =>
   Effect.gen(function*() {
     const path = Path.resolve(config.path)
-    let db: BetterSqlite3.Database | undefined
-    yield* Effect.addFinalizer(() => Effect.sync(() => db?.close()))
+    const held = heldReader(path, () => openDatabase(path, { readonly: true, fileMustExist: true, timeout: config.busyTimeoutMs ?? busyTimeoutMs }))
+    yield* Effect.addFinalizer(() => Effect.sync(held.close))
 
     const read = <A>(f: (db: BetterSqlite3.Database) => A) =>
-      Effect.try({
-        try: () => {
-          if (db === undefined) {
-            const d = openDatabase(path, { readonly: true, fileMustExist: true })
-            d.pragma(`busy_timeout = ${config.busyTimeoutMs ?? busyTimeoutMs}`)
-            db = d
-          }
-          return f(db)
-        },
-        catch: (e) => new ReceiptsUnavailable({ path, reason: message(e) })
-      })
+      Effect.try({ try: () => held.read(f), catch: (e) => new ReceiptsUnavailable({ path, reason: message(e) }) })
 
     /** the caller's effective capabilities; an unknown login is nobody */
     const callerCaps = (d: BetterSqlite3.Database, caller: string | undefined): string | undefined =>
@@ -73,9 +63,9 @@ export const make = (config: FossilReceiptsConfig) =>
           resume(result)
         }
         const look = () => {
-          if (done || db === undefined) return
+          if (done || held.current() === undefined) return
           try {
-            const now = newestOf(db)
+            const now = held.read(newestOf)
             if (now !== after) finish(Effect.succeed(now))
           } catch (e) {
             finish(Effect.fail(new ReceiptsUnavailable({ path, reason: message(e) })))

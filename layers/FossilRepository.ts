@@ -18,7 +18,7 @@ import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import type BetterSqlite3 from "better-sqlite3"
 import { makeTempDir } from "../src/care/TempDirs.js"
-import { busyTimeoutMs, isHotJournal, openDatabase, rollBackHotJournal } from "../src/fossil/Sqlite.js"
+import { busyTimeoutMs, heldReader, openDatabase } from "../src/fossil/Sqlite.js"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -71,12 +71,7 @@ export const make = (config: FossilRepositoryConfig) =>
     const path = Path.resolve(config.path)
     const role: "served" | "clone" = config.server === undefined ? "served" : "clone"
     const readOptions: Read.ReadOptions = { senders: role === "served" }
-    let db: BetterSqlite3.Database | undefined
-
-    yield* Effect.addFinalizer(() => Effect.sync(() => db?.close()))
-
     const open = (): BetterSqlite3.Database => {
-      if (db !== undefined) return db
       const d = openDatabase(path, { readonly: true, fileMustExist: true })
       try {
         d.pragma(`busy_timeout = ${config.busyTimeoutMs ?? busyTimeoutMs}`)
@@ -86,29 +81,14 @@ export const make = (config: FossilRepositoryConfig) =>
         d.close()
         throw e
       }
-      db = d
       return d
     }
+    const held = heldReader(path, open)
+    yield* Effect.addFinalizer(() => Effect.sync(held.close))
 
-    /**
-     * A synchronous read, its throws made RepositoryUnavailable. A connection held across a
-     * writer that stopped mid-commit meets the journal it left: rolled back, the read is made again.
-     */
+    /** a synchronous read, its throws made RepositoryUnavailable */
     const read = <A>(f: (db: BetterSqlite3.Database) => A) =>
-      Effect.try({
-        try: () => {
-          try {
-            return f(open())
-          } catch (e) {
-            if (!isHotJournal(e)) throw e
-            db?.close()
-            db = undefined
-            rollBackHotJournal(path)
-            return f(open())
-          }
-        },
-        catch: (e) => new RepositoryUnavailable({ path, reason: message(e) })
-      })
+      Effect.try({ try: () => held.read(f), catch: (e) => new RepositoryUnavailable({ path, reason: message(e) }) })
 
     const resolve = (what: string, name: string) =>
       Effect.gen(function*() {

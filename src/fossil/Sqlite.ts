@@ -121,3 +121,37 @@ export const rollBackHotJournal = (path: string): void => {
     db?.close()
   }
 }
+
+/** A read-only connection a service keeps across its reads, opened on the first. */
+export interface HeldReader {
+  /** reads on the held connection; one a writer's death left facing a hot journal is mended and read again */
+  readonly read: <A>(f: (db: BetterSqlite3.Database) => A) => A
+  /** the connection, if one is open */
+  readonly current: () => BetterSqlite3.Database | undefined
+  readonly close: () => void
+}
+
+/**
+ * A connection held across reads (a watcher holds its repository for the run's life) meets a
+ * journal left hot by a writer that died after it was opened: openDatabase's mending at the open
+ * cannot see that one, so the read that meets it closes the connection, rolls back, and reads
+ * once more on a new one.
+ */
+export const heldReader = (path: string, open: () => BetterSqlite3.Database): HeldReader => {
+  let db: BetterSqlite3.Database | undefined
+  const close = () => {
+    db?.close()
+    db = undefined
+  }
+  const read = <A>(f: (db: BetterSqlite3.Database) => A): A => {
+    try {
+      return f((db ??= open()))
+    } catch (e) {
+      if (!isHotJournal(e)) throw e
+      close()
+      rollBackHotJournal(path)
+      return f((db = open()))
+    }
+  }
+  return { read, current: () => db, close }
+}

@@ -7,13 +7,16 @@
  * then roll the file back to its last commit, as Fossil would on its next open, and read on.
  */
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import BetterSqlite3 from "better-sqlite3"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import { createRequire } from "node:module"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import * as FossilReceipts from "../../layers/FossilReceipts.js"
 import * as FossilRepository from "../../layers/FossilRepository.js"
+import { Receipts } from "../../services/Receipts.js"
 import { Repository } from "../../services/Repository.js"
 import { fossil, makeTempDir } from "../../src/demo/LocalServer.js"
 import { openDatabase } from "../../src/fossil/Sqlite.js"
@@ -110,18 +113,26 @@ describe("a journal left hot by a writer killed mid-commit", () => {
     expect((await fossil(["sql", "-R", file, "SELECT value FROM config WHERE name = 'project-code'"], "root")).trim()).toBe(`'${projectCode}'`)
   })
 
-  it.live("a repository service holding its connection across the writer's death reads on", () =>
+  it.live("the repository and receipts services, holding their connections across the writer's death, read on", () =>
     Effect.gen(function*() {
-      const { file, projectCode } = yield* Effect.promise(() => newRepository("held.fossil"))
-      yield* Effect.gen(function*() {
-        const repository = yield* Repository
-        // the connection is open (a watcher's, held for its run's life) when the writer dies
-        expect((yield* repository.codes()).projectCode).toBe(projectCode)
-        yield* Effect.promise(() => killWriterMidCommit(file))
-        expect(plainRead(file)).toBe("SQLITE_READONLY_ROLLBACK")
-        expect((yield* repository.codes()).projectCode).toBe(projectCode)
-      }).pipe(Effect.provide(FossilRepository.layer({ path: file })), Effect.scoped)
-      lastCommit(file, projectCode)
+      for (const service of ["repository", "receipts"] as const) {
+        const { file, projectCode } = yield* Effect.promise(() => newRepository(`held-${service}.fossil`))
+        yield* Effect.gen(function*() {
+          const repository = yield* Repository
+          const receipts = yield* Receipts
+          const read = service === "repository"
+            ? repository.codes().pipe(Effect.map((c) => c.projectCode))
+            : receipts.capabilitiesOf("root")
+          // the connection is open (a watcher's, held for its run's life) when the writer dies
+          const before = yield* read
+          // root, who made the repository, holds every capability
+          expect(before).toEqual(service === "repository" ? projectCode : expect.stringMatching(/^[a-zA-Z0-9]{20,}$/))
+          yield* Effect.promise(() => killWriterMidCommit(file))
+          expect(plainRead(file)).toBe("SQLITE_READONLY_ROLLBACK")
+          expect(yield* read).toBe(before)
+        }).pipe(Effect.provide(Layer.merge(FossilRepository.layer({ path: file }), FossilReceipts.layer({ path: file }))), Effect.scoped)
+        lastCommit(file, projectCode)
+      }
     }))
 
   it("a reader that may not write the file says what is wrong and what mends it, and leaves the journal", async () => {
