@@ -3,7 +3,7 @@
  * as the forms take them (with their CSRF token and Referer), as the demo posts its runs and the
  * tests post theirs.
  */
-import BetterSqlite3 from "better-sqlite3"
+import { openDatabase } from "../fossil/Sqlite.js"
 
 export interface WebSession {
   readonly url: string
@@ -53,7 +53,7 @@ const formPostOnce = async (s: WebSession, page: string, fields: Record<string, 
 
 /** The full hash of the one artifact whose hash starts with `prefix`. */
 export const fullHash = (repository: string, prefix: string): string => {
-  const db = new BetterSqlite3(repository, { readonly: true, fileMustExist: true })
+  const db = openDatabase(repository, { readonly: true, fileMustExist: true })
   try {
     const rows = db.prepare<[string], { uuid: string }>("SELECT uuid FROM blob WHERE uuid GLOB ? || '*'").all(prefix)
     if (rows.length !== 1) throw new Error(`${rows.length} artifacts start with ${prefix}`)
