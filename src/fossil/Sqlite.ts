@@ -107,10 +107,9 @@ export const isHotJournal = (e: unknown): boolean => (e as { code?: unknown } | 
  * rolls back (under its exclusive lock, and only a journal no live writer holds).
  */
 export const rollBackHotJournal = (path: string): void => {
-  const Database = load()
   let db: BetterSqlite3.Database | undefined
   try {
-    db = new Database(path, { timeout: busyTimeoutMs, fileMustExist: true, ...(addon === undefined ? {} : { nativeBinding: addon }) })
+    db = openDatabase(path, { fileMustExist: true })
     db.pragma("schema_version", { simple: true })
   } catch (e) {
     throw new Error(
