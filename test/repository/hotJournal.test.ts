@@ -20,13 +20,17 @@ import { Receipts } from "../../services/Receipts.js"
 import { Repository } from "../../services/Repository.js"
 import { fossil, makeTempDir } from "../../src/demo/LocalServer.js"
 import { openDatabase } from "../../src/fossil/Sqlite.js"
+import { makeReleaseRoot } from "../support/world.js"
 
-const checkout = Path.resolve(import.meta.dirname, "../..")
 const addonPackage = createRequire(import.meta.url).resolve("better-sqlite3")
 
 let dir: string
+let root: string
 beforeAll(() => {
   dir = makeTempDir("ocx2-hotjournal-")
+  // a release root as accept leaves it, its programs with the caches this checkout's build made
+  root = Path.join(dir, "root")
+  makeReleaseRoot(root)
 })
 afterAll(() => {
   if (process.env.OCX2_KEEP_TEST_DIR === undefined) Fs.rmSync(dir, { recursive: true, force: true })
@@ -70,6 +74,13 @@ const killWriterMidCommit = async (file: string): Promise<void> => {
   // the uncommitted pages are in the file, and only the journal can undo them
   expect(Fs.statSync(file).size).toBeGreaterThan(sizeBefore)
   expect(Fs.statSync(`${file}-journal`).size).toBeGreaterThan(0)
+}
+
+/** ROOT/current/ocx2 as a service manager starts it (from /, a bare environment), under `wrapper` */
+const shipped = (wrapper: ReadonlyArray<string>, args: ReadonlyArray<string>) => {
+  const program = [process.execPath, Path.join(root, "current", "ocx2"), ...args]
+  const [command, ...rest] = [...wrapper, ...program]
+  return ChildProcess.spawnSync(command!, rest, { cwd: "/", env: { PATH: "/usr/bin:/bin", HOME: dir }, encoding: "utf8" })
 }
 
 /** what a read-only connection of SQLite's own makes of the file now */
@@ -135,29 +146,33 @@ describe("a journal left hot by a writer killed mid-commit", () => {
       }
     }))
 
-  it("a reader that may not write the file says what is wrong and what mends it, and leaves the journal", async () => {
+  it("as installed: ROOT/current/ocx2, through its code cache, rolls the file back to its last commit and answers, twice", async () => {
+    for (const call of [1, 2]) {
+      const { file, projectCode } = await newRepository(`shipped-${call}.fossil`)
+      await killWriterMidCommit(file)
+      expect(plainRead(file)).toBe("SQLITE_READONLY_ROLLBACK")
+      const r = shipped([], ["--json", "--repository", file, "--user", "root", "status"])
+      expect(r.status, r.stderr).toBe(0)
+      const answer = JSON.parse(r.stdout) as { stopped: { reason: string }; output: { caller: { user: string; capabilities: string } } }
+      expect(answer.stopped.reason).toBe("completed")
+      expect(answer.output.caller).toEqual({ user: "root", capabilities: expect.stringMatching(/^[a-zA-Z0-9]{20,}$/) })
+      lastCommit(file, projectCode)
+      // the second call runs through the code cache the build or the first call left
+      expect(Fs.existsSync(Path.join(root, "current", "ocx2.cjs.cache"))).toBe(true)
+    }
+  })
+
+  it("as installed, a reader that may not write the file says what is wrong and what mends it, and leaves the journal", async () => {
     const { file, projectCode } = await newRepository("readonly.fossil")
     await killWriterMidCommit(file)
-    // the reader as its own program, in a sandbox where every file is read-only
-    const bundle = Path.join(dir, "sqlite.mjs")
-    ChildProcess.execFileSync(Path.join(checkout, "node_modules/.bin/esbuild"), [
-      Path.join(checkout, "src/fossil/Sqlite.ts"), "--bundle", "--platform=node", "--format=esm", "--external:better-sqlite3",
-      `--outfile=${bundle}`, "--log-level=warning"
-    ])
-    const reader = Path.join(dir, "reader.mjs")
-    Fs.writeFileSync(reader, `
-      import { openDatabase } from ${JSON.stringify(bundle)}
-      try {
-        const db = openDatabase(${JSON.stringify(file)}, { readonly: true, fileMustExist: true })
-        console.log("read", JSON.stringify(db.prepare("SELECT count(*) AS n FROM config").get()))
-      } catch (e) {
-        console.log("error", e.message)
-      }`)
-    const out = ChildProcess.execFileSync("bwrap", [
-      "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent", process.execPath, reader
-    ], { env: { PATH: "/usr/bin:/bin", NODE_PATH: Path.join(checkout, "node_modules") }, encoding: "utf8" })
-    expect(out.trim()).toBe(
-      `error ${file}: a writer stopped mid-commit and left ${file}-journal, which this reader cannot roll back ` +
+    // the shipped program in a sandbox where every file is read-only
+    const r = shipped(["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent"],
+      ["--json", "--repository", file, "--user", "root", "status"])
+    expect(r.status, r.stderr).toBe(2)
+    const answer = JSON.parse(r.stdout) as { stopped: { reason: string; message: string } }
+    expect(answer.stopped.reason).toBe("refused")
+    expect(answer.stopped.message).toContain(
+      `${file}: a writer stopped mid-commit and left ${file}-journal, which this reader cannot roll back ` +
         `(attempt to write a readonly database); any fossil command that opens the repository does it`
     )
     // nothing was lost: the journal is still there, and a reader that may write mends the file
