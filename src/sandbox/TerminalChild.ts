@@ -115,6 +115,35 @@ const crlf = (chunk: Buffer, previous: number | undefined): Buffer => {
   return Buffer.from(out)
 }
 
+/** how long a terminal is read after its process exited when another process still holds it open */
+const heldTerminalLimitMs = 2000
+
+/**
+ * node-pty ends a terminal 200 ms after its process exits, by destroying the socket that reads it,
+ * whether or not the socket has read what the process printed last: a terminal paused (its output
+ * not taken as fast as it came) or this process not scheduled for those 200 ms (a loaded machine)
+ * lost the run's last lines. That destroy (node-pty's, the only one called with no error) is put
+ * off: the terminal is read on, never paused again (`ending`), until it ends by itself (EIO: every
+ * writer closed and all read), or for at most `heldTerminalLimitMs` while another process holds it.
+ */
+const readToTheEnd = (pty: NodePty.IPty, ending: () => void): void => {
+  type Socket = { destroyed?: boolean; resume(): void; once(event: "close", f: () => void): void; destroy(...args: Array<unknown>): unknown }
+  const socket = (pty as unknown as { _socket?: Socket })._socket
+  // a node-pty that keeps its socket elsewhere ends as it does
+  if (socket === undefined || typeof socket.destroy !== "function") return
+  const destroy = socket.destroy
+  let putOff = false
+  socket.destroy = (...args: Array<unknown>) => {
+    if (putOff || args.length > 0 || socket.destroyed === true) return destroy.apply(socket, args)
+    putOff = true
+    ending()
+    socket.resume()
+    const limit = setTimeout(() => destroy.apply(socket, args), heldTerminalLimitMs)
+    socket.once("close", () => clearTimeout(limit))
+    return socket
+  }
+}
+
 export class TerminalChild extends EventEmitter {
   readonly pid: number
   readonly stdin: Writable
@@ -181,21 +210,23 @@ export class TerminalChild extends EventEmitter {
       size: () => size
     }
 
+    let ending = false
     this.pty.onData((data: string | Buffer) => {
       const chunk = typeof data === "string" ? Buffer.from(data, "utf8") : data
       show(chunk)
-      if (!this.stdout.write(chunk)) {
+      if (!this.stdout.write(chunk) && !ending) {
         this.pty.pause()
         this.stdout.once("drain", () => this.pty.resume())
       }
     })
+    readToTheEnd(this.pty, () => (ending = true))
     let lastErrByte: number | undefined
     this.stderr.on("data", (chunk: Buffer) => {
       show(crlf(chunk, lastErrByte))
       lastErrByte = chunk[chunk.length - 1]
     })
     this.stderr.on("error", () => {})
-    // node-pty reports the exit once the terminal's last output was read
+    // node-pty reports the exit once the terminal's last output was read (readToTheEnd)
     this.pty.onExit(({ exitCode, signal }) => {
       this.ended = true
       this.stdout.end()
