@@ -20,9 +20,10 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { machineBusySeconds } from "./support/machineCpu.js"
 import { median } from "./support/measure.js"
 
-type Cost = { readonly file: string; readonly wall: number; readonly cpu: number; readonly worker: number; readonly forks: number }
+type Cost = { readonly file: string; readonly wall: number; readonly cpu: number; readonly worker: number }
 
 const project = Path.join(import.meta.dirname, "..")
 const argv = process.argv.slice(2)
@@ -34,10 +35,6 @@ if (!Number.isInteger(workers) || workers < 1) {
 }
 const filters = at === -1 ? argv : argv.filter((_, i) => i !== at && i !== at + 1)
 
-const machineBusy = () => {
-  const f = Fs.readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number)
-  return (f[0]! + f[1]! + f[2]! + f[5]! + f[6]!) / 100
-}
 const load = () => Os.loadavg().map((l) => l.toFixed(1)).join(" ")
 const s = (x: number) => `${x.toFixed(1)} s`
 
@@ -53,7 +50,7 @@ const main = () => {
   const out = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-suite-cost-")), "cost.jsonl")
   const node = median(Array.from({ length: 10 }, bareNode))
   console.log(`suite: ${workers === 1 ? "one test file at a time" : `${workers} test files at once`}${filters.length === 0 ? "" : `, ${filters.join(" ")}`}; load average at the start ${load()}`)
-  const busy0 = machineBusy()
+  const busy0 = machineBusySeconds()
   const t0 = Date.now()
   const vitest = ChildProcess.spawnSync(
     process.execPath,
@@ -61,11 +58,16 @@ const main = () => {
     { cwd: project, env: { ...process.env, OCX2_TEST_WORKERS: String(workers), OCX2_SUITE_COST: out }, encoding: "utf8", maxBuffer: 1 << 28 }
   )
   const wall = (Date.now() - t0) / 1000
-  const cpu = machineBusy() - busy0
+  const cpu = machineBusySeconds() - busy0
   const costs: Array<Cost> = Fs.existsSync(out) ? Fs.readFileSync(out, "utf8").trim().split("\n").map((l) => JSON.parse(l) as Cost) : []
   Fs.rmSync(Path.dirname(out), { recursive: true, force: true })
   const summary = (vitest.stdout ?? "").split("\n").filter((l) => /Test Files|Tests /.test(l)).map((l) => l.trim()).join("; ")
   const cores = Os.availableParallelism()
+  if (costs.length === 0) {
+    console.log(`no test file ran${filters.length === 0 ? "" : ` (none matches ${filters.join(" ")})`}; vitest exited ${String(vitest.status)}:`)
+    console.log(`${vitest.stdout ?? ""}${vitest.stderr ?? ""}`.trim())
+    process.exit(1)
+  }
   if (workers === 1) {
     const byCpu = [...costs].sort((a, b) => b.cpu - a.cpu)
     console.log(`each file alone, the costliest first (CPU: the machine's while the file ran; worker: its vitest worker's own):`)
