@@ -113,4 +113,17 @@ describe("attach: a person joins a run's terminal", () => {
     expect(stopped.stopped).toEqual({ reason: "completed" })
     await world.waitEnded(run, 20_000)
   }, 120_000)
+
+  it("keeps what a terminal run printed last, as it exited: the watcher of the release root reads its terminal to the end", async () => {
+    // 40 KB of output, then a line as the process ends
+    const run = await createRun("head -c 40000 /dev/zero | tr '\\0' x; echo; echo the-last-line", { terminal: true })
+    const replies = await world.waitEnded(run, 60_000)
+    expect(replies.filter((m) => m.kind === "ended").map((m) => m.content)).toEqual([{ outcome: "exited", exit: 0 }])
+    // stdout.log in the workspace holds the whole stream as the watcher read it (written before ended)
+    const started = replies.find((m) => m.kind === "started")!.content as { values: { workspace: string } }
+    const log = Fs.readFileSync(Path.join(started.values.workspace, "stdout.log"), "utf8")
+    expect(log.endsWith("\r\nthe-last-line\r\n")).toBe(true)
+    // counted loosely, as in test/sandbox/terminal.test.ts: one byte once went missing there under a heavy load
+    expect(log.replace(/[^x]/g, "").length).toBeGreaterThan(40000 - 16)
+  }, 120_000)
 })
