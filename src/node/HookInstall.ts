@@ -134,9 +134,23 @@ export const pollersOfKind = (repository: string): ReadonlyArray<Poller> => {
       // its repository path is then judged as written
     }
     const named = (ours ? argv.slice(program + 2) : argv.slice(1)).filter((a) => !a.startsWith("-"))
-    if (named.some((a) => canonicalRepository(Path.resolve(cwd, a)) === wanted)) found.push({ pid: Number(entry), kind: ours ? "node" : "fossil" })
+    if (named.some((a) => canonicalRepository(Path.resolve(cwd, a)) === wanted) && !forkOfItsParent(entry, argv)) found.push({ pid: Number(entry), kind: ours ? "node" : "fossil" })
   }
   return found
+}
+
+/**
+ * A poller's child between fork and exec (the node's poller starts `flock ... fossil backoffice`
+ * every round) shows its parent's command line for a moment: it is not a second poller.
+ */
+const forkOfItsParent = (pid: string, argv: ReadonlyArray<string>): boolean => {
+  try {
+    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    const ppid = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]
+    return Fs.readFileSync(`/proc/${ppid}/cmdline`, "utf8") === `${argv.join("\0")}\0`
+  } catch {
+    return false
+  }
 }
 
 /** The pids of fast mode's pollers of REPOSITORY, of either kind. */
