@@ -130,8 +130,9 @@ const heldTerminalLimitMs = 2000
  * Nor is an end of file the terminal's end. While the session's hangup is under way (its leader,
  * bwrap, exited), Linux may answer a read of the terminal with 0 and still have output to hand on:
  * on a loaded machine 5 terminal runs in 45 lost 1 to 5 KiB, their last line among them, and
- * reads after that 0 returned what was left (up to 3,162 bytes in the 2 runs traced), then EIO. libuv stops reading at an end of
- * file, so the terminal is then read here, every 10 ms, to EIO or the same limit.
+ * reads after that 0 returned what was left (up to 3,162 bytes in the 2 runs traced), then EIO.
+ * libuv stops reading at an end of file, so the terminal is then read here, every 10 ms, to EIO
+ * or the same limit.
  */
 const readToTheEnd = (pty: NodePty.IPty, take: (chunk: Buffer) => void, ending: () => void): void => {
   type Socket = {
