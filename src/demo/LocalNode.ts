@@ -9,6 +9,7 @@ import { runFossil } from "../fossil/Command.js"
 import { openDatabase } from "../fossil/Sqlite.js"
 import type { NodeConfig } from "../root/NodeConfig.js"
 import { stopSpare } from "../pickup/SpareClient.js"
+import { removeTree } from "./RemoveTree.js"
 import { createRepository, fossil, makeTempDir, startServer, type FossilUser, type RunningServer } from "./LocalServer.js"
 
 export const users = {
@@ -117,8 +118,7 @@ export const makeLocalNode = async (options: LocalNodeOptions = {}): Promise<Loc
     close: async () => {
       stopSpare(root)
       await server.stop()
-      // a process ending as the world is removed may still write into it: try again while it does
-      Fs.rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 })
+      await removeTree(dir)
     }
   }
 }

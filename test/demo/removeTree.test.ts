@@ -3,23 +3,25 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
-import { removeTestDir, waitFor } from "../support/world.js"
+import { removeTree } from "../../src/demo/RemoveTree.js"
+import { waitFor } from "../support/world.js"
 
-// a world's directory is removed while processes it started may still write into it (CI once failed
-// a whole file on ENOTEMPTY: a hook made its log again while Node's rmSync retried only the last rmdir)
+// the demo's or a world's directory is removed while processes it started may still write into it
+// (CI once failed a whole file on ENOTEMPTY, and once the demo: a hook made its log again while
+// Node's rmSync retried only the last rmdir)
 
 const alive = (child: ChildProcess.ChildProcess) => child.exitCode === null && child.signalCode === null
 
 const started = async (child: ChildProcess.ChildProcess, mark: string) =>
   expect(await waitFor(() => (Fs.existsSync(mark) ? true : undefined), 10_000, 20), `${mark} is made`).toBe(true)
 
-describe("removeTestDir", () => {
+describe("removeTree", () => {
   it("removes a directory that a process naming it writes into without a pause, and ends that process", async () => {
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-remove-"))
     for (let i = 0; i < 200; i++) Fs.writeFileSync(Path.join(dir, `f${i}`), "x")
     const writer = ChildProcess.spawn("sh", ["-c", `while :; do mkdir -p ${dir}/again; touch ${dir}/again/file; done`], { cwd: "/", stdio: "ignore" })
     await started(writer, Path.join(dir, "again", "file"))
-    await removeTestDir(dir)
+    await removeTree(dir)
     expect(Fs.existsSync(dir)).toBe(false)
     expect(await waitFor(() => (alive(writer) ? undefined : true), 5_000, 20)).toBe(true)
   })
@@ -33,7 +35,7 @@ describe("removeTestDir", () => {
     })
     await started(inside, Path.join(dir, "sub", "here"))
     await started(holder, Path.join(dir, "held.made"))
-    await removeTestDir(dir)
+    await removeTree(dir)
     expect(Fs.existsSync(dir)).toBe(false)
     expect(await waitFor(() => (alive(inside) || alive(holder) ? undefined : true), 5_000, 20)).toBe(true)
   })
