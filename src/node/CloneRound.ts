@@ -2,10 +2,12 @@
 // pull: what the pull brought (the clone's receipts after the node's cursor) is read, the
 // server is asked who sent each run and stop (the clone's own receipts name only its pulls),
 // and each is decided in the server's order by the same decideRun the server's hook uses.
-// An artifact whose sender the server has not said is decided again at the next call: the
-// cursor stays before the first of them.
+// An artifact whose sender the server has not said, and a message whose decision failed (the
+// server not reached while its record was read, a hand-off that failed), is decided again at the
+// next call: the cursor stays before the first of them, so no call passes a run by.
 
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import type { Act } from "../operations/Operations.js"
 import { CareDirectory } from "../../services/CareDirectory.js"
@@ -17,16 +19,21 @@ import { readSessionFiles } from "../care/SessionFiles.js"
 import type { Arrival } from "../protocol/Subscriptions.js"
 import { advanceCursor, cursorFileOf, readCursor } from "../root/HookFiles.js"
 import type { NodeConfig } from "../root/NodeConfig.js"
-import { decideMessage, described, nodeMessagesAfter, type NodeMessage, type RunDecision } from "./Round.js"
+import { decideMessage, nodeMessagesAfter, type NodeMessage, type RunDecision } from "./Round.js"
 
 export interface CloneRoundResult {
   readonly from: Cursor
   readonly to: Cursor
   readonly decisions: ReadonlyArray<RunDecision>
+  /** the runs whose decision failed this time: the cursor stays before them, and the next call decides them again */
+  readonly failed: ReadonlyArray<string>
 }
 
 /** The node has no cursor on this clone: `ocx2 node --check` has not started it here. */
 export class NodeNotStarted extends Schema.TaggedError<NodeNotStarted>()("NodeNotStarted", { message: Schema.String }) {}
+
+/** The first line of why a decision failed, as Round's `described` says it. */
+const firstLine = (e: unknown): string => String((e as { message?: unknown })?.message ?? e).split("\n")[0]!
 
 const before = (c: Cursor): Cursor => (c.rid > 0 ? { rcvid: c.rcvid, rid: c.rid - 1 } : { rcvid: c.rcvid - 1, rid: Number.MAX_SAFE_INTEGER })
 
@@ -52,10 +59,21 @@ export const cloneRound = (config: NodeConfig, act: Act, options: { readonly wat
         if (answer?._tag === "Received") known.push({ ...message, rcvid: answer.rcvid, rid: answer.rid })
         else unknown.push(message)
       })
+      const inClone = new Map(read.messages.map((m) => [m.hash, { rcvid: m.rcvid, rid: m.rid }]))
       known.sort(serverOrder)
       const decisions: Array<RunDecision> = []
+      // in the clone's order, as the cursor is
+      const failed: Array<Cursor> = []
+      const failedRuns: Array<string> = []
       for (const message of known) {
-        decisions.push(yield* described(message.run, decideMessage(config, serverCode, message, act, options)))
+        const decided = yield* decideMessage(config, serverCode, message, act, options).pipe(Effect.either)
+        if (Either.isRight(decided)) {
+          decisions.push({ run: message.run, action: decided.right })
+          continue
+        }
+        failed.push(inClone.get(message.hash)!)
+        failedRuns.push(message.run)
+        decisions.push({ run: message.run, action: `failed: ${firstLine(decided.left)}; decided again at the next call (the cursor stays before it)` })
       }
       for (const message of unknown) {
         decisions.push({
@@ -67,9 +85,9 @@ export const cloneRound = (config: NodeConfig, act: Act, options: { readonly wat
       const listened = read.arrivals.filter((a) => whereSomeSessionListens(sessions, a))
       const arrivalAnswers = listened.length === 0 ? [] : yield* receipts.receipts(listened.map((a) => a.hash))
       const unknownArrivals = listened.filter((_, i) => arrivalAnswers[i]?._tag !== "Received")
-      // the cursor stays before the first artifact the server has not said the sender of (clone order):
-      // delivery stops there (2.11), so none after it is given first
-      const firstUnknown = [...unknown, ...unknownArrivals.map((a) => a.order)].sort(serverOrder)[0]
+      // the cursor stays before the first artifact the server has not said the sender of, or whose
+      // decision failed (clone order): delivery stops there (2.11), so none after it is given first
+      const firstUnknown = [...unknown, ...failed, ...unknownArrivals.map((a) => a.order)].sort(serverOrder)[0]
       const to = firstUnknown === undefined ? read.cursor : before(firstUnknown)
       const given: Array<Arrival> = []
       listened.forEach((arrival, i) => {
@@ -82,6 +100,6 @@ export const cloneRound = (config: NodeConfig, act: Act, options: { readonly wat
         deliverArrivals(config, given))
       for (const line of delivered ?? []) decisions.push({ run: line.slice(0, line.indexOf(":")), action: line.slice(line.indexOf(":") + 2) })
       yield* act("cursor", `${cursorFile} = ${JSON.stringify(to)}`, Effect.sync(() => advanceCursor(cursorFile, to)))
-      return { from, to, decisions } satisfies CloneRoundResult
+      return { from, to, decisions, failed: failedRuns } satisfies CloneRoundResult
     }))
   })

@@ -145,6 +145,11 @@ export const superviseClone = (
         log({ round: { from: decided.from, to: decided.to }, did, took })
         writeInfo()
       }
+      // the cursor stayed before them: a failure, so the loop pulls and decides again after its
+      // pause, not only once the server's page says another receipt arrived (none may)
+      if (decided.failed.length > 0) {
+        throw new Error(`deciding ${decided.failed.join(", ")} failed: the cursor stays before ${decided.failed.length === 1 ? "it" : "them"}`)
+      }
     })
     const startNode = async () => {
       rounds++
