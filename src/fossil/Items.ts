@@ -89,6 +89,12 @@ export interface ReadBatch {
   readonly cursor: Cursor
   /** true when limit stopped the read: read again from cursor for more */
   readonly more: boolean
+  /**
+   * a blob after `cursor` that may be a post or ticket change and had no row in the read's
+   * snapshot (its page had not finished writing it): the read stopped before it, and `cursor`
+   * is before it; read again soon. Absent when nothing was held back.
+   */
+  readonly unread?: Cursor
 }
 
 /** A check-in's tags: the values Fossil holds now, and every tag artifact naming it. */

@@ -9,6 +9,7 @@ import { cardValue, parseArtifact, tagCards } from "./Artifact.js"
 import { content, contentOfRow, inflate as inflateStored } from "./Content.js"
 import { fullcap, type SpecialUsers } from "./Fullcap.js"
 import { parsePostCards } from "./PostCards.js"
+import { awaitsItsRow, julianDayBefore, settleMs } from "./Unsettled.js"
 import {
   type Checkin, type CheckinTags, type Codes, type Cursor, type Item, type Post, type ReadBatch, type Receipt,
   serverOrder, type TagArtifact, type TicketChange, type UnversionedFile, type User
@@ -174,11 +175,53 @@ const defined = <A>(a: A | undefined): a is A => a !== undefined
 export const fewArtifacts = 2000
 
 /**
+ * The first artifact after `from`, up to `to`, that this read's snapshot holds as a blob that may
+ * be a post or ticket change (any, not only those mentioning ocx: a session may be given any) and
+ * has no row of its own yet: its page has committed the artifact and not yet its crosslink
+ * (Unsettled.ts). Only receipts younger than settleMs (or with no receipt row yet) are looked at,
+ * so a page that died half-way holds nothing back for longer. A check-in's crosslinked file
+ * (mlink), a check-in or tag (event) and a delta are no such post, and are not inflated.
+ */
+const firstAwaitingRow = (db: Db, from: Cursor, to: Cursor, now: number): Cursor | undefined => {
+  const rowless = [
+    ...(hasTable(db, "forumpost") ? ["NOT EXISTS (SELECT 1 FROM forumpost f WHERE f.fpid = b.rid)"] : []),
+    ...(hasTable(db, "ticketchng") ? ["NOT EXISTS (SELECT 1 FROM ticketchng c WHERE c.tkt_rid = b.rid)"] : []),
+    ...(hasTable(db, "mlink") ? ["NOT EXISTS (SELECT 1 FROM mlink m WHERE m.fid = b.rid)"] : []),
+    ...(hasTable(db, "event") ? ["NOT EXISTS (SELECT 1 FROM event e WHERE e.objid = b.rid AND e.type IN ('ci', 'g'))"] : [])
+  ]
+  const rows = stmt<{ rcvid: number; rid: number; toRcvid: number; toRid: number; young: number },
+    { rid: number; rcvid: number; content: Buffer | null; delta: number }>(db,
+    `SELECT b.rid, b.rcvid, b.content, EXISTS (SELECT 1 FROM delta d WHERE d.rid = b.rid) AS delta
+     FROM blob b LEFT JOIN rcvfrom r ON r.rcvid = b.rcvid
+     WHERE ${after} AND (b.rcvid < @toRcvid OR (b.rcvid = @toRcvid AND b.rid <= @toRid))
+       AND (r.mtime >= @young OR (r.mtime IS NULL AND b.rcvid > 0))
+       ${rowless.map((c) => `AND ${c}`).join(" ")}
+     ORDER BY b.rcvid, b.rid`
+  ).iterate({ rcvid: from.rcvid, rid: from.rid, toRcvid: to.rcvid, toRid: to.rid, young: julianDayBefore(now, settleMs) })
+  for (const row of rows) {
+    if (awaitsItsRow(row.content, row.delta !== 0, true)) return { rcvid: row.rcvid, rid: row.rid }
+  }
+  return undefined
+}
+
+/** The last artifact after `from` and before `held` in server order, or `from` when there is none. */
+const lastBefore = (db: Db, from: Cursor, held: Cursor): Cursor => {
+  const end = stmt<{ rcvid: number; rid: number; heldRcvid: number; heldRid: number }, { rcvid: number | null; rid: number | null }>(db,
+    `SELECT b.rcvid, b.rid, max(b.rcvid * 4294967296 + b.rid) FROM blob b
+     WHERE ${after} AND (b.rcvid < @heldRcvid OR (b.rcvid = @heldRcvid AND b.rid < @heldRid))`
+  ).get({ rcvid: from.rcvid, rid: from.rid, heldRcvid: held.rcvid, heldRid: held.rid })
+  return end?.rcvid == null || end.rid == null ? from : { rcvid: end.rcvid, rid: end.rid }
+}
+
+/**
  * Everything received after the cursor, in server order: posts (private ones
  * skipped), ticket changes, check-ins and tag artifacts. At most `limit` items;
- * the returned cursor is past every artifact looked at.
+ * the returned cursor is past every artifact looked at and read whole. One read
+ * transaction: a blob that may be a post and has no row in that same snapshot
+ * stops the read before it (`unread`), so that no cursor ever passes a post read
+ * as no post; the next read after the returned cursor reads it with its row.
  */
-export const readAfter = (db: Db, cursor: Cursor, limit: number, o: ReadOptions): ReadBatch => {
+export const readAfter = (db: Db, cursor: Cursor, limit: number, o: ReadOptions, now = Date.now()): ReadBatch => {
   const p = { rcvid: cursor.rcvid, rid: cursor.rid, limit: limit + 1 } // one more tells whether more are left
   const tail = ` AND ${after} ORDER BY b.rcvid, b.rid LIMIT @limit`
   return db.transaction((): ReadBatch => {
@@ -245,6 +288,11 @@ export const readAfter = (db: Db, cursor: Cursor, limit: number, o: ReadOptions)
         `SELECT b.rcvid, b.rid, max(b.rcvid * 4294967296 + b.rid) FROM blob b WHERE ${after}`
       ).get(p)
       next = end?.rcvid == null || end.rid == null ? cursor : { rcvid: end.rcvid, rid: end.rid }
+    }
+    const unread = firstAwaitingRow(db, cursor, next, now)
+    if (unread !== undefined) {
+      const before = taken.filter((r) => serverOrder(r, unread) < 0)
+      return { items: before.map((r) => (r.make === undefined ? r.item : r.make())).filter(defined), cursor: lastBefore(db, cursor, unread), more: false, unread }
     }
     return { items: taken.map((r) => (r.make === undefined ? r.item : r.make())).filter(defined), cursor: next, more }
   })()

@@ -182,11 +182,15 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
     let arrivals: Arrivals
     let halfWritten: number
     try {
-      arrivals = readArrivals(db, from, node.user)
       // a post caught half-way through its page's statements (fast mode's poller can run the
       // backoffice between them) has no forumpost row yet and looks like no post: passed by here,
       // its run would wait for the node's next start. The round waits for it under round.lock.
-      halfWritten = arrivals.maybe > 0 ? 0 : unsettledAfter(db, from).count
+      // Both questions are asked of one snapshot: asked apart, the row could land between them,
+      // and a post read as no post would seem settled
+      ;({ arrivals, halfWritten } = db.transaction(() => {
+        const read = readArrivals(db, from, node.user)
+        return { arrivals: read, halfWritten: read.maybe > 0 ? 0 : unsettledAfter(db, from).count }
+      })())
     } finally {
       db.close()
     }

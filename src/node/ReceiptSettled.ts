@@ -10,11 +10,15 @@
 // calls the hook, is run by the poller as soon as the file changed, so it too can land between
 // the page's statements. While a session is in care every post counts, not only those mentioning
 // ocx: a reply passed by that way was never given, or (once something read the arrivals again from
-// an earlier cursor) given after the replies that followed it.
+// an earlier cursor) given after the replies that followed it. The wait spares reading again; it
+// cannot keep a cursor honest by itself (the page may write between the wait and the read): the
+// read after a cursor stops before such a post in its own snapshot (src/fossil/Read.ts).
 
 import type BetterSqlite3 from "better-sqlite3"
-import * as Zlib from "node:zlib"
+import { awaitsItsRow, receivedMsAgo, settleMs } from "../fossil/Unsettled.js"
 import type { Cursor } from "../root/HookFiles.js"
+
+export { settleMs }
 
 export interface Unsettled {
   /** artifacts after the cursor written as a post or ticket change that holds "ocx", with no row of theirs yet */
@@ -25,27 +29,6 @@ export interface Unsettled {
 
 const tableExists = (db: BetterSqlite3.Database, name: string) =>
   db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined
-
-/** A forum post (W card, neither wiki's L nor a tech-note's E) or a ticket change (K card) that mentions ocx (or any, with everyPost). */
-const postOrTicketChange = (text: string, everyPost: boolean): boolean => {
-  if (!everyPost && !text.includes("ocx")) return false
-  const cards = new Set(text.split("\n").map((line) => line.slice(0, 2)))
-  return (cards.has("W ") && !cards.has("L ") && !cards.has("E ")) || cards.has("K ")
-}
-
-/** Whether a stored artifact (Fossil's 4-byte size, then zlib) opens as a post or ticket change can: a D card, or a clear-signed one. */
-const mayBeControlArtifact = (content: Buffer): boolean => {
-  let opening: string
-  try {
-    opening = Zlib.inflateSync(content.subarray(4, 4 + 256), { finishFlush: Zlib.constants.Z_SYNC_FLUSH }).toString("latin1", 0, 16)
-  } catch {
-    return true // read whole below, which says
-  }
-  return opening.startsWith("D ") || opening.startsWith("-----BEGIN")
-}
-
-/** How long a receipt is waited for to have its row: a page that died half-way is not waited for longer. */
-export const settleMs = 10_000
 
 export const unsettledAfter = (
   db: BetterSqlite3.Database,
@@ -69,20 +52,9 @@ export const unsettledAfter = (
   let count = 0
   let youngestMs = Number.POSITIVE_INFINITY
   for (const row of rows) {
-    // a delta is an edit of something already crosslinked, or a check-in: not waited for
-    if (row.content === null || row.delta !== 0) continue
-    // a post or ticket change opens with its D card: a pushed check-in's files are passed by on
-    // their first bytes, not inflated whole (the hook asks this on every receipt)
-    if (!mayBeControlArtifact(row.content)) continue
-    let text: string
-    try {
-      text = Zlib.inflateSync(row.content.subarray(4)).toString("latin1")
-    } catch {
-      continue
-    }
-    if (!postOrTicketChange(text, options?.everyPost === true)) continue
+    if (!awaitsItsRow(row.content, row.delta !== 0, options?.everyPost === true)) continue
     count++
-    youngestMs = Math.min(youngestMs, row.mtime === null ? 0 : now - (row.mtime - 2440587.5) * 86_400_000)
+    youngestMs = Math.min(youngestMs, receivedMsAgo(row.mtime, now))
   }
   return { count, youngestMs }
 }
