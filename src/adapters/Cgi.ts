@@ -159,7 +159,7 @@ export const makeCgi = (allTools: ReadonlyArray<Tool>, options: CgiOptions = {})
     return jsonBody || wantsJson(request, undefined) ? json(404, refusal(name, message)) : html(404, problemPage("No such tool", message, base))
   }
   const page = `${base}/${tool.name}`
-  const context = (dryRun: boolean) => ({ caller: request.caller, dryRun, repository: request.repository, entryPoint: "cgi" as const })
+  const context = (dryRun: boolean) => ({ caller: request.caller, dryRun, repository: request.repository, entryPoint: "cgi" as const, origin: request.origin })
   const isReleaseTool = releaseTools.includes(tool.name)
   const pageOptions = {
     release: inRoot || isReleaseTool ? release : undefined,

@@ -119,6 +119,8 @@ const readPage = (output: ReadOutput, base: string): string => {
  * policy, which allows the page's own site only; a firewall), the page follows the run through
  * its own site instead: it asks this page for what came after its offset (format=json), each
  * answer holding for up to 3 s, so the output still arrives without a reload, in bigger steps.
+ * The stream's token is good for one connection: a stream cut after it opened goes on with a fresh
+ * one from this page, from the offset the stream last gave.
  */
 const liveScript = `(function () {
   var out = document.getElementById("ocx-stream");
@@ -165,27 +167,57 @@ const liveScript = `(function () {
     };
     ask();
   };
-  var url = live.url.charAt(0) === ":" ? location.protocol + "//" + location.hostname + live.url : live.url;
-  var events = new EventSource(url + (url.indexOf("?") < 0 ? "?" : "&") + "token=" + encodeURIComponent(live.token));
-  var opened = false;
-  events.onopen = function () { opened = true; };
-  ["state", "output", "delivery", "missed", "end"].forEach(function (type) {
-    events.addEventListener(type, function (e) {
-      on[type](JSON.parse(e.data));
-      if (type === "end") { events.close(); }
-    });
-  });
-  events.onerror = function () {
-    if (over) return;
-    // never reached: follow it through this site; reached once, EventSource dials again itself
-    if (!opened) { events.close(); poll(); return; }
-    if (note) { note.textContent = "The live stream was cut; reconnecting."; }
+  // A token is good for one connection: a stream that was cut goes on with a fresh one from this
+  // page, from the offset the stream last said, and live again where the page gives one.
+  var resume = function () {
+    fetch(out.dataset.poll + "&format=json&seconds=0&offset=" + offset, { credentials: "same-origin" })
+      .then(function (r) { return r.json(); })
+      .then(function (a) {
+        var w = a && a.output;
+        if (!w) { throw new Error("no answer"); }
+        w.events.forEach(function (d) { if (on[d.type]) { on[d.type](d); } });
+        offset = w.offset;
+        if (w.over) { on.end({ state: null }); } else if (w.live) { connect(w.live); } else { poll(); }
+      })
+      .catch(function () {
+        if (note) { note.textContent = "The run cannot be followed from this page just now; trying again."; }
+        setTimeout(resume, 5000);
+      });
   };
+  var connect = function (grant) {
+    var url = grant.url.charAt(0) === ":" ? location.protocol + "//" + location.hostname + grant.url : grant.url;
+    // EventSource cannot send a header: the token goes in the URL, spent by this one connection
+    var events = new EventSource(url + (url.indexOf("?") < 0 ? "?" : "&") + "token=" + encodeURIComponent(grant.token));
+    var opened = false;
+    events.onopen = function () { opened = true; };
+    ["state", "output", "delivery", "missed", "end"].forEach(function (type) {
+      events.addEventListener(type, function (e) {
+        on[type](JSON.parse(e.data));
+        if (type === "end") { events.close(); }
+      });
+    });
+    events.addEventListener("offset", function (e) { offset = JSON.parse(e.data).offset; });
+    events.addEventListener("refused", function (e) {
+      over = true;
+      events.close();
+      if (note) { note.textContent = "No longer followed: " + JSON.parse(e.data).text; }
+    });
+    events.onerror = function () {
+      events.close();
+      if (over) return;
+      // never reached: follow it through this site; reached once: again with a fresh token
+      if (!opened) { poll(); return; }
+      if (note) { note.textContent = "The live stream was cut; reconnecting."; }
+      setTimeout(resume, 1000);
+    };
+  };
+  connect(live);
 })();`
 
 const watchPage = (output: WatchOutput, base: string, nonce: string | undefined): string => {
   const parts: Array<string> = []
   if (output.record !== undefined) parts.push(runSummaryHtml(output.record, base))
+  if (output.held !== undefined) parts.push(`<p class="ocx-held" id="ocx-held"><strong>Held back:</strong> ${escape(output.held)}</p>`)
   const printed = output.events.filter((e) => e.type === "output" || e.type === "delivery" || e.type === "missed").map((e) =>
     e.type === "output" ? `<span class="ocx-${escape(e.stream ?? "stdout")}">${escape(e.text ?? "")}</span>`
     : e.type === "delivery" ? `<span class="ocx-delivery">[delivered ${escape((e.hash ?? "").slice(0, 12))}] ${escape(e.line ?? "")}\n</span>`

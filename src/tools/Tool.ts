@@ -46,6 +46,8 @@ export interface ToolContext {
   readonly repository: string | undefined
   /** The entry point the call came through; list and help show what it offers (all when not given). */
   readonly entryPoint?: EntryPoint
+  /** Through the web pages: the server's origin as the browser reached it (the one the run page's live stream answers to). */
+  readonly origin?: string
   /**
    * Where a tool that follows something as it happens (watch) prints it as it happens, for a person
    * at a terminal; absent, it only answers at the end.

@@ -11,11 +11,12 @@ import { runTool } from "./RunTool.js"
 import { CallRefused, finish, recording, refuse } from "../operations/Operations.js"
 import { repositoryFile, type RepositoryFile } from "./support/RepositoryFile.js"
 import { ensureStreamServer, streamSettings } from "../watch/StreamServer.js"
-import { signGrant, streamSecret } from "../watch/StreamToken.js"
+import { newNonce, signGrant, streamSecret, TOKEN_MS } from "../watch/StreamToken.js"
 import * as Path from "node:path"
 import { defineTool, type ToolContext } from "./Tool.js"
 import { mayReadRun } from "./support/Permissions.js"
 import { rootOfCall } from "./support/ReleaseCall.js"
+import { heldForRoom } from "./support/DiskStatus.js"
 
 const optional = <A, I>(schema: Schema.Schema<A, I>, description: string) =>
   Schema.optionalWith(schema.annotations({ description }), { exact: true })
@@ -52,8 +53,9 @@ export const WatchOutput = Schema.Struct({
   record: optional(RunOut, "the run as read gives it: its summary, fields, verdicts and published files"),
   live: optional(Schema.Struct({
     url: Schema.String.annotations({ description: "the node's stream server's events of the run (server-sent events), from offset on; the host is the page's own when it starts with :PORT" }),
-    token: Schema.String.annotations({ description: "the viewer's grant, signed by the node, to give as ?token=" })
-  }), "on the web page, while the run goes on and its node is this host's: where its page follows it live")
+    token: Schema.String.annotations({ description: "the viewer's grant, signed by the node: for this run and one connection, within two minutes; give it as Authorization: Bearer TOKEN (a browser's EventSource, which cannot, as ?token=)" })
+  }), "on the web page, while the run goes on and its node is this host's: where its page follows it live"),
+  held: optional(Schema.String, "while the run waits and its node is this host's: why the node holds it back (ROOT short of free space)")
 })
 export type WatchOutput = typeof WatchOutput.Type
 
@@ -110,13 +112,16 @@ const careDirOf = (input: WatchInput, context: ToolContext) =>
       }
     }))
 
-/** The stream server's URL for the run, from offset on, and a grant signed for the viewer (12 hours). */
+/**
+ * The stream server's URL for the run, from offset on, and a grant signed for the viewer: for this
+ * run, one connection, two minutes; the stream server asks the repository for their rights again.
+ */
 const liveStream = async (root: string, program: string, file: RepositoryFile, run: string, context: ToolContext, offset: number) => {
   const port = await ensureStreamServer(root, program)
   const settings = streamSettings(root)
   const token = signGrant(streamSecret(releasePaths(root).node), {
     run, user: context.caller.user, capabilities: context.caller.capabilities, repository: file.path, role: file.role,
-    expires: Date.now() + 12 * 3600_000
+    origin: context.origin, nonce: newNonce(), expires: Date.now() + TOKEN_MS
   })
   const path = `/watch/${run}?offset=${offset}`
   return { url: settings.url !== undefined ? `${settings.url}${path}` : `:${port}${path}`, token }
@@ -202,16 +207,19 @@ export const watch = defineTool({
               catch: (e) => new CallRefused({ message: `the run's live stream cannot be served: ${(e as Error).message}` })
             }).pipe(Effect.tap((l) => Effect.sync(() => act.note("stream", `the node's stream server follows it at ${l.url}`))))
             : undefined
+          const summary = rowOf(followed.summary, Date.now())
+          const held = summary.state === "waiting" && careDir !== undefined ? heldForRoom(Path.dirname(careDir)) : undefined
           return {
             run,
-            summary: rowOf(followed.summary, Date.now()),
+            summary,
             over: followed.over,
             followed: careDir !== undefined ? "care directory" : "record",
             offset: followed.offset,
             events,
             reports,
             ...(record.output?.run !== undefined ? { record: record.output.run } : {}),
-            ...(live !== undefined ? { live } : {})
+            ...(live !== undefined ? { live } : {}),
+            ...(held !== undefined ? { held } : {})
           } satisfies WatchOutput
         }))
     )

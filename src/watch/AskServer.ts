@@ -105,10 +105,13 @@ export const followThroughServer = async (
   for (const event of page.events) emit(event)
   if (page.live === undefined) return page
   const url = page.live.url.startsWith(":") ? `${server.protocol}//${server.hostname}${page.live.url}` : page.live.url
-  const response = await fetch(`${url}${url.includes("?") ? "&" : "?"}token=${encodeURIComponent(page.live.token)}`, signal === undefined ? {} : { signal })
+  // the token in a header, not the URL: out of any proxy's access log
+  const response = await fetch(url, { headers: { authorization: `Bearer ${page.live.token}` }, ...(signal === undefined ? {} : { signal }) })
   if (response.status !== 200 || response.body === null) throw new Error(`the node's stream server answered HTTP ${response.status}: ${await response.text()}`)
   let ended = false
   for await (const { event, data } of serverSentEvents(response.body)) {
+    if (event === "offset") continue
+    if (event === "refused") throw new Error(`the node's stream server stopped following: ${(JSON.parse(data) as { text?: string }).text ?? ""}`)
     const parsed = JSON.parse(data) as WatchEventOut
     // the page gave the state as it stood; the stream starts with it again
     if (event === "state" && parsed.state === page.events.find((e) => e.type === "state")?.state) continue

@@ -76,6 +76,8 @@ export interface FollowOptions {
   readonly deadline?: number
   readonly signal?: AbortSignal
   readonly emit: (event: WatchEvent) => void
+  /** where RUN.stream has been read to, after each read that moved it (a reader that reconnects goes on from there) */
+  readonly reached?: (offset: number) => void
 }
 
 export interface Followed {
@@ -122,8 +124,10 @@ export const follow = async (options: FollowOptions): Promise<Followed> => {
     if (streamFile === undefined) return
     const read = readStreamFrom(streamFile, offset)
     if (read.restarted) options.emit({ type: "missed", at: Date.now(), what: "output printed while this reader was behind (the stream keeps its last 4 MiB)" })
+    const moved = read.offset !== offset
     offset = read.offset
     for (const chunk of read.chunks) options.emit({ type: "output", at: chunk.at, stream: chunk.stream, text: chunk.text })
+    if (moved) options.reached?.(offset)
   }
   const drainInbox = () => {
     if (inboxFile === undefined || !summary.session) return

@@ -1,8 +1,11 @@
 // Who may follow a run's live stream on the node's stream server: the web page, where Fossil
 // authenticated the viewer, signs a token naming the run, the viewer, the capabilities Fossil gave
-// them and the repository, with a secret only the node's account reads (ROOT/node/stream.secret,
-// mode 0600, made on first use). The server takes nothing else from the request: the viewer is
-// whoever the page signed for, bound to what those capabilities let them read.
+// them, the repository and the page's own origin, with a secret only the node's account reads
+// (ROOT/node/stream.secret, mode 0600, made on first use). A token is good for one run, for two
+// minutes and for one connection (its nonce is spent when the stream opens): a browser's
+// EventSource can only carry it in the URL, where a proxy's log may keep it, and a token spent at
+// once is worth nothing there. The server takes the viewer from the token and their capabilities
+// from the repository, again and again while it streams (StreamReader.ts), never from the request.
 
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
@@ -14,9 +17,18 @@ export interface StreamGrant {
   readonly capabilities: string
   readonly repository: string
   readonly role: "served" | "clone"
+  /** the origin of the page that signed it (the Fossil server's, as the browser saw it): the one origin the stream answers to */
+  readonly origin: string | undefined
+  /** random: the token's identity, spent by the first connection it opens */
+  readonly nonce: string
   /** milliseconds since the epoch */
   readonly expires: number
 }
+
+/** How long a page's token may wait for its connection. */
+export const TOKEN_MS = 2 * 60_000
+
+export const newNonce = (): string => Crypto.randomBytes(16).toString("base64url")
 
 export const secretFile = (nodeDir: string): string => Path.join(nodeDir, "stream.secret")
 
@@ -61,6 +73,10 @@ export const verifyGrant = (secret: Buffer, token: string, now: number): { reado
     grant = JSON.parse(Buffer.from(body, "base64url").toString("utf8")) as StreamGrant
   } catch {
     return { problem: "the token is not one this node signed" }
+  }
+  // a token of an older release (12 hours, no nonce) is not taken
+  if (typeof grant.nonce !== "string" || grant.nonce === "" || typeof grant.expires !== "number" || grant.expires > now + 2 * TOKEN_MS) {
+    return { problem: "the token is not one this release signs: open the run page again" }
   }
   if (!(grant.expires > now)) return { problem: "the token has expired: open the run page again" }
   return { grant }

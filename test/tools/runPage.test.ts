@@ -92,6 +92,8 @@ describe("the run page", () => {
         // a later line arrives on the page as the process prints it
         letGo(run)
         await page.locator("#ocx-stream", { hasText: `tick ${seenAtLoad + 1}` }).waitFor({ timeout: 60_000 })
+        // from the stream server itself (its token and origin taken), not through this site
+        expect(await page.locator("#ocx-live").textContent()).toBe("Following the run as its process prints.")
         await page.screenshot({ path: Path.join(screenshots, `${name}-running.png`), fullPage: true })
         await page.locator("#ocx-run-state", { hasText: "exited 0" }).waitFor({ timeout: 60_000 })
         const all = (await page.locator("#ocx-stream").textContent()) ?? ""
