@@ -8,10 +8,15 @@ export interface ActedOn {
   readonly run: string
 }
 
-/** A run addressed to `nodeUser`, or any stop or publish naming a run; else undefined. `hash` is the message's own. */
-export const actedOn = (reading: Reading, hash: string, nodeUser: string): ActedOn | undefined => {
+/**
+ * A run addressed to `nodeUser`, or any stop or publish naming a run; else undefined. `hash` is the
+ * message's own. With `toless` (a node on the served repository), also a run with no valid `to`:
+ * the served repository's own node refuses it (DECISIONS 16), and which node that is the round
+ * decides (TolessAnswerer.ts).
+ */
+export const actedOn = (reading: Reading, hash: string, nodeUser: string, toless = false): ActedOn | undefined => {
   if (reading._tag !== "Message") return undefined
-  if (reading.kind === "run") return reading.to === nodeUser ? { kind: "run", run: hash } : undefined
+  if (reading.kind === "run") return reading.to === nodeUser || (toless && reading.to === undefined) ? { kind: "run", run: hash } : undefined
   if ((reading.kind === "stop" || reading.kind === "publish") && reading.re !== undefined) return { kind: reading.kind, run: reading.re }
   return undefined
 }

@@ -113,7 +113,8 @@ const mayHoldMessage = (content: Buffer | null, delta: number, post: boolean, no
   if (!artifact.includes("ocx")) return false
   if (!post) return true
   try {
-    return actedOn(readMessage(parsePostCards(artifact).text ?? ""), "", nodeUser) !== undefined
+    // a run with no valid to too: the round decides whether this node is the one to refuse it
+    return actedOn(readMessage(parsePostCards(artifact).text ?? ""), "", nodeUser, true) !== undefined
   } catch {
     return true
   }

@@ -74,11 +74,17 @@ export const decideRun = (
     const care = yield* CareDirectory
     const record = yield* readRunRecord(run)
     if (record.message === undefined) return "holds no run: nothing to do"
-    if (record.message.to !== config.nodeUser) return `a run for ${record.message.to ?? "no node"}: not this node's`
+    // a run with no valid to is the served repository's own node's (its answerer, DECISIONS 16),
+    // whatever its clone: it refuses it (refusal 2 naming to, from checkRun) and no other node could
+    if (record.answerer !== config.nodeUser) {
+      return record.message.to === undefined
+        ? `a run with no valid to: the served repository's own node${record.answerer === undefined ? "" : ` (${record.answerer})`} answers it, not this node`
+        : `a run for ${record.message.to}: not this node's`
+    }
     // a clone that is missing or not a server-code names no other clone: this node answers it
     // (refusal 2 naming clone, from checkRun), once, as it answers any other malformed key
     const clone = runClone(record)
-    if (typeof clone === "string" && serverCodeForm.test(clone) && clone !== serverCode) return "a run for another clone: not this node's"
+    if (record.message.to !== undefined && typeof clone === "string" && serverCodeForm.test(clone) && clone !== serverCode) return "a run for another clone: not this node's"
     if (record.ended !== undefined) {
       if (options.publish === undefined) return `ended (${record.ended.content.outcome}): nothing to do`
       if (!record.publishes.some((p) => p.hash === options.publish)) {
@@ -285,7 +291,7 @@ export const nodeMessagesAfter = (nodeUser: string, from: Cursor, options?: { re
           if (arrival !== undefined) arrivals.push(arrival)
         }
         if (item._tag !== "Post" && item._tag !== "TicketChange") continue
-        const acted = actedOn(readMessage(item.text), item.hash, nodeUser)
+        const acted = actedOn(readMessage(item.text), item.hash, nodeUser, repository.role === "served")
         if (acted !== undefined) messages.push({ hash: item.hash, rcvid: item.rcvid, rid: item.rid, ...acted })
       }
       cursor = batch.cursor

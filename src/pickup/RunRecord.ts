@@ -10,6 +10,7 @@ import { decodeEnded, decodeStarted, type StartedContent } from "../protocol/Mes
 import type { EndedContent } from "../protocol/Outcomes.js"
 import { compareServerOrder, replyCounts, type ReplyKind, type Sender } from "../protocol/Senders.js"
 import { processUserOf } from "./RunCheck.js"
+import { tolessAnswerer } from "../node/TolessAnswerer.js"
 
 export type RunPlace =
   | { readonly _tag: "Thread"; readonly root: string }
@@ -45,6 +46,11 @@ export interface RunRecord extends Tally {
   readonly message: Message | undefined
   /** undefined until the server has said who sent it */
   readonly sender: Sender | undefined
+  /**
+   * The node user whose replies count (2.4): the run's `to`; for a run with no valid `to`, read on
+   * the served repository, its own node (TolessAnswerer.ts, DECISIONS 16); else undefined.
+   */
+  readonly answerer: string | undefined
 }
 
 const replyKinds: ReadonlyArray<ReplyKind> = ["started", "ended", "stop", "publish"]
@@ -113,8 +119,11 @@ export const readRunRecord = (hash: string) =>
     // on a clone the local rcvid is the pull's; the server's order is the receipt's
     const placed = <A extends { hash: string; rcvid: number; rid: number }>(a: A): A => ({ ...a, ...(order.get(a.hash) ?? {}) })
     const runOrder = placed({ hash, rcvid: own?.rcvid ?? 0, rid: own?.rid ?? 0 })
+    // a run with no valid to is the served repository's own node's to refuse, and its replies are the ones that count
+    const answerer = message === undefined ? undefined
+      : message.to ?? (repository.role === "served" ? tolessAnswerer(repository.path) : undefined)
     const counted = tally(
-      { hash, to: message?.to, rcvid: runOrder.rcvid, rid: runOrder.rid },
+      { hash, to: answerer, rcvid: runOrder.rcvid, rid: runOrder.rid },
       replies.map((r) => placed({ hash: r.hash, rcvid: r.rcvid, rid: r.rid, message: r.message, sender: senders.get(r.hash) }))
     )
     const record: RunRecord = {
@@ -124,6 +133,7 @@ export const readRunRecord = (hash: string) =>
       rid: runOrder.rid,
       message,
       sender: senders.get(hash),
+      answerer,
       ...counted
     }
     return record
