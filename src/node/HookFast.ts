@@ -26,7 +26,9 @@ import { exportDetached, exportWhenDue } from "../git/ExportHook.js"
 import { pollBackoffice, restoreHostFossilHome } from "./BackofficePoller.js"
 import { anySession } from "../care/SessionFiles.js"
 import { unsettledAfter } from "./ReceiptSettled.js"
-import { wakeSupervisor } from "../root/SupervisorFiles.js"
+import { runningSupervisor, wakeSupervisor } from "../root/SupervisorFiles.js"
+import { diskRoom, holdsBack } from "./DiskRoom.js"
+import { againMain, type AgainNode, startAgain } from "./HookAgain.js"
 import {
   advanceCursor, appendHookLog, canonicalRepository, type Cursor, cursorFileOf, type HookLogEntry, nodeOf, readCursor
 } from "../root/HookFiles.js"
@@ -147,8 +149,23 @@ export const readArrivals = (db: BetterSqlite3.Database, cursor: Cursor, nodeUse
   return { count: rows.length, newest, maybe }
 }
 
-/** The whole call; resolves with the entry it logged. Never throws, never writes to stdout or stderr. */
-export const runHook = async (argv: ReadonlyArray<string>, program: string | undefined): Promise<HookLogEntry | undefined> => {
+/** Whether a message the round acts on is still after the node's cursor: a round held it back or failed (RoundAgain.ts). */
+export const workWaits = (root: string, repository: string, nodeUser: string): boolean => {
+  const from = readCursor(cursorFileOf(root, repository, nodeUser))
+  if (from === undefined) return false
+  const db = openDatabase(repository, { readonly: true, fileMustExist: true })
+  try {
+    return readArrivals(db, from, nodeUser).maybe > 0
+  } finally {
+    db.close()
+  }
+}
+
+/**
+ * The whole call; resolves with the entry it logged. Never throws, never writes to stdout or stderr.
+ * `again`: called by the hook's retrier (HookAgain.ts), which is not started again from here.
+ */
+export const runHook = async (argv: ReadonlyArray<string>, program: string | undefined, options: { readonly again?: boolean } = {}): Promise<HookLogEntry | undefined> => {
   const began = performance.now()
   const args = parseHookArgs(argv)
   if (typeof args === "string") return undefined // no log named: nowhere to say it
@@ -162,8 +179,13 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
   } catch (e) {
     exporting = `the git export was not started: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`
   }
+  // a round that left a message waiting (held back for want of room, or failed) is tried again
+  let tryAgain = (): ReadonlyArray<string> => []
   const finish = (entry: Omit<HookLogEntry, "at" | "pid" | "repository" | "given">): HookLogEntry => {
-    const did = exporting === undefined ? entry.did : [exporting, ...entry.did]
+    const did = [
+      ...(options.again === true ? ["tried again by ocx2-hook --again: a message waited after the cursor"] : []),
+      ...(exporting === undefined ? [] : [exporting]), ...entry.did, ...tryAgain()
+    ]
     const logged: HookLogEntry = { ...base, ...entry, did, ms: Math.round(performance.now() - began) }
     appendHookLog(args.log, logged)
     return logged
@@ -204,6 +226,16 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
         did: [arrivals.count === 0 ? "nothing arrived after the cursor" : `${arrivals.count} artifacts arrived, none a run for ${node.user}, a stop or a publish: nothing to decide`]
       })
     }
+    // only past the cheap question: a call that loads no round moved the cursor past all it read
+    if (options.again !== true) {
+      tryAgain = () => {
+        try {
+          return workWaits(root, repository, node.user) ? [startAgain(argv, program)] : []
+        } catch (e) {
+          return [`whether a message still waits cannot be read (${e instanceof Error ? e.message.split("\n")[0] : String(e)}): ${startAgain(argv, program)}`]
+        }
+      }
+    }
     const { runHookRound } = await loadRound(program)
     const round = await runHookRound({
       root,
@@ -229,6 +261,23 @@ const loadRound = (program: string | undefined): Promise<typeof import("../../bi
   return loadSibling("ocx2-hook-round", typeof OCX2_BUNDLED === "undefined" ? () => import(fromSource) : undefined, program)
 }
 
+/** What the hook's retrier (HookAgain.ts) needs of the hook. */
+const againDeps = {
+  nodeOf: (argv: ReadonlyArray<string>, program: string | undefined): AgainNode | undefined => {
+    const args = parseHookArgs(argv)
+    if (typeof args === "string") return undefined
+    const root = hookRoot(args, program)
+    const repository = canonicalRepository(args.repository)
+    const node = root === undefined ? undefined : nodeOf(root, repository)
+    if (root === undefined || node === undefined) return undefined
+    return { root, repository, user: node.user, cursorFile: cursorFileOf(root, repository, node.user) }
+  },
+  waits: (node: AgainNode) => workWaits(node.root, node.repository, node.user),
+  short: (node: AgainNode) => holdsBack(diskRoom(node.root)),
+  supervised: (node: AgainNode) => runningSupervisor(node.root, node.repository, node.user) !== undefined,
+  hook: runHook
+}
+
 /** The program's entry: output guarded (Fossil closed it), one call, then exit. */
 export const hookMain = (argv: ReadonlyArray<string>, program: string | undefined): void => {
   // a write to the closed pipe raises EPIPE asynchronously; nothing here writes, but a library might
@@ -250,6 +299,13 @@ export const hookMain = (argv: ReadonlyArray<string>, program: string | undefine
   process.on("unhandledRejection", () => process.exit(0))
   // started by the node's backoffice (fast mode): the configuration of its own is not the hook's
   restoreHostFossilHome()
+  if (argv[0] === "--again") {
+    againMain(argv.slice(1), program, againDeps).then(
+      () => process.exit(0),
+      () => process.exit(0)
+    )
+    return
+  }
   if (argv[0] === "--export" && argv.length === 2) {
     // the hook's detached exporter (src/git/ExportHook.ts): its outcome is kept beside the repository
     exportDetached(Path.resolve(argv[1]!)).then(

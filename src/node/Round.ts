@@ -35,6 +35,7 @@ import { checkRecord, processUserOf } from "../pickup/RunCheck.js"
 import { readRunRecord, type RunRecord } from "../pickup/RunRecord.js"
 import { openDatabase } from "../fossil/Sqlite.js"
 import { settleMs, unsettledAfter } from "./ReceiptSettled.js"
+import { diskRoom, holdsBack, holdStartsBack } from "./DiskRoom.js"
 
 export interface RunDecision {
   readonly run: string
@@ -47,6 +48,8 @@ export interface RoundResult {
   readonly to: Cursor
   readonly did: ReadonlyArray<string>
   readonly decisions: ReadonlyArray<RunDecision>
+  /** the first run held back for want of room on ROOT (DiskRoom.ts): the cursor stays before it */
+  readonly held?: string
 }
 
 export { watcherOf }
@@ -369,19 +372,23 @@ export const hookRound = (
       const { serverCode } = yield* repository.codes()
       const decisions: Array<RunDecision> = []
       const delivered: Array<string> = []
+      const room = diskRoom(config.root)
+      let held: string | undefined
       let at = from
       const waitsUntil = Date.now() + 2 * settleMs
       for (let pass = 0; pass < 20; pass++) {
         const sessions = yield* care.anySession
         yield* untilSettled(config.repository, at, sessions)
-        const found = yield* nodeMessagesAfter(config.nodeUser, at, { arrivals: sessions })
+        const read = yield* nodeMessagesAfter(config.nodeUser, at, { arrivals: sessions })
+        const found = holdStartsBack(room, read)
+        held ??= found.held
         const moved = found.cursor.rcvid !== at.rcvid || found.cursor.rid !== at.rid
         // a page that wrote a post's artifact after the wait had it in the read's snapshot without
         // its row: the read stopped before it (Read.ts), and it is read again once it has its row.
         // A second look after the read cannot tell: the row may have landed in between. Read
         // holds a post back settleMs at most; the round waits a little longer, then leaves it,
         // still after the cursor, to the next round
-        if (found.unread !== undefined && !moved) {
+        if (read.unread !== undefined && found.held === undefined && !moved) {
           if (Date.now() > waitsUntil) break
           pass--
           yield* Effect.sleep("15 millis")
@@ -406,14 +413,15 @@ export const hookRound = (
       // may hold a message, a timer's call) starts what waits behind nobody; with a holder alive,
       // or a hand-off on its way, nothing
       const woken: Array<string> = []
-      for (const { user } of options.passForgottenTurns === false ? [] : yield* care.waitingUsers) {
+      for (const { user } of options.passForgottenTurns === false || holdsBack(room) ? [] : yield* care.waitingUsers) {
         const run = yield* wakeWaitingOf(config, user, options.watcherProgram).pipe(Effect.catchAll(() => Effect.succeed(undefined)))
         if (run !== undefined) woken.push(`${run}: its process user ${user} was free and nobody had passed the turn on: handed to a watcher`)
       }
-      const did = decisions.length === 0 && delivered.length === 0 && woken.length === 0
+      const heldWords = held === undefined ? [] : [`${held}: held back, with every run after it: ${room.words}`]
+      const did = decisions.length === 0 && delivered.length === 0 && woken.length === 0 && held === undefined
         ? ["no run or stop for this node arrived"]
-        : [...decisions.map((d) => `${d.run}: ${d.action}`), ...delivered, ...woken]
-      return { from, to: at, did, decisions } satisfies RoundResult
+        : [...decisions.map((d) => `${d.run}: ${d.action}`), ...delivered, ...woken, ...heldWords]
+      return { from, to: at, did, decisions, ...(held !== undefined ? { held } : {}) } satisfies RoundResult
     }))
   })
 
@@ -436,15 +444,25 @@ export const startNode = (config: NodeConfig, act: Act, options: { readonly watc
       }
       const found = yield* nodeMessagesAfter(config.nodeUser, startCursor)
       const decisions: Array<RunDecision> = []
-      for (const run of found.messages.filter((m) => m.kind === "run").map((m) => m.run)) {
+      const room = diskRoom(config.root)
+      let held: NodeMessage | undefined
+      for (const message of found.messages.filter((m) => m.kind === "run")) {
+        const run = message.run
         const record = yield* readRunRecord(run).pipe(Effect.either)
         if (Either.isRight(record) && record.right.ended !== undefined) continue // over: nothing to check
+        if (holdsBack(room) && Either.isRight(record) && record.right.started === undefined) {
+          held ??= message
+          decisions.push({ run, action: `held back: ${room.words}` })
+          continue
+        }
         decisions.push(yield* described(run, decideRun(config, serverCode, run, { _tag: "Check" }, act, options)))
       }
+      // a run held back is read again by the rounds that follow, from just before it
+      const cursor = held === undefined ? found.cursor : holdStartsBack(room, { ...found, messages: [held], arrivals: [] }).cursor
       const cursorFile = cursorFileOf(config.root, config.repository, config.nodeUser)
-      yield* act("cursor", `${cursorFile} = ${JSON.stringify(found.cursor)}: the hook decides what arrives after it`,
-        Effect.sync(() => writeCursor(cursorFile, found.cursor)))
-      return { cursor: found.cursor, decisions, cursorFile }
+      yield* act("cursor", `${cursorFile} = ${JSON.stringify(cursor)}: the hook decides what arrives after it`,
+        Effect.sync(() => writeCursor(cursorFile, cursor)))
+      return { cursor, decisions, cursorFile }
     }))
   })
 

@@ -21,7 +21,9 @@ import { releasePaths, rootOfProgram } from "../release/ReleasePaths.js"
 import { readClones } from "../root/CloneFiles.js"
 import { cloneEveryMs, superviseClone } from "./CloneSupervisor.js"
 import { flockNow } from "../care/FlockNow.js"
-import { readArrivals } from "./HookFast.js"
+import { readArrivals, workWaits } from "./HookFast.js"
+import { diskRoom, holdsBack, holdStartsBack } from "./DiskRoom.js"
+import { RoundsAgain } from "./RoundAgain.js"
 import { advanceCursor, canonicalRepository, type Cursor, cursorFileOf, readCursor, readNodes } from "../root/HookFiles.js"
 import type { NodeConfig } from "../root/NodeConfig.js"
 import { finishLeftOutboxes } from "./Recovery.js"
@@ -257,7 +259,8 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number, h
         const careDir = yield* CareDirectory
         const { serverCode } = yield* (yield* Repository).codes()
         return yield* careDir.withRoundLock(Effect.gen(function*() {
-          const found = yield* nodeMessagesAfter(config.nodeUser, from)
+          // a run the round held back for want of room stays held back here too
+          const found = holdStartsBack(diskRoom(config.root), yield* nodeMessagesAfter(config.nodeUser, from))
           const out: Array<{ run: string; action: string }> = []
           for (const message of found.messages.filter((m) => m.kind !== "publish")) {
             out.push(yield* described(message.run, decideMessage(config, serverCode, message, actNow, { watcherProgram: watcherProgram() })))
@@ -280,6 +283,7 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number, h
           if (work.round) {
             work.round = false
             await round().catch((e) => log({ did: [`the round failed: ${firstLine(e)}`] }))
+            again.roundDone()
             continue
           }
           if (work.again) {
@@ -298,6 +302,12 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number, h
       work.round = true
       void pump()
     }
+    // a round that failed, or held its runs back for want of room, is tried again while they wait (RoundAgain.ts)
+    const again = new RoundsAgain({
+      waits: () => workWaits(config.root, config.repository, config.nodeUser),
+      short: () => holdsBack(diskRoom(config.root)),
+      run: wantRound
+    })
 
     // ---- what it hears
     const base = Path.basename(config.repository)
@@ -344,6 +354,7 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number, h
       stopping = true
       for (const w of watchers) w.close()
       keeper.stop()
+      again.stop()
       if (settling !== undefined) clearTimeout(settling)
       if (spareTimer !== undefined) clearTimeout(spareTimer)
       if (againTimer !== undefined) clearTimeout(againTimer)

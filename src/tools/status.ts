@@ -14,7 +14,8 @@ export const status = defineTool({
     "or Fossil's own fossil backoffice --poll, which refuses people's posts now and then and is named; " +
     "default: at most once a minute); the node it is; the hook's last run from ROOT/node/hook.log with the artifacts " +
     "it was given; whether the node's supervisor (ocx2 supervise) runs, its pid and the watchers it holds; and the " +
-    "sessions in ROOT/care, with the runs waiting for their process user. Anyone may call it.",
+    "sessions in ROOT/care, with the runs waiting for their process user; and ROOT's room (disk): its free space against " +
+    "ROOT/settings/min-free-space (1 GiB unless set), below which the node holds new runs back, and whether a run waits. Anyone may call it.",
   input: RootOnlyInput,
   positional: [],
   output: StatusOutput,

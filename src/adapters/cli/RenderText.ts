@@ -86,9 +86,10 @@ const recordText = (output: ReadOutput): string => {
 const watchText = (output: WatchOutput): string => {
   const r = output.summary
   const took = r.seconds !== undefined ? ` after ${r.seconds} s` : ""
-  return output.over
+  const held = output.held !== undefined ? `\n${output.held}` : ""
+  return (output.over
     ? `run ${r.run}: ${stateWords(r)}${took}`
-    : `run ${r.run}: ${stateWords(r)}${took}; still going (ocx2 watch ${r.run.slice(0, 12)} --offset ${output.offset} goes on)`
+    : `run ${r.run}: ${stateWords(r)}${took}; still going (ocx2 watch ${r.run.slice(0, 12)} --offset ${output.offset} goes on)`) + held
 }
 
 export const renderText = (tool: Tool, answer: Answer<unknown>, look: Look = plainLook): string => {

@@ -24,6 +24,7 @@ import { readSessionFiles } from "../../care/SessionFiles.js"
 import { runningSupervisor } from "../../root/SupervisorFiles.js"
 import { startNode, watcherOf } from "../../node/Round.js"
 import { finishLeftOutboxes } from "../../node/Recovery.js"
+import { diskOf, DiskOutput } from "./DiskStatus.js"
 
 const optionalText = (description: string) => Schema.optionalWith(Schema.String.annotations({ description }), { exact: true })
 
@@ -138,6 +139,7 @@ export const StatusOutput = Schema.Struct({
     })),
     waiting: Schema.Array(Schema.Struct({ user: Schema.String, runs: Schema.Array(Schema.String) }))
   }), { exact: true }),
+  disk: Schema.optionalWith(DiskOutput, { exact: true }),
   /** the space each run's workspace in ROOT's per-user directories takes on disk */
   workspaces: Schema.optionalWith(Schema.Array(Schema.Struct({
     run: Schema.String,
@@ -461,7 +463,7 @@ export const hookStatus = (input: RootOnlyInput, context: ToolContext, programPa
       const output: StatusOutput = {
         caller,
         ...limits,
-        ...(root !== undefined ? { root, workspaces: workspaceSizes(root) } : {})
+        ...(root !== undefined ? { root, disk: diskOf(root, undefined), workspaces: workspaceSizes(root) } : {})
       }
       return output
     }
@@ -489,7 +491,7 @@ export const hookStatus = (input: RootOnlyInput, context: ToolContext, programPa
       ...(node !== undefined ? { node: node.user } : {}),
       ...(root !== undefined && node !== undefined ? { supervisor: supervisorOf(root, repository, node.user) } : {}),
       ...(last !== undefined ? { lastRun: { at: last.at, repository: last.repository, given: last.given, did: last.did } } : {}),
-      ...(root !== undefined ? { care: careOf(root), workspaces: workspaceSizes(root) } : {})
+      ...(root !== undefined ? { care: careOf(root), disk: diskOf(root, node !== undefined ? { repository, user: node.user } : undefined), workspaces: workspaceSizes(root) } : {})
     }
     return output
   }))
