@@ -53,8 +53,10 @@ const signIn = async (server: URL, user: string, password: string): Promise<stri
 
 interface Answer { readonly stopped: { readonly reason: string; readonly message?: string }; readonly output?: WatchOutput }
 
-const askPage = async (server: URL, cookie: string, run: string): Promise<WatchOutput> => {
-  const response = await fetch(new URL(`ext/ocx2-cgi/watch?run=${encodeURIComponent(run)}&format=json`, server), { headers: { cookie } })
+/** The run page's answer; with `after`, what came after that offset, the page holding it up to 3 s. */
+const askPage = async (server: URL, cookie: string, run: string, after?: number): Promise<WatchOutput> => {
+  const more = after === undefined ? "" : `&offset=${after}&seconds=3`
+  const response = await fetch(new URL(`ext/ocx2-cgi/watch?run=${encodeURIComponent(run)}&format=json${more}`, server), { headers: { cookie } })
   let answer: Answer
   try {
     answer = await response.json() as Answer
@@ -85,6 +87,24 @@ async function* serverSentEvents(body: ReadableStream<Uint8Array>): AsyncGenerat
   }
 }
 
+/** Follows the run through its page alone, each answer going on from the offset of the one before, until it is over. */
+const followThroughPage = async (
+  server: URL, cookie: string, run: string, page: WatchOutput, emit: (event: WatchEventOut) => void, signal: AbortSignal | undefined
+): Promise<WatchOutput> => {
+  let last = page
+  let state = page.events.filter((e) => e.type === "state").at(-1)?.state
+  while (!last.over && signal?.aborted !== true) {
+    last = await askPage(server, cookie, run, last.offset)
+    for (const event of last.events) {
+      // each answer starts with the state as it stands: given only when it changed
+      if (event.type === "state" && event.state === state) continue
+      if (event.type === "state") state = event.state
+      emit(event)
+    }
+  }
+  return last.over ? askPage(server, cookie, run) : last
+}
+
 /**
  * Follows the run through the server's run page and the node's stream server, emitting its events
  * as they come; the answer is the run page's once it ended (or as it stood, when the page gives no
@@ -105,8 +125,15 @@ export const followThroughServer = async (
   for (const event of page.events) emit(event)
   if (page.live === undefined) return page
   const url = page.live.url.startsWith(":") ? `${server.protocol}//${server.hostname}${page.live.url}` : page.live.url
-  // the token in a header, not the URL: out of any proxy's access log
-  const response = await fetch(url, { headers: { authorization: `Bearer ${page.live.token}` }, ...(signal === undefined ? {} : { signal }) })
+  let response: Response
+  try {
+    // the token in a header, not the URL: out of any proxy's access log
+    response = await fetch(url, { headers: { authorization: `Bearer ${page.live.token}` }, ...(signal === undefined ? {} : { signal }) })
+  } catch (e) {
+    if (signal?.aborted === true) throw e
+    // the stream server listens on the server's loopback unless its operator exposed it: the page, then
+    return followThroughPage(server, cookie, run, page, emit, signal)
+  }
   if (response.status !== 200 || response.body === null) throw new Error(`the node's stream server answered HTTP ${response.status}: ${await response.text()}`)
   let ended = false
   for await (const { event, data } of serverSentEvents(response.body)) {

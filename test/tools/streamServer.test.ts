@@ -1,3 +1,4 @@
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Os from "node:os"
@@ -9,9 +10,9 @@ import type { WatchOutput } from "../../src/tools/watch.js"
 import { releasePaths } from "../../src/release/ReleasePaths.js"
 import { runningServer } from "../../src/watch/StreamServer.js"
 import { signGrant } from "../../src/watch/StreamToken.js"
-import { fossil, webLogin } from "../support/fossilServer.js"
+import { cloneAs, fossil, webLogin } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
-import { closeHookWorld, makeHookWorld, type HookWorld, waitFor } from "../node/hookWorld.js"
+import { closeHookWorld, dist, makeHookWorld, type HookWorld, waitFor } from "../node/hookWorld.js"
 
 // The run page's stream server forgets a reader whose right is taken (issue 37, item 5): it asks
 // the served repository for the viewer's capabilities when a stream opens and again every
@@ -71,15 +72,18 @@ const eventsOf = (response: Response) => {
   return { events, ended }
 }
 
+const writeSettings = (settings: object) => {
+  Fs.mkdirSync(releasePaths(world.root).settings, { recursive: true })
+  Fs.writeFileSync(Path.join(releasePaths(world.root).settings, "stream"), JSON.stringify(settings))
+}
+
 const capabilitiesOf = async (login: string) => (await fossil(["user", "capabilities", login, "-R", world.repository])).trim()
 const setCapabilities = (login: string, caps: string) => fossil(["user", "capabilities", login, caps, "-R", world.repository])
 
 beforeAll(async () => {
   world = await makeHookWorld({ pages: true })
-  const settings = releasePaths(world.root).settings
-  Fs.mkdirSync(settings, { recursive: true })
   // no host: the default is what is tested
-  Fs.writeFileSync(Path.join(settings, "stream"), JSON.stringify({ recheck: RECHECK_SECONDS }))
+  writeSettings({ recheck: RECHECK_SECONDS })
   expect((await world.call(hook, { node: users.node.login, root: world.root })).stopped.reason).toBe("completed")
 }, 120_000)
 
@@ -217,6 +221,29 @@ describe("the stream server", () => {
       }
       console.log(`stream server: listens on 127.0.0.1, refused at ${others.join(", ") || "(no other address on this host)"}`)
     } finally {
+      letGo(run)
+    }
+  }, 120_000)
+
+  it("from a clone's host where the stream server cannot be reached (loopback), watch follows the run through its page", async () => {
+    const clone = await cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, "stream-alice.fossil"))
+    const run = await startedRun()
+    // the page names a stream nobody can reach, as a loopback server is from another host
+    writeSettings({ recheck: RECHECK_SECONDS, url: "http://127.0.0.1:1" })
+    try {
+      const child = ChildProcess.spawn(process.execPath, [Path.join(dist, "ocx2.mjs"), "--repository", clone, "watch", run], { stdio: ["ignore", "pipe", "pipe"] })
+      let stdout = ""
+      let stderr = ""
+      child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString("utf8")))
+      child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
+      const exited = new Promise<number | null>((resolve) => child.once("exit", resolve))
+      expect(await waitFor(() => (stdout.includes("first\n") ? true : undefined), 30_000), stderr).toBe(true)
+      letGo(run)
+      expect(await exited, stderr).toBe(0)
+      expect(stdout.split("\n").filter((l) => l === "first" || l === "last")).toEqual(["first", "last"])
+      expect(stdout).toMatch(new RegExp(`run ${run}: exited 0`))
+    } finally {
+      writeSettings({ recheck: RECHECK_SECONDS })
       letGo(run)
     }
   }, 120_000)
