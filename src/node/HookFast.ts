@@ -272,7 +272,9 @@ const againDeps = {
     if (root === undefined || node === undefined) return undefined
     return { root, repository, user: node.user, cursorFile: cursorFileOf(root, repository, node.user) }
   },
-  waits: (node: AgainNode) => workWaits(node.root, node.repository, node.user),
+  // a node removed (its repository, or its entry in node.json, gone) has nothing waiting any more
+  waits: (node: AgainNode) =>
+    Fs.existsSync(node.repository) && nodeOf(node.root, node.repository)?.user === node.user && workWaits(node.root, node.repository, node.user),
   short: (node: AgainNode) => holdsBack(diskRoom(node.root)),
   supervised: (node: AgainNode) => runningSupervisor(node.root, node.repository, node.user) !== undefined,
   hook: runHook

@@ -3,6 +3,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { outputPages } from "../../src/adapters/OutputPages.js"
+import { type DiskRoom, holdStartsBack, parseBytes } from "../../src/node/DiskRoom.js"
 import { stopSpare } from "../../src/pickup/SpareClient.js"
 import { hook } from "../../src/tools/hook.js"
 import { status } from "../../src/tools/status.js"
@@ -106,6 +107,31 @@ const retriers = (root: string) => pidsNaming(root).filter((pid) => {
   } catch {
     return false
   }
+})
+
+describe("the setting and the cut", () => {
+  it("reads min-free-space as bytes or with a binary unit, and nothing else", () => {
+    expect(["0", "4096", "512M", "2G", "2GiB", "1 kb", "x", "-1", "1.5G"].map(parseBytes))
+      .toEqual([0, 4096, 512 * MiB, 2048 * MiB, 2048 * MiB, 1024, undefined, undefined, undefined])
+  })
+
+  it("cuts what a round read before its first run when the room is short, the cursor just before it", () => {
+    const room = (state: DiskRoom["state"]): DiskRoom => ({ state, free: 0, size: 0, minFree: 0, words: "" })
+    const m = (kind: string, rcvid: number, rid: number) => ({ kind, run: `r${rid}`, hash: `h${rid}`, rcvid, rid })
+    const found = {
+      messages: [m("stop", 3, 10), m("run", 4, 12), m("stop", 4, 13), m("run", 5, 14)],
+      arrivals: [{ order: { rcvid: 3, rid: 10 } }, { order: { rcvid: 4, rid: 12 } }, { order: { rcvid: 5, rid: 14 } }],
+      cursor: { rcvid: 5, rid: 20 }
+    }
+    expect(holdStartsBack(room("room"), found)).toMatchObject({ held: undefined, cursor: { rcvid: 5, rid: 20 } })
+    for (const state of ["low", "full"] as const) {
+      const cut = holdStartsBack(room(state), found)
+      expect(cut.held).toBe("r12")
+      expect(cut.messages.map((x) => x.rid)).toEqual([10])
+      expect(cut.arrivals.map((a) => a.order.rid)).toEqual([10])
+      expect(cut.cursor).toEqual({ rcvid: 4, rid: 11 })
+    }
+  })
 })
 
 describe("ROOT full, a node without a supervisor", () => {
