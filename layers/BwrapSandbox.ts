@@ -26,12 +26,13 @@ import {
 } from "../services/SandboxLauncher.js"
 import { ByteTail } from "../src/sandbox/ByteTail.js"
 import { bwrapArgs, unconfinedArgs } from "../src/sandbox/BwrapArgs.js"
-import { leftoverName, LaunchCgroups, probeController } from "../src/sandbox/Cgroups.js"
+import { endLeftovers, leftoverName, LaunchCgroups, probeController } from "../src/sandbox/Cgroups.js"
 import { decideEnding } from "../src/sandbox/Ending.js"
 import { planMounts, type PlannedMounts } from "../src/sandbox/MountPlan.js"
 import { hostTools } from "../src/sandbox/HostTools.js"
 import { endTree } from "../src/sandbox/ProcessTree.js"
 import { checkSpecForm } from "../src/sandbox/SpecCheck.js"
+import { noteEnding, openStatusFile } from "../src/sandbox/StatusFile.js"
 import { TerminalChild } from "../src/sandbox/TerminalChild.js"
 import { openStreamWriter } from "../src/watch/StreamFile.js"
 import { releasePaths } from "../src/release/ReleasePaths.js"
@@ -110,6 +111,12 @@ const measureCapabilities = (o: Required<Omit<BwrapSandboxOptions, "capabilities
 }
 
 const signalNumber = (s: NodeJS.Signals) => Os.constants.signals[s] ?? 0
+
+/** the system's code of a failure, for LaunchFailed: whether it may pass is decided from it (src/watcher/LaunchFailures.ts) */
+const errorCode = (e: unknown): { code?: string } => {
+  const code = (e as NodeJS.ErrnoException | undefined)?.code
+  return typeof code === "string" ? { code } : {}
+}
 
 /** opens DIR/NAME for writing without following a link the process may have left there */
 const openLog = (file: string): number => {
@@ -249,6 +256,8 @@ export const sandboxCommand = (o: SandboxTools, spec: LaunchSpec, mounts: Planne
   const sb = spec.sandbox
   const inner: Array<string> = []
   const prlimits: Array<string> = []
+  // the status file's descriptor follows the created files' (3, 4, ...), as both launches pass them
+  const statusFd = spec.statusFile === undefined ? undefined : 3 + (sb?.createdFiles.length ?? 0)
   if (spec.limits.cpuSeconds !== undefined) {
     // hard one second later: at the hard limit the kernel sends SIGKILL, which names nothing
     prlimits.push(`--cpu=${spec.limits.cpuSeconds}:${spec.limits.cpuSeconds + 1}`)
@@ -270,13 +279,14 @@ export const sandboxCommand = (o: SandboxTools, spec: LaunchSpec, mounts: Planne
       mounts: mounts!.mounts,
       links: mounts!.links,
       createdFiles: sb.createdFiles.map((f, i) => ({ fd: 3 + i, at: f.at })),
+      statusFd,
       env: spec.env,
       cwd: spec.cwd,
       command: spec.command,
       hostname: o.hostname
     }))
   } else {
-    inner.push(o.bwrap, ...unconfinedArgs({ env: spec.env, cwd: spec.cwd, command: spec.command }))
+    inner.push(o.bwrap, ...unconfinedArgs({ env: spec.env, cwd: spec.cwd, command: spec.command, statusFd }))
   }
   return inner
 }
@@ -307,7 +317,16 @@ const launch = (
     }
   } catch (e) {
     closeCreated()
-    return Promise.reject(new LaunchFailed({ step: "created_files", reason: (e as Error).message }))
+    return Promise.reject(new LaunchFailed({ step: "created_files", reason: (e as Error).message, ...errorCode(e) }))
+  }
+  // a terminal's wrapper opens the status file itself, after the created files
+  if (spec.statusFile !== undefined && spec.terminal === undefined) {
+    try {
+      createdFds.push(openStatusFile(spec.statusFile))
+    } catch (e) {
+      closeCreated()
+      return Promise.reject(new LaunchFailed({ step: "status_file", reason: (e as Error).message, ...errorCode(e) }))
+    }
   }
 
   const inner = sandboxCommand(o, spec, mounts)
@@ -338,12 +357,13 @@ const launch = (
           size: spec.terminal,
           gated,
           createdFiles: createdFds.map((_, i) => Path.join(createdDir!, String(i))),
+          statusFile: spec.statusFile,
           procsFiles: cgroups?.procsFiles() ?? [],
           command: inner
         }))
     } catch (e) {
       closeCreated()
-      return rejectStart(new LaunchFailed({ step: "spawn", reason: (e as Error).message }))
+      return rejectStart(new LaunchFailed({ step: "spawn", reason: (e as Error).message, ...errorCode(e) }))
     }
     const problems: Array<string> = []
     let stopped = false
@@ -370,6 +390,7 @@ const launch = (
       timers.push(setTimeout(() => {
         if (ended) return
         wallExpired = true
+        noteEnding(spec.statusFile, "wall")
         void endTree(pid)
       }, spec.limits.wallSeconds * 1000))
     }
@@ -379,6 +400,7 @@ const launch = (
       timers.push(setInterval(() => {
         if (ended || oomSeen || cgroups.oomKills() === 0) return
         oomSeen = true
+        noteEnding(spec.statusFile, "memory")
         void endTree(pid)
       }, 200))
     }
@@ -440,7 +462,7 @@ const launch = (
     child.once("error", (e) => {
       closeCreated()
       for (const t of timers) clearTimeout(t)
-      rejectStart(new LaunchFailed({ step: "spawn", reason: e.message }))
+      rejectStart(new LaunchFailed({ step: "spawn", reason: e.message, ...errorCode(e) }))
     })
     child.once("spawn", () => {
       if (terminal === undefined) closeCreated()
@@ -462,6 +484,7 @@ const launch = (
         stop: Effect.promise(async () => {
           if (ended) return
           stopped = true
+          noteEnding(spec.statusFile, "stopped")
           await endTree(pid)
           await exited
         }),
@@ -561,6 +584,10 @@ export const make = (options: BwrapSandboxOptions = {}): SandboxLauncherService 
         const checked = checkAll(spec)
         if (checked !== undefined && "_tag" in checked) return yield* Effect.fail(checked)
         const processes = spec.limits.processes
+        // a named launch's groups are its owner's alone (the watcher holds the run's lock): groups of
+        // that name are what a launcher killed before its launch left, ended and removed first, or
+        // every later launch of the run would fail to make them (EEXIST)
+        if (spec.name !== undefined) endLeftovers(spec.name)
         const cgroups = yield* Effect.try({
           try: () =>
             caps().processes || spec.limits.memoryBytes !== undefined
@@ -570,13 +597,13 @@ export const make = (options: BwrapSandboxOptions = {}): SandboxLauncherService 
                 memoryBytes: spec.limits.memoryBytes
               })
               : undefined,
-          catch: (e) => new LaunchFailed({ step: "cgroups", reason: (e as Error).message })
+          catch: (e) => new LaunchFailed({ step: "cgroups", reason: (e as Error).message, ...errorCode(e) })
         })
         return yield* Effect.tryPromise({
           try: () => launch(o, spec, checked, cgroups),
           catch: (e) => {
             cgroups?.removeNow()
-            return e instanceof LaunchFailed ? e : new LaunchFailed({ step: "spawn", reason: String(e) })
+            return e instanceof LaunchFailed ? e : new LaunchFailed({ step: "spawn", reason: String(e), ...errorCode(e) })
           }
         })
       }),

@@ -42,6 +42,13 @@ export interface LaunchSpec {
    * and copies to what the terminal shows; stdin lines are typed in. See `RunningProcess.terminal`.
    */
   readonly terminal?: TerminalSize | undefined
+  /**
+   * when given (ROOT/care/RUN.status), bubblewrap reports the process's start and exit to it as JSON
+   * lines (`--json-status-fd`), and the launcher adds why it ended the process when it did: a
+   * record of the exit that outlives the launcher, so a node whose watcher died after its process
+   * exited still answers the real outcome (src/watcher/StatusFile.ts)
+   */
+  readonly statusFile?: string | undefined
 }
 
 export interface TerminalSize {
@@ -202,7 +209,9 @@ export class LimitUnavailable extends Schema.TaggedError<LimitUnavailable>()("Li
 
 export class LaunchFailed extends Schema.TaggedError<LaunchFailed>()("LaunchFailed", {
   step: Schema.String,
-  reason: Schema.String
+  reason: Schema.String,
+  /** the system's error code (E2BIG, ENOSPC, ...) when the step failed on one: whether it may pass */
+  code: Schema.optional(Schema.String)
 }) {
   override get message() {
     return `launch failed at ${this.step}: ${this.reason}`

@@ -8,12 +8,12 @@
 import * as Effect from "effect/Effect"
 import type { Act } from "../operations/Operations.js"
 import { CareDirectory } from "../../services/CareDirectory.js"
-import { endedLost } from "../protocol/Outcomes.js"
 import { endLeftovers } from "../sandbox/Cgroups.js"
 import { endingWords } from "../watcher/KeptLogs.js"
 import { endedMessage } from "../protocol/Messages.js"
 import type { NodeConfig } from "../root/NodeConfig.js"
-import { writeMessageWhereTheRunIs } from "./Reports.js"
+import { writeMessageWhereTheRunIs, writeWhereTheRunIs } from "./Reports.js"
+import { readRunStatus, recoveredEnd } from "../watcher/RecoveredEnd.js"
 import { readRunRecord } from "../pickup/RunRecord.js"
 import { finishOutbox, outboxRuns, readOutbox } from "../watcher/Outbox.js"
 import type { RunDecision } from "./Round.js"
@@ -22,6 +22,7 @@ export type Recovered =
   | "alive" // its watcher holds the run
   | "ended" // the record already has its ended
   | "lost" // started without ended and no watcher: answered lost now
+  | "exit-kept" // started without ended and no watcher, its process's exit kept: answered with it now
   | "not-started" // no started counts: the caller decides it as if it had just arrived
 
 export const recoverRun = (config: NodeConfig, run: string) =>
@@ -39,15 +40,23 @@ export const recoverRun = (config: NodeConfig, run: string) =>
       if (left.length > 0) yield* care.appendLog(run, `${new Date().toISOString()} recovery: sent what its watcher left in its outbox: ${left.join("; ")}\n`).pipe(Effect.ignore)
       const record = yield* readRunRecord(run)
       if (record.ended !== undefined) return "ended" as Recovered
-      if (record.started === undefined) return "not-started" as Recovered
+      if (record.started === undefined || record.message === undefined) return "not-started" as Recovered
+      // the exit bubblewrap kept is read before anything left of the run is ended (RecoveredEnd.ts)
+      const status = readRunStatus(care.path, run)
       const leftovers = endLeftovers(run)
       const why = leftovers > 0
         ? `its watcher ended without writing ended; ${leftovers} process${leftovers === 1 ? "" : "es"} of it ended now`
         : "its watcher ended without writing ended"
-      const ended = endedLost(why)
+      const recovered = recoveredEnd(care.path, run, record.message, status, record.stops.length > 0, why)
+      const ended = recovered.ended
       yield* writeMessageWhereTheRunIs(record, config.nodeUser, endedMessage(run, ended), `Ended: ${endingWords(ended)}.`)
-      yield* care.appendLog(run, `${new Date().toISOString()} recovery: answered lost: ${why}\n`).pipe(Effect.ignore)
-      return "lost" as Recovered
+      if (recovered.kept !== undefined) yield* writeWhereTheRunIs(record, config.nodeUser, recovered.kept)
+      if (ended.outcome === "lost") {
+        yield* care.appendLog(run, `${new Date().toISOString()} recovery: answered lost: ${why}\n`).pipe(Effect.ignore)
+        return "lost" as Recovered
+      }
+      yield* care.appendLog(run, `${new Date().toISOString()} recovery: answered ${endingWords(ended)}: ${recovered.how}\n`).pipe(Effect.ignore)
+      return "exit-kept" as Recovered
     })
   )
 

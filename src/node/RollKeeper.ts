@@ -25,6 +25,30 @@ import { holderOf, runOfCareFile, WatcherRoll } from "./WatcherRoll.js"
 const lookEveryMs = 200
 /** How often the runs waiting for a process user are looked at while any wait. */
 const waitingEveryMs = 2000
+/**
+ * A run whose watchers end without answering it (a fault every watcher meets again) is handed to a
+ * new watcher at most this often in a minute: each watcher costs a Node process and its memory, and
+ * other runs of the node wait behind it. The watcher itself answers a launch that fails (refused, or
+ * tried again a bounded number of times: src/watcher/LaunchFailures.ts); this bounds what is left.
+ */
+export const handsPerMinute = 3
+const minuteMs = 60_000
+
+/** How long a run handed at `times` (epoch ms, oldest first) waits before it is handed again. */
+export const rehandWaitMs = (times: ReadonlyArray<number>, now: number, limit = handsPerMinute): number => {
+  const recent = times.filter((t) => now - t < minuteMs)
+  return recent.length < limit ? 0 : recent[recent.length - limit]! + minuteMs - now
+}
+
+/** The last line the run's watcher logged: why it ended, for the supervisor's log. */
+const lastLogLine = (care: string, run: string): string => {
+  try {
+    const lines = Fs.readFileSync(Path.join(care, `${run}.log`), "utf8").trimEnd().split("\n")
+    return lines[lines.length - 1]?.replace(/^\S+ /, "") ?? "its log is empty"
+  } catch {
+    return "it left no log"
+  }
+}
 
 /** A watcher gone: its run decided again, then its process user's next run; undefined while its lock is still held. */
 const decideEnded = (config: NodeConfig, run: string, handedOnly: boolean, watcherProgram: string) =>
@@ -76,6 +100,10 @@ export class RollKeeper {
   /** runs whose holder is gone but whose lock is still held (a write of theirs landing): looked at again */
   private readonly dying = new Map<string, number>()
   private readonly waitingUsers = new Set<string>()
+  /** when each run was last handed on after its watcher ended without answering it */
+  private readonly handed = new Map<string, Array<number>>()
+  /** runs held back from a new watcher until their minute allows one */
+  private readonly held = new Map<string, NodeJS.Timeout>()
   private looking: NodeJS.Timeout | undefined
   private waitingTimer: NodeJS.Timeout | undefined
   private stopped = false
@@ -131,6 +159,31 @@ export class RollKeeper {
     this.stopped = true
     if (this.looking !== undefined) clearInterval(this.looking)
     if (this.waitingTimer !== undefined) clearTimeout(this.waitingTimer)
+    for (const timer of this.held.values()) clearTimeout(timer)
+    this.held.clear()
+  }
+
+  /** A run handed on too often this minute waits for its turn, the log saying why; false when it may go now. */
+  private holdBack(run: string, pid: number): boolean {
+    const now = Date.now()
+    const times = (this.handed.get(run) ?? []).filter((t) => now - t < minuteMs)
+    this.handed.set(run, times)
+    const wait = rehandWaitMs(times, now)
+    if (wait <= 0) return false
+    if (!this.held.has(run)) {
+      this.held.set(run, setTimeout(() => {
+        this.held.delete(run)
+        if (this.stopped) return
+        this.ended.set(run, pid)
+        this.host.wake()
+      }, wait))
+      this.host.log({
+        watcher: pid, run, did: [
+          `its watcher ended without answering the run (its last word: ${lastLogLine(this.host.care, run)}); handed on ${times.length} times in the last minute, so decided again in ${Math.ceil(wait / 1000)} s`
+        ]
+      })
+    }
+    return true
   }
 
   /** Every watcher seen gone: its run decided again (the host calls it when `pending`). */
@@ -148,10 +201,12 @@ export class RollKeeper {
     // run is not read again (on a clone's host a pull and the server asked twice, ahead of the next pull)
     if (!handedOnly && wroteEnded(this.host.care, run)) {
       this.dying.delete(run)
+      this.handed.delete(run)
       this.host.log({ watcher: pid, run, did: ["ended: its watcher wrote ended; nothing to do"] })
       this.host.changed()
       return
     }
+    if (this.held.has(run) || this.holdBack(run, pid)) return
     const outcome = await this.host.run(decideEnded(this.host.config, run, handedOnly, this.host.watcherProgram()))
     // the lock taken meanwhile (recovery found it busy after all): looked at again, like a lock still held
     if (outcome === undefined || outcome.action === "not lost: alive") {
@@ -162,12 +217,16 @@ export class RollKeeper {
       return
     }
     this.dying.delete(run)
+    const handedAgain = outcome.action.startsWith("handed")
+    if (handedAgain) this.handed.set(run, [...(this.handed.get(run) ?? []), Date.now()])
+    else this.handed.delete(run)
     // a watcher handed the run again (by the decision, or by the turn its process user passed on) holds it now, or soon
     const again = this.roll.note(run)?._tag === "added" || this.roll.noteHandOff(run)?._tag === "added" ? this.roll.snapshot()[run] : undefined
     this.lookWhileHeld()
     this.host.log({
       watcher: pid, run, did: [
         handedOnly ? `its watcher was handed the run and ended before it took the run's lock: ${outcome.action}` : outcome.action,
+        ...(handedAgain && !handedOnly ? [`its watcher ended without answering it; its last word: ${lastLogLine(this.host.care, run)}`] : []),
         ...(again !== undefined ? [`the run is with the watcher ${again} now`] : []),
         ...(outcome.woke !== undefined ? [`its process user ${String(outcome.user)} was free: handed ${outcome.woke}, the first run waiting for it`] : [])
       ]

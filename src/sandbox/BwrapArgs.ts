@@ -34,6 +34,8 @@ export interface BwrapPlan {
   readonly links: ReadonlyArray<Link>
   /** each created file's text is readable on `fd` in bwrap */
   readonly createdFiles: ReadonlyArray<{ readonly fd: number; readonly at: string }>
+  /** where bwrap reports the process's start and exit (the run's status file), or none */
+  readonly statusFd?: number | undefined
   readonly env: Readonly<Record<string, string>>
   readonly cwd: string
   readonly command: ReadonlyArray<string>
@@ -55,6 +57,8 @@ export const bwrapArgs = (plan: BwrapPlan): ReadonlyArray<string> => {
   // isolate_terminal, ends_with_parent
   if (plan.isolateTerminal) args.push("--new-session")
   if (plan.endsWithParent) args.push("--die-with-parent")
+  // bwrap closes it in the sandbox: the process cannot write its own exit
+  if (plan.statusFd !== undefined) args.push("--json-status-fd", String(plan.statusFd))
   // proc, dev, tmp
   args.push("--proc", plan.proc, "--dev", plan.dev, "--tmpfs", plan.tmp)
   // the workspace, read_only, read_write, homes
@@ -75,9 +79,15 @@ export const bwrapArgs = (plan: BwrapPlan): ReadonlyArray<string> => {
  * pid namespace of its own, so that ending it ends and reaps everything it started.
  */
 export const unconfinedArgs = (
-  plan: { readonly env: Readonly<Record<string, string>>; readonly cwd: string; readonly command: ReadonlyArray<string> }
+  plan: {
+    readonly env: Readonly<Record<string, string>>
+    readonly cwd: string
+    readonly command: ReadonlyArray<string>
+    readonly statusFd?: number | undefined
+  }
 ): ReadonlyArray<string> => {
   const args: Array<string> = ["--dev-bind", "/", "/", "--unshare-pid", "--clearenv"]
+  if (plan.statusFd !== undefined) args.push("--json-status-fd", String(plan.statusFd))
   for (const [k, v] of Object.entries(plan.env)) args.push("--setenv", k, v)
   args.push("--chdir", plan.cwd, "--", ...plan.command)
   return args

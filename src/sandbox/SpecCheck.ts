@@ -18,12 +18,28 @@ const hasNul = (s: string) => s.includes("\0")
 const isCount = (n: unknown) => typeof n === "number" && Number.isSafeInteger(n) && n >= 0
 const isPositive = (n: unknown) => typeof n === "number" && Number.isSafeInteger(n) && n > 0
 
+/**
+ * The most bytes Linux passes in one argument or variable (MAX_ARG_STRLEN, 32 pages, less its NUL):
+ * past it exec fails with E2BIG every time, so such a run is refused naming the key, never launched.
+ */
+export const maxArgumentBytes = 32 * 4096 - 1
+
+const tooLong = (size: number) =>
+  `is ${size} bytes, more than the ${maxArgumentBytes} bytes Linux passes to a program in one argument (MAX_ARG_STRLEN)`
+
 export const checkSpecForm = (spec: LaunchSpec): InvalidLaunchSpec | undefined => {
   if (spec.command.length === 0) return bad("command", "is empty")
   if (spec.command.some(hasNul)) return bad("command", "holds a NUL character")
   if (spec.command[0] === "") return bad("command", "names an empty program")
+  for (const [i, arg] of spec.command.entries()) {
+    const size = Buffer.byteLength(arg)
+    if (size > maxArgumentBytes) return bad(`process.command[${i}]`, tooLong(size))
+  }
   for (const [k, v] of Object.entries(spec.env)) {
     if (k === "" || k.includes("=") || hasNul(k) || hasNul(v)) return bad("env", `${JSON.stringify(k)} is not a usable variable`)
+    // each variable reaches the sandbox as an argument of bwrap's (--setenv NAME VALUE)
+    const size = Buffer.byteLength(v)
+    if (size > maxArgumentBytes) return bad(`process.env.${k}`, tooLong(size))
   }
   if (!Path.isAbsolute(spec.cwd) || hasNul(spec.cwd)) return bad("cwd", `${JSON.stringify(spec.cwd)} is not an absolute path`)
   for (const line of spec.stdin.lines) if (line.includes("\n")) return bad("stdin", "a line holds a newline")

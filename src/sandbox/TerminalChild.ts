@@ -17,6 +17,7 @@ import * as Path from "node:path"
 import { PassThrough, Writable } from "node:stream"
 import type { TerminalAccess, TerminalSize } from "../../services/SandboxLauncher.js"
 import { ByteTail } from "./ByteTail.js"
+import { openStatusFile } from "./StatusFile.js"
 
 /** a tty in canonical mode holds at most this many bytes of one line, its end included */
 export const canonicalLineMax = 4095
@@ -25,15 +26,17 @@ const pieceMax = 4000
 /** what a person joining is shown first: the last bytes the terminal showed */
 export const screenKeep = 16 * 1024
 
-// $1 gated, $2 the private directory (stderr and go FIFOs), $3 how many created files, then
-// their paths, then each cgroup's procs file, "--", and the command. It closes every descriptor
-// but the terminal's, moves STDERR to its pipe, opens the created files on 3, 4, ... (as the pipe
-// launch passes them), joins the cgroups, waits for its go when gated, and becomes the rest.
+// $1 gated, $2 the private directory (stderr and go FIFOs), $3 how many created files, $4 the
+// status file or "", then the created files' paths, then each cgroup's procs file, "--", and the
+// command. It closes every descriptor but the terminal's, moves STDERR to its pipe, opens the
+// created files on 3, 4, ... and the status file after them (as the pipe launch passes them),
+// joins the cgroups, waits for its go when gated, and becomes the rest.
 const wrapperScript = [
-  'gated=$1; dir=$2; n=$3; shift 3',
+  'gated=$1; dir=$2; n=$3; status=$4; shift 4',
   'for f in /proc/$$/fd/*; do k=${f##*/}; if [ "$k" -gt 2 ]; then eval "exec $k>&-" 2>/dev/null; fi; done',
   'exec 2>"$dir/stderr" || exit 125',
   'fd=3; while [ "$n" -gt 0 ]; do eval "exec $fd<\\"\\$1\\"" || exit 125; fd=$((fd + 1)); n=$((n - 1)); shift; done',
+  'if [ -n "$status" ]; then eval "exec $fd>>\\"\\$status\\"" || exit 125; fi',
   'while [ "$1" != "--" ]; do echo "$$" > "$1" || exit 125; shift; done; shift',
   'if [ "$gated" = 1 ]; then IFS= read -r go <"$dir/go" || exit 125; [ "$go" = go ] || exit 125; fi',
   'exec "$@"'
@@ -51,6 +54,8 @@ export interface TerminalChildOptions {
   readonly createdFiles: ReadonlyArray<string>
   /** the cgroups' procs files the wrapper joins */
   readonly procsFiles: ReadonlyArray<string>
+  /** the launch's status file (StatusFile.ts), opened after the created files for bwrap to report to */
+  readonly statusFile?: string | undefined
   /** prlimit, setpriv, bwrap and its arguments */
   readonly command: ReadonlyArray<string>
 }
@@ -221,11 +226,13 @@ export class TerminalChild extends EventEmitter {
       this.holdFd = Fs.openSync(fifos[0]!, c.O_WRONLY)
       // read and write: the wrapper's open for reading does not wait, and our write never fails
       if (o.gated) this.goFd = Fs.openSync(fifos[1]!, c.O_RDWR)
+      // made anew here, appended to by the wrapper's bwrap
+      if (o.statusFile !== undefined) Fs.closeSync(openStatusFile(o.statusFile))
       const size = clampSize(o.size)
       this.pty = loadPty().spawn(
         o.bash,
         ["--norc", "--noprofile", "-c", wrapperScript, "ocx2-launch", o.gated ? "1" : "0", dir, String(o.createdFiles.length),
-          ...o.createdFiles, ...o.procsFiles, "--", ...o.command],
+          o.statusFile ?? "", ...o.createdFiles, ...o.procsFiles, "--", ...o.command],
         { cols: size.cols, rows: size.rows, cwd: "/", env: { ...o.env }, encoding: null, name: "xterm-256color" }
       )
     } catch (e) {

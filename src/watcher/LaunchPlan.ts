@@ -22,7 +22,7 @@ const bytes = (text: string | undefined): number | undefined =>
 const seconds = (text: string | undefined): number | undefined =>
   text === undefined ? undefined : Either.getOrUndefined(parseDuration(text))
 
-export const limitsOf = (checked: CheckedRun): Limits => {
+export const limitsOf = (checked: Pick<CheckedRun, "run">): Limits => {
   const limits = checked.run.limits
   return {
     wallSeconds: seconds(limits.wall),

@@ -14,6 +14,7 @@ import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Cause from "effect/Cause"
+import * as Data from "effect/Data"
 import type * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import { CareDirectory, type RunLock } from "../../services/CareDirectory.js"
@@ -49,14 +50,17 @@ import { deliveryBound, makeSessionInbox, sessionOf, startEach } from "./Session
 import { runPagePath } from "../watch/RunPageLink.js"
 import { runStreamFile } from "../watch/StreamFile.js"
 import { decideHeld, formOf } from "./HeldDecision.js"
+import { launchOrRefuse } from "./LaunchFailures.js"
+import { readRunStatus, recoveredEnd } from "./RecoveredEnd.js"
 import { launchSpec, refusalOfUnfit } from "./LaunchPlan.js"
+import { runStatusFile } from "../sandbox/StatusFile.js"
 import { processEndOf } from "./ProcessExit.js"
 import { planPublications } from "./Publications.js"
 import { serveTerminal } from "./TerminalServer.js"
 import { fileSizeLimitOf, performSteps } from "./Workspace.js"
 
 /** Points a test may have the watcher SIGKILL itself at (OCX2_CRASH_AT). */
-export const crashPoints = ["handed", "locked", "started", "running", "before-ended", "writing-ended"] as const
+export const crashPoints = ["handed", "locked", "launched", "started", "running", "exited", "before-ended", "writing-ended"] as const
 export type CrashPoint = (typeof crashPoints)[number]
 
 export interface WatcherOptions {
@@ -284,11 +288,16 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
         yield* log("a stop came first")
         return yield* writeEnded(endedStopped)
       case "Lost": {
-        // its started counts and this watcher found the lock free: the watcher before it is gone
+        // its started counts and this watcher found the lock free: the watcher before it is gone. Its
+        // process's exit, when bubblewrap kept it, is read before anything left of the run is ended
         yield* care.removeSession(run).pipe(Effect.orDie)
+        const status = readRunStatus(care.path, run)
         const leftovers = endLeftovers(run)
-        yield* log(`started counts and no watcher holds the run: answering lost${leftovers > 0 ? ` (ended ${leftovers} leftover processes)` : ""}`)
-        return yield* writeEnded(endedLost(action.note))
+        const recovered = recoveredEnd(care.path, run, record.message, status, record.stops.length > 0, action.note)
+        yield* log(recovered.ended.outcome === "lost"
+          ? `started counts and no watcher holds the run: answering lost${leftovers > 0 ? ` (ended ${leftovers} leftover processes)` : ""}`
+          : `started counts and no watcher holds the run: answering ${endingWords(recovered.ended)} (${recovered.how})`)
+        return yield* writeEnded(recovered.ended, recovered.kept === undefined ? [] : [recovered.kept])
       }
       case "Start":
         break
@@ -336,8 +345,9 @@ const startChecked = (
       ownPaths: launchOwnPaths(config)
     })
     if (Either.isLeft(planned)) return yield* refuse(planned.left)
-    // what the process prints goes to ROOT/care/RUN.stream too, for those who watch it
-    const spec = { ...planned.right, streamFile: runStreamFile(care.path, run) }
+    // what the process prints goes to ROOT/care/RUN.stream too, for those who watch it; bubblewrap
+    // reports its exit to ROOT/care/RUN.status, which outlives this watcher
+    const spec = { ...planned.right, streamFile: runStreamFile(care.path, run), statusFile: runStatusFile(care.path, run) }
     const unfit = yield* launcher.check(spec).pipe(Effect.flip, Effect.option)
     if (Option.isSome(unfit)) return yield* refuse(refusalOfUnfit(unfit.value))
 
@@ -376,7 +386,7 @@ const startChecked = (
     const startedWritten = yield* Ref.make(false)
     const decided = yield* Ref.make<EndedContent | undefined>(undefined)
     const lastResult = yield* Ref.make<LaunchResult | undefined>(undefined)
-    const launched = yield* Effect.acquireUseRelease(
+    const launchedOrRefused = yield* Effect.acquireUseRelease(
       Effect.void,
       () => launchAndWait(options, { ...spec, gated: true }, checked.run, writeStarted, startedWritten, decided, lastResult, afterEach, log),
       (_, exit) =>
@@ -407,8 +417,10 @@ const startChecked = (
             Effect.catchAll((e) => log(`could not write ended: ${String(e)}`))
           )
         })
-    )
-    const { ended, last } = launched
+    ).pipe(Effect.catchTag("LaunchRefused", (e) => Effect.succeed(e)))
+    // the launch failed before started: the run is answered refused, once (LaunchFailures.ts)
+    if ("_tag" in launchedOrRefused) return yield* refuse(launchedOrRefused.refusal)
+    const { ended, last } = launchedOrRefused
     if (last === undefined) return
     // a process that starts for each delivery has its kept logs however the run ended (2.13)
     if (session?.deliveries === "start") return yield* afterEach(last)
@@ -474,6 +486,9 @@ const confirmReceived = (hash: string, nodeUser: string) =>
     }
   })
 
+/** The launch failed before started was written, for a cause that will not pass or did not after every try. */
+class LaunchRefused extends Data.TaggedError("LaunchRefused")<{ readonly refusal: Refusal }> {}
+
 /** What launchAndWait ends with: the run's ended, and the last process's result when one ran to its end. */
 interface Launched {
   readonly ended: EndedContent
@@ -517,12 +532,16 @@ const launchAndWait = <E, R>(
         const end = yield* startEach(run, spec, inbox, afterEach, (p) => serveTerminal(options.run, p, care.path, log), log)
         launched = { ended: end.ended, last: end.last }
       } else {
-        // the write's fossil child runs while the sandbox is set up: a gated launch runs nothing
-        // until released, and the release waits for both
-        const [, running] = yield* Effect.all([
-          Effect.zipLeft(writeStarted, Ref.set(startedWritten, true)),
-          launcher.start(spec)
-        ], { concurrency: 2 })
+        // the sandbox is set up first, gated (nothing runs until it is released), and started written
+        // after: a launch that fails is answered before any started, refused or tried again. Making
+        // the groups and spawning the wrapper take a few milliseconds; the wrapper's own start goes
+        // on beside the write
+        const launch = yield* launchOrRefuse(launcher.start(spec), log)
+        if (Either.isLeft(launch)) return yield* new LaunchRefused({ refusal: launch.left })
+        const running = launch.right
+        yield* crash(options, "launched")
+        yield* writeStarted
+        yield* Ref.set(startedWritten, true)
         yield* crash(options, "started")
         yield* running.release
         yield* serveTerminal(options.run, running, care.path, log)
@@ -530,6 +549,7 @@ const launchAndWait = <E, R>(
         yield* crash(options, "running")
         yield* followed(running)
         const result: LaunchResult = yield* running.result
+        yield* crash(options, "exited")
         yield* Ref.set(lastResult, result)
         const action = decideExit(run, processEndOf(result.ending))
         if (action._tag !== "End") return yield* Effect.dieMessage(`a run's process ended and the decision was ${action._tag}, not End (2.13)`)

@@ -14,10 +14,13 @@ import { addUsers } from "../support/fossilServer.js"
 import { makeNodeWorld, shellRun, users, type NodeWorld } from "../support/nodeWorld.js"
 
 // SIGKILL the watcher at each point of a run's life; after recovery every run has exactly one
-// started and one ended from the node user, and its process was launched at most once. Four of the
+// started and one ended from the node user, and its process was launched at most once. Most of the
 // points are fixed places in the watcher's code, the same each time: three repetitions each. At
 // writing-ended the watcher dies 30 ms into its write of ended, which has landed or not: a race,
-// repeated more often.
+// repeated more often. Killed at any moment after its process exited (exited, before-ended,
+// writing-ended), the run is answered with its real exit (7), which bubblewrap kept in the run's
+// status file, never lost. Killed once its sandbox was made and before started (launched), the
+// watcher leaves its cgroup behind: the next watcher mends it and runs the run.
 
 const repeatsAt = (point: CrashPoint) => repeats(point === "writing-ended" ? 6 : 3)
 let world: NodeWorld
@@ -61,6 +64,20 @@ const reports = async (run: string) =>
     return reading._tag === "Message" && reading.re === run && post.sender === users.node.login ? [reading.kind] : []
   })
 
+/** the run's ended content, and whether its kept logs (a plain post of the node user's) were written */
+const endedOf = async (run: string) => {
+  const thread = await world.thread(run)
+  const ended = thread.flatMap((post) => {
+    const reading = readMessage(post.text)
+    return reading._tag === "Message" && reading.re === run && reading.kind === "ended" ? [reading.content] : []
+  })
+  const kept = thread.some((post) => post.sender === users.node.login && post.text.includes("its last words"))
+  return { ended, kept }
+}
+
+/** the points after the process exited: the run's real exit is known whatever happens after */
+const exitKnown: ReadonlyArray<CrashPoint> = ["exited", "before-ended", "writing-ended"]
+
 const launches = (run: string) => {
   try {
     return Fs.readFileSync(Path.join(world.root, "work", run, "launches"), "utf8").split("\n").filter((l) => l !== "").length
@@ -77,7 +94,7 @@ const processUserOf = (point: CrashPoint) => `crash-${point}`
  */
 const countingRun = (user: string) => shellRun(world, "", {
   user,
-  command: ["sh", "-c", "echo launched >> $$workspace$$/launches; sleep 0.3"]
+  command: ["sh", "-c", "echo launched >> $$workspace$$/launches; echo its last words; sleep 0.3; exit 7"]
 }, { workspace: [{ step: "directory", at: "$$root$$/work/$$run$$" }] })
 
 const crashOnce = (point: CrashPoint) =>
@@ -85,7 +102,10 @@ const crashOnce = (point: CrashPoint) =>
     const run = yield* Effect.promise(() => world.post(countingRun(processUserOf(point))))
     const crashed = yield* Effect.promise(() => world.watch(run, { OCX2_CRASH_AT: point }))
     const recovered = yield* recoverFully(run)
-    return { run, crashed, recovered, reports: yield* Effect.promise(() => reports(run)), launches: launches(run) }
+    return {
+      run, crashed, recovered, reports: yield* Effect.promise(() => reports(run)), launches: launches(run),
+      ended: yield* Effect.promise(() => endedOf(run))
+    }
   })
 
 // the points at once: each its own process user; real processes and real time
@@ -103,10 +123,18 @@ describe.concurrent("a watcher killed at any point", () => {
       }
       // what each point leaves for recovery
       const recovered = new Set(outcomes.map((o) => o.recovered))
-      if (point === "locked") expect([...recovered]).toEqual(["not-started"])
-      if (point === "started" || point === "running" || point === "before-ended") expect([...recovered]).toEqual(["lost"])
-      if (point === "locked") expect(outcomes.every((o) => o.launches === 1)).toBe(true)
+      if (point === "locked" || point === "launched") expect([...recovered]).toEqual(["not-started"])
+      if (point === "started" || point === "running") expect([...recovered]).toEqual(["lost"])
+      if (point === "exited" || point === "before-ended") expect([...recovered]).toEqual(["exit-kept"])
+      if (point === "locked" || point === "launched") expect(outcomes.every((o) => o.launches === 1)).toBe(true)
       if (point === "started") expect(outcomes.every((o) => o.launches === 0)).toBe(true)
+      // the real exit and its kept logs, every time, wherever after the exit the watcher died
+      if (exitKnown.includes(point)) {
+        for (const outcome of outcomes) expect(outcome.ended).toEqual({ ended: [{ outcome: "exited", exit: 7 }], kept: true })
+      }
+      if (point === "launched") {
+        for (const outcome of outcomes) expect(outcome.ended).toEqual({ ended: [{ outcome: "exited", exit: 7 }], kept: true })
+      }
     }),
     timeoutFor(3, 240_000)
   )
