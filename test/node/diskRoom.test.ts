@@ -2,6 +2,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { answerHtml } from "../../src/adapters/Html.js"
 import { outputPages } from "../../src/adapters/OutputPages.js"
 import { type DiskRoom, holdStartsBack, parseBytes } from "../../src/node/DiskRoom.js"
 import { stopSpare } from "../../src/pickup/SpareClient.js"
@@ -155,6 +156,8 @@ describe("ROOT full, a node without a supervisor", () => {
     const said = await statusOf(world)
     expect(said?.disk).toMatchObject({ state: "full", waiting: true })
     expect(said?.disk?.words).toContain("A run waits for it now")
+    // the status page: the same answer, as the web page shows it
+    expect(answerHtml(await world.call(status, { root: world.root }, { as: users.stranger.login }))).toContain(`${world.root} is full`)
     await untouched(world, run)
     const page = await runPage(world, run)
     expect(page.output.summary.state).toBe("waiting")
