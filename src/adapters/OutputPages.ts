@@ -189,7 +189,10 @@ const liveScript = `(function () {
     // EventSource cannot send a header: the token goes in the URL, spent by this one connection
     var events = new EventSource(url + (url.indexOf("?") < 0 ? "?" : "&") + "token=" + encodeURIComponent(grant.token));
     var opened = false;
-    events.onopen = function () { opened = true; };
+    events.onopen = function () {
+      opened = true;
+      if (note) { note.textContent = "Following the run as its process prints."; }
+    };
     ["state", "output", "delivery", "missed", "end"].forEach(function (type) {
       events.addEventListener(type, function (e) {
         on[type](JSON.parse(e.data));

@@ -133,6 +133,33 @@ describe("the run page", () => {
     console.log(`screenshots of the runs page and a run page: ${screenshots}`)
   }, 180_000)
 
+  it("a page whose live stream was cut goes on live with a fresh token, from where the stream had read to: every line once", async () => {
+    const run = await createRun(gatedLines("beat", 20))
+    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
+    const context = await browser.newContext({ viewport: { width: 1100, height: 900 } })
+    const page = await context.newPage()
+    try {
+      await logIn(page)
+      await page.goto(`${world.server.url}ext/ocx2-cgi/watch?run=${run}`)
+      await page.locator("#ocx-stream", { hasText: "beat 10" }).waitFor({ timeout: 60_000 })
+      const first = runningServer(world.root)!
+      expect(await page.locator("#ocx-live").textContent()).toBe("Following the run as its process prints.")
+      // the stream server ends under the page (as it does when restarted): the page asks itself for a new token
+      process.kill(first.pid, "SIGTERM")
+      expect(await waitFor(() => {
+        const now = runningServer(world.root)
+        return now !== undefined && now.pid !== first.pid ? true : undefined
+      }, 30_000)).toBe(true)
+      await page.locator("#ocx-live", { hasText: "Following the run as its process prints." }).waitFor({ timeout: 30_000 })
+      letGo(run)
+      await page.locator("#ocx-run-state", { hasText: "exited 0" }).waitFor({ timeout: 60_000 })
+      const all = (await page.locator("#ocx-stream").textContent()) ?? ""
+      expect(all.split("\n").filter((l) => l.startsWith("beat"))).toEqual(Array.from({ length: 20 }, (_, i) => `beat ${i + 1}`))
+    } finally {
+      await context.close()
+    }
+  }, 180_000)
+
   it("with Fossil's own Content-Security-Policy (no connect-src for the stream server) the page still follows the run live, through its own site", async () => {
     await fossil(["unset", "default-csp", "-R", world.repository])
     try {
