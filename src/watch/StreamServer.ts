@@ -28,7 +28,7 @@ import { releasePaths } from "../release/ReleasePaths.js"
 import { mayReadWith, readerRefusal } from "./StreamReader.js"
 import { eventOut } from "../tools/watch.js"
 import { follow, readRunSummary } from "./Follow.js"
-import { type StreamGrant, streamSecret, verifyGrant } from "./StreamToken.js"
+import { type StreamGrant, streamSecret, TOKEN_MS, verifyGrant } from "./StreamToken.js"
 
 export interface StreamSettings {
   readonly host: string
@@ -136,6 +136,8 @@ export const runStreamServer = async (root: string): Promise<void> => {
   const paths = releasePaths(root)
   const secret = streamSecret(paths.node)
   const spent = spentNonces()
+  // the nonces spent are this process's memory: a token signed before it started may have been spent on the one before
+  const startedAt = Date.now()
   let open = 0
   let idle: NodeJS.Timeout | undefined
   const server = Http.createServer((request, response) => {
@@ -153,6 +155,7 @@ export const runStreamServer = async (root: string): Promise<void> => {
     const grant = verified.grant
     cors = corsFor(request, [settings.origin, grant.origin])
     if (grant.run !== match[1]) return refuse(403, "the token is for another run")
+    if (grant.expires - TOKEN_MS < startedAt) return refuse(403, "the token is older than this stream server: open the run page again")
     if (!spent.spend(grant, now)) return refuse(403, "the token was used already: open the run page again")
     const repository = { path: grant.repository, role: grant.role }
     /** why the viewer may not follow the run now, read from the repository; undefined when they may */

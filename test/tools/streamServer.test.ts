@@ -179,6 +179,15 @@ describe("the stream server", () => {
       await inUrl.body?.cancel()
       expect((await fetch(`${fresh.url}&token=${encodeURIComponent(fresh.token)}`)).status).toBe(403)
       expect(Fs.readFileSync(Path.join(releasePaths(world.root).node, "stream.log"), "utf8")).not.toContain(fresh.token.split(".")[1]!)
+      // a stream server started again does not know what the one before spent: it takes no token signed before it started
+      const unspent = await liveFor(users.stranger, run)
+      const before = runningServer(world.root)!
+      process.kill(before.pid, "SIGTERM")
+      expect(await waitFor(() => (runningServer(world.root) === undefined ? true : undefined), 30_000)).toBe(true)
+      const next = await liveFor(users.stranger, run)
+      const older = await fetch(next.url, withToken(unspent.token))
+      expect(older.status).toBe(403)
+      expect(await older.text()).toMatch(/older than this stream server/)
     } finally {
       letGo(run)
     }
