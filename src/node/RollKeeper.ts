@@ -163,6 +163,16 @@ export class RollKeeper {
     this.held.clear()
   }
 
+  /** Whether the run may be handed to a new watcher now (the supervisor's second look asks before it decides). */
+  mayHandOn(run: string): boolean {
+    return !this.held.has(run) && rehandWaitMs(this.handed.get(run) ?? [], Date.now()) <= 0
+  }
+
+  /** A hand-off made outside the roll (the supervisor's second look): it counts toward the run's minute. */
+  handedOn(run: string): void {
+    this.handed.set(run, [...(this.handed.get(run) ?? []), Date.now()])
+  }
+
   /** A run handed on too often this minute waits for its turn, the log saying why; false when it may go now. */
   private holdBack(run: string, pid: number): boolean {
     const now = Date.now()

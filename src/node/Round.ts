@@ -187,7 +187,7 @@ export const decideRun = (
         return "a stop counts: told its watcher to end its process"
       case "Lost": {
         const recovered = yield* act("lost", `answer ${run} lost under its lock (${action.note})`, recoverRun(config, run))
-        return recovered === undefined ? `would answer lost: ${action.note}` : recovered === "lost" ? `answered lost: ${action.note}` : `not lost: ${recovered}`
+        return recovered === undefined ? `would answer lost: ${action.note}` : recovered === "lost" ? `answered lost: ${action.note}` : recovered === "exit-kept" ? "answered with its process's exit, which bubblewrap kept" : `not lost: ${recovered}`
       }
       case "Wait":
         return `waits: ${action.reason}`

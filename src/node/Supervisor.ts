@@ -262,12 +262,14 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number, h
           // a run the round held back for want of room stays held back here too
           const found = holdStartsBack(diskRoom(config.root), yield* nodeMessagesAfter(config.nodeUser, from))
           const out: Array<{ run: string; action: string }> = []
-          for (const message of found.messages.filter((m) => m.kind !== "publish")) {
+          // a run handed on too often this minute waits for the roll's turn (RollKeeper.holdBack)
+          for (const message of found.messages.filter((m) => m.kind !== "publish" && (m.kind !== "run" || keeper.mayHandOn(m.run)))) {
             out.push(yield* described(message.run, decideMessage(config, serverCode, message, actNow, { watcherProgram: watcherProgram() })))
           }
           return out
         }))
       }))
+      for (const d of decisions) if (d.action.startsWith("handed")) keeper.handedOn(d.run)
       const did = decisions.filter((d) => /^(handed|refused|a stop came first|answered)/.test(d.action)).map((d) => `${d.run}: ${d.action}`)
       if (did.length > 0) log({ lookedAgain: from, did })
     }
