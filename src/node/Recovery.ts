@@ -8,6 +8,7 @@
 import * as Effect from "effect/Effect"
 import type { Act } from "../operations/Operations.js"
 import { CareDirectory } from "../../services/CareDirectory.js"
+import { Repository } from "../../services/Repository.js"
 import { endLeftovers } from "../sandbox/Cgroups.js"
 import { endingWords } from "../watcher/KeptLogs.js"
 import { endedMessage } from "../protocol/Messages.js"
@@ -47,10 +48,13 @@ export const recoverRun = (config: NodeConfig, run: string) =>
       const why = leftovers > 0
         ? `its watcher ended without writing ended; ${leftovers} process${leftovers === 1 ? "" : "es"} of it ended now`
         : "its watcher ended without writing ended"
-      const recovered = recoveredEnd(care.path, run, record.message, status, record.stops.length > 0, why)
+      const recovered = recoveredEnd(care.path, run, record.message, record.started.content, status, record.stops.length > 0, why)
       const ended = recovered.ended
       yield* writeMessageWhereTheRunIs(record, config.nodeUser, endedMessage(run, ended), `Ended: ${endingWords(ended)}.`)
       if (recovered.kept !== undefined) yield* writeWhereTheRunIs(record, config.nodeUser, recovered.kept)
+      if (recovered.verdict !== undefined) {
+        yield* (yield* Repository).tag({ user: config.nodeUser, checkin: recovered.verdict.checkin, name: "ci", value: recovered.verdict.value })
+      }
       if (ended.outcome === "lost") {
         yield* care.appendLog(run, `${new Date().toISOString()} recovery: answered lost: ${why}\n`).pipe(Effect.ignore)
         return "lost" as Recovered

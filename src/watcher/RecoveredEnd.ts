@@ -14,6 +14,9 @@ import { parseSize } from "../protocol/Sizes.js"
 import { decideEnding } from "../sandbox/Ending.js"
 import { readStatus, runStatusFile, type LaunchStatus } from "../sandbox/StatusFile.js"
 import { readStreamFrom, runStreamFile } from "../watch/StreamFile.js"
+import { isFullHash } from "../fossil/Hash.js"
+import type { StartedContent } from "../protocol/Messages.js"
+import { ciVerdict, formatVerdict } from "../protocol/Verdicts.js"
 import { formOf } from "./HeldDecision.js"
 import { keptLogText } from "./KeptLogs.js"
 import { limitsOf } from "./LaunchPlan.js"
@@ -23,6 +26,8 @@ export interface RecoveredEnd {
   readonly ended: EndedContent
   /** the kept logs' text (2.10), when the outcome is the process's and a kept stream printed a byte */
   readonly kept: string | undefined
+  /** the ci verdict (2.16) on the check-in its steps named, as its watcher would have written it with ended */
+  readonly verdict: { readonly checkin: string; readonly value: string } | undefined
   /** for the run's log: where the outcome came from */
   readonly how: string
 }
@@ -72,11 +77,12 @@ export const recoveredEnd = (
   careDir: string,
   hash: string,
   message: Message,
+  started: StartedContent | undefined,
   status: LaunchStatus | undefined,
   stopCounts: boolean,
   whyLost: string
 ): RecoveredEnd => {
-  const lost: RecoveredEnd = { ended: endedLost(whyLost), kept: undefined, how: "no exit of its process was kept" }
+  const lost: RecoveredEnd = { ended: endedLost(whyLost), kept: undefined, verdict: undefined, how: "no exit of its process was kept" }
   const form = formOf(message)
   if (Either.isLeft(form)) return lost
   const run = form.right.run
@@ -85,6 +91,12 @@ export const recoveredEnd = (
   if (ended === undefined) return lost
   const tails = tailsOf(careDir, hash, { stdout: keepBytes(run.process.keep.stdout), stderr: keepBytes(run.process.keep.stderr) })
   const result: LaunchResult = { ending: { outcome: "exited", exit: status?.exit ?? 0 }, ...tails, startedAt: 0, endedAt: 0, logs: {}, logProblems: [] }
-  const kept = ended.outcome === "stopped" ? undefined : keptLogText(result, ended, run.process.keep)
-  return { ended, kept, how: "its process's exit, as bubblewrap reported it to the run's status file" }
+  const ran = ended.outcome !== "stopped"
+  const kept = ran ? keptLogText(result, ended, run.process.keep) : undefined
+  // the check-in the steps named is in started's values, as the run's watcher had it
+  const checkin = started?.values["checkin"]
+  const verdict = ran && run.process.verdict && checkin !== undefined && isFullHash(checkin)
+    ? { checkin, value: formatVerdict(ciVerdict(hash, ended)) }
+    : undefined
+  return { ended, kept, verdict, how: "its process's exit, as bubblewrap reported it to the run's status file" }
 }

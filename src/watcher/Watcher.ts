@@ -293,11 +293,11 @@ const runInCare = (options: WatcherOptions, held: HeldUser) =>
         yield* care.removeSession(run).pipe(Effect.orDie)
         const status = readRunStatus(care.path, run)
         const leftovers = endLeftovers(run)
-        const recovered = recoveredEnd(care.path, run, record.message, status, record.stops.length > 0, action.note)
+        const recovered = recoveredEnd(care.path, run, record.message, record.started?.content, status, record.stops.length > 0, action.note)
         yield* log(recovered.ended.outcome === "lost"
           ? `started counts and no watcher holds the run: answering lost${leftovers > 0 ? ` (ended ${leftovers} leftover processes)` : ""}`
           : `started counts and no watcher holds the run: answering ${endingWords(recovered.ended)} (${recovered.how})`)
-        return yield* writeEnded(recovered.ended, recovered.kept === undefined ? [] : [recovered.kept])
+        return yield* writeEnded(recovered.ended, recovered.kept === undefined ? [] : [recovered.kept], recovered.verdict)
       }
       case "Start":
         break

@@ -10,7 +10,7 @@ import { recoverRun, type Recovered } from "../../src/node/Recovery.js"
 import { readMessage } from "../../src/protocol/Envelope.js"
 import { crashPoints, type CrashPoint } from "../../src/watcher/Watcher.js"
 import { repeats, timeoutFor } from "../support/crashRepeats.js"
-import { addUsers } from "../support/fossilServer.js"
+import { addUsers, fossil } from "../support/fossilServer.js"
 import { makeNodeWorld, shellRun, users, type NodeWorld } from "../support/nodeWorld.js"
 
 // SIGKILL the watcher at each point of a run's life; after recovery every run has exactly one
@@ -28,7 +28,7 @@ beforeAll(async () => {
   world = await makeNodeWorld()
   // the points run at once, and a node keeps one run per process user: each point has its own user
   await addUsers(world.repository, [...crashPoints.map((point) => ({ login: processUserOf(point), capabilities: "oi", password: `${point}-pw` })),
-    { login: "crash-again", capabilities: "oi", password: "again-pw" }])
+    { login: "crash-again", capabilities: "oi", password: "again-pw" }, { login: "crash-verdict", capabilities: "oi", password: "verdict-pw" }])
 }, 120_000)
 afterAll(async () => {
   await world?.close()
@@ -156,5 +156,20 @@ describe("a watcher started again for a run whose watcher was killed while it ra
     // killed "running", the watcher may take its sandbox down before the shell's first line (as
     // the other kills at that point allow); never launched twice: the second watcher launches nothing
     expect(launches(run)).toBeLessThanOrEqual(1)
+  }), 120_000)
+})
+
+describe("a build whose watcher was killed after its process exited", () => {
+  it.live("is answered with its exit, its kept logs and its ci verdict on the check-in, once", () => Effect.gen(function*() {
+    const run = yield* Effect.promise(() => world.post(shellRun(world, "echo building; exit 3", { user: "crash-verdict", verdict: true, cwd: "$$workspace$$" })))
+    expect((yield* Effect.promise(() => world.watch(run, { OCX2_CRASH_AT: "before-ended" }))).signal).toBe("SIGKILL")
+    expect(yield* recoverFully(run)).toBe("exit-kept")
+    expect((yield* Effect.promise(() => endedOf(run))).ended).toEqual([{ outcome: "exited", exit: 3 }])
+    expect((yield* Effect.promise(() => world.thread(run))).some((post) => post.sender === users.node.login && post.text.includes("building"))).toBe(true)
+    const tags = yield* Effect.promise(() => fossil(["tag", "list", "--raw", world.trunk, "-R", world.repository]))
+    expect(tags).toContain(`ci=fail: exit 3 (against ${run})`)
+    // a second recovery finds it ended and writes nothing
+    expect(yield* recoverFully(run)).toBe("ended")
+    expect((yield* Effect.promise(() => reports(run))).sort()).toEqual(["ended", "started"])
   }), 120_000)
 })
