@@ -27,7 +27,7 @@ import { pollBackoffice, restoreHostFossilHome } from "./BackofficePoller.js"
 import { anySession } from "../care/SessionFiles.js"
 import { unsettledAfter } from "./ReceiptSettled.js"
 import { runningSupervisor, wakeSupervisor } from "../root/SupervisorFiles.js"
-import { diskRoom, holdsBack } from "./DiskRoom.js"
+import { diskRoom, holdsBack } from "../root/DiskRoom.js"
 import { againMain, type AgainNode, startAgain } from "./HookAgain.js"
 import {
   advanceCursor, appendHookLog, canonicalRepository, type Cursor, cursorFileOf, type HookLogEntry, nodeOf, readCursor

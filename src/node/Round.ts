@@ -35,7 +35,7 @@ import { checkRecord, processUserOf } from "../pickup/RunCheck.js"
 import { readRunRecord, type RunRecord } from "../pickup/RunRecord.js"
 import { openDatabase } from "../fossil/Sqlite.js"
 import { settleMs, unsettledAfter } from "./ReceiptSettled.js"
-import { diskRoom, holdsBack, holdStartsBack } from "./DiskRoom.js"
+import { diskRoom, holdsBack, holdStartsBack } from "../root/DiskRoom.js"
 
 export interface RunDecision {
   readonly run: string

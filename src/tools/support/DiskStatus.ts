@@ -1,8 +1,8 @@
-// ROOT's room as status and the run page give it (src/node/DiskRoom.ts): whether the node holds new
+// ROOT's room as status and the run page give it (src/root/DiskRoom.ts): whether the node holds new
 // runs back, and whether any waits for it.
 
 import * as Schema from "effect/Schema"
-import { diskRoom, holdsBack } from "../../node/DiskRoom.js"
+import { diskRoom, holdsBack } from "../../root/DiskRoom.js"
 import { workWaits } from "../../node/HookFast.js"
 
 export const DiskOutput = Schema.Struct({
