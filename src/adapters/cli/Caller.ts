@@ -44,7 +44,7 @@ export const repositoryFileProblem = (repository: string): string | undefined =>
 /**
  * The caller, as resolveCaller finds them; with `strict` (the command line), a repository named
  * that is missing, cannot be read or holds no Fossil repository is the problem, naming the file,
- * instead of a caller holding nothing there.
+ * instead of a caller holding nothing there; so is a --user the served repository does not have.
  */
 export const resolveCallerOrProblem = (
   identity: CliIdentity,
@@ -59,9 +59,9 @@ export const resolveCallerOrProblem = (
   if (fileProblem !== undefined) return Effect.succeed({ caller: { user: identity.user ?? account, capabilities: "", sandboxed }, problem: fileProblem })
   return Effect.promise(() => import("./RepositoryCapabilities.js")).pipe(
     Effect.flatMap(({ identityIn }) => identityIn(repository, identity.user, account)),
-    Effect.map(({ user, capabilities, unreadable }) => ({
-      caller: { user, capabilities, sandboxed },
-      ...(options.strict && unreadable !== undefined ? { problem: unreadable } : {})
-    }))
+    Effect.map(({ user, capabilities, unreadable, unknownUser }) => {
+      const problem = unreadable ?? unknownUser
+      return { caller: { user, capabilities, sandboxed }, ...(options.strict && problem !== undefined ? { problem } : {}) }
+    })
   )
 }

@@ -15,6 +15,12 @@ export interface RepositoryIdentity {
   readonly capabilities: string
   /** why the repository could not be read, naming it; absent when it was read */
   readonly unreadable?: string
+  /**
+   * The user named is not one of the served repository's: said, since acting as nobody would only
+   * show nothing (no runs, no capabilities) without a word. A clone's user table is not the
+   * server's, so a clone never says it.
+   */
+  readonly unknownUser?: string
 }
 
 const unreadable = (repository: string, error: unknown): string => {
@@ -49,8 +55,13 @@ export const identityIn = (repository: string, named: string | undefined, accoun
       return { user: named ?? account, capabilities: "", unreadable: unreadable(repository, e) }
     }
     try {
-      const user = named ?? rememberedUser(db) ?? account
-      return { user, capabilities: user === undefined ? "" : Read.user(db, user)?.fullcap ?? "" }
+      const remembered = rememberedUser(db)
+      const user = named ?? remembered ?? account
+      const found = user === undefined ? undefined : Read.user(db, user)
+      const unknown = named !== undefined && remembered === undefined && found === undefined
+        ? `no user ${named} in the repository ${repository}: --user names one of its Fossil users (fossil user list -R ${repository})`
+        : undefined
+      return { user, capabilities: found?.fullcap ?? "", ...(unknown !== undefined ? { unknownUser: unknown } : {}) }
     } catch (e) {
       return { user: named ?? account, capabilities: "", unreadable: unreadable(repository, e) }
     } finally {

@@ -158,6 +158,15 @@ describe("errors and exit statuses (defect 6)", () => {
     expect(read.code).toBe(2)
   }, 120_000)
 
+  it("a --user the repository does not have is an error naming it, not an empty answer (issue 40)", async () => {
+    const runs = await ocx2(["--repository", repository, "--user", "ghost", "runs"])
+    expect(runs.stderr).toContain(`no user ghost in the repository ${repository}`)
+    expect(runs.stdout).not.toMatch(/0 of 0 runs/)
+    expect(runs.code).not.toBe(0)
+    const known = await ocx2(["--repository", repository, "--user", "builder", "runs"])
+    expect(known.code).toBe(0)
+  })
+
   it("a dry run is done (0), a refusal 2", async () => {
     const dry = await ocx2(["echo", "x", "--dry-run"])
     expect(dry.code).toBe(0)
