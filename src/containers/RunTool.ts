@@ -186,21 +186,17 @@ export class RunTool {
     const id = this.parts.running.mint(() => Crypto.randomBytes(32).toString("base64url"))
     this.id = id
     this.parts.running.enter({ id, identity: this.identity, serveTree: (scope) => void this.serveTree(scope) })
-    const beginEnded = new Promise<string>((resolve) => {
-      // what the begin scope carries before the id waits in its inbox; here only its end matters
-      // (which may have come in the same read as Begun)
-      const ended = () => resolve("the proxy ended the begin before the container was registered")
-      if (begin.isEnded) ended()
-      else begin.onEnd = ended
-    })
-    const both = Promise.all([this.register(id, declaration), this.mountAll(request)])
-    const settled = await this.until(Promise.race([both, beginEnded]))
+    // The begin answered Begun, so the container is registered and gets its id even when its
+    // program has ended meanwhile (a /bin/true ends before the server reads Begun): the begin's
+    // end, and the error it carries, wait in the begin's inbox and are relayed after the id
+    // (seed 004 step 7 and the conduit). Only the proxy's connection ending is the run's error.
+    const settled = await this.until(Promise.all([this.register(id, declaration), this.mountAll(request)]))
     if (settled === gone) return
-    if (typeof settled === "string") return this.fail(settled)
     const [registration, mounting] = settled
     if (registration !== undefined) return this.fail(registration)
     if (mounting !== undefined) return this.fail(mounting)
     if (this.scope.isEnded) return this.end()
+    if (proxy.isClosed) return this.fail("the proxy's connection ended before the container was registered")
     this.mountedResolve(true)
 
     // 8. exactly one id
@@ -231,7 +227,11 @@ export class RunTool {
     const deploy = answers.find((a) => a[0] === Answer.deploy)
     if (deploy === undefined) return undefined
     // exactly one secrets channel on the begin scope, the values as the client sent them
-    const feed = await readAll(this.begin!.openChannel(tagged(ProxyChannel.secrets, deploy.subarray(1))))
+    const begin = this.begin!
+    const feed = await readAll(begin.openChannel(tagged(ProxyChannel.secrets, deploy.subarray(1))))
+    // the program ended before it was fed (its begin ended, the proxy's connection stands): nothing
+    // is left to feed, and its end is relayed after the id
+    if (feed === undefined && begin.isEnded && !this.proxy!.isClosed) return undefined
     if (feed === undefined) return "the proxy did not finish the secrets feed"
     if (feed.length === 0) return "the proxy answered the secrets feed with nothing"
     const fedError = feed.find((a) => a[0] === Answer.error)

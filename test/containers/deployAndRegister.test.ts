@@ -130,11 +130,23 @@ describe("tools::run: the proxy connection and the begin", () => {
     expect(w.deploys.map((d) => d.stops)).toEqual([1, 1])
   })
 
-  it("2.36: a begin the proxy finishes right behind its Begun is a container that did not come up", async () => {
+  it("2.38: a begin the proxy finishes right behind its Begun (a program that ended at once) is still registered, mounted and given its id; the end follows it", async () => {
     const w = await open({ behaviour: () => ({ begun: `{"secrets":{"k":"static"}}`, endAfterBegun: true }) })
-    const run = (await w.client()).run(request(img.digest, { fuse_file_mounts: [{ id: "f", container_path: "/f" }] }), { images: held })
-    expect(await run.first).toMatchObject({ kind: "error", message: expect.stringContaining("ended the begin") })
+    const registered: Array<string> = []
+    const run = (await w.client()).run(request(img.digest, { fuse_file_mounts: [{ id: "f", container_path: "/f" }] }), {
+      images: held,
+      registration: (id, declaration) => {
+        registered.push(`${id} ${declaration}`)
+        // a deploy whose feed the ended begin cannot take: nothing is left to feed
+        return [tagged(Answer.deploy, `{"k":"v"}`)]
+      }
+    })
+    const first = await run.first
+    expect(first).toMatchObject({ kind: "id" })
     await run.finished
+    expect(registered).toEqual([`${(first as { id: string }).id} {"k":"static"}`])
+    expect(run.later).toEqual([])
+    expect(w.deploys[0]!.proxy.mounts).toHaveLength(1)
     expect(w.deploys[0]!.stops).toBe(1)
     expect(w.parts.running.size).toBe(0)
   })

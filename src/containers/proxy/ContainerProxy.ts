@@ -1,4 +1,5 @@
 import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
 import * as Http from "node:http"
 import type { WebSocket } from "ws"
 import { FrameConnection, type PeerChannel, type Scope } from "../FrameConnection.js"
@@ -53,6 +54,17 @@ const isJsonObject = (bytes: Buffer): boolean => {
     return typeof v === "object" && v !== null && !Array.isArray(v)
   } catch {
     return false
+  }
+}
+
+/** why a spawn failed: Node names the program for a working directory that is missing, so that is said first */
+const startProblem = (e: Error, workingDir: string): string => {
+  if ((e as NodeJS.ErrnoException).code !== "ENOENT") return e.message
+  try {
+    if (Fs.statSync(workingDir).isDirectory()) return e.message
+    return `its working directory ${workingDir} is not a directory (${e.message})`
+  } catch {
+    return `its working directory ${workingDir} does not exist (${e.message})`
   }
 }
 
@@ -124,7 +136,7 @@ export class ContainerProxy {
       ...(this.options.launch.user !== undefined ? { uid: this.options.launch.user.uid, gid: this.options.launch.user.gid } : {})
     })
     this.program = child
-    child.once("error", (e) => this.programEnded(`the program ${command} could not be started: ${e.message}`))
+    child.once("error", (e) => this.programEnded(`the program ${command} could not be started: ${startProblem(e, this.options.launch.workingDir)}`))
     child.once("exit", (code, signal) => {
       if (code === 0) return this.programEnded(undefined)
       if (signal === null) return this.programEnded(`the program ended with exit status ${code}`)
