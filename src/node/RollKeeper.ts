@@ -104,6 +104,9 @@ export class RollKeeper {
   private readonly handed = new Map<string, Array<number>>()
   /** runs held back from a new watcher until their minute allows one */
   private readonly held = new Map<string, NodeJS.Timeout>()
+  /** runs whose decision failed, how many times in a row, and the timer that decides them again */
+  private readonly failures = new Map<string, number>()
+  private readonly retries = new Map<string, NodeJS.Timeout>()
   private looking: NodeJS.Timeout | undefined
   private waitingTimer: NodeJS.Timeout | undefined
   private stopped = false
@@ -159,8 +162,9 @@ export class RollKeeper {
     this.stopped = true
     if (this.looking !== undefined) clearInterval(this.looking)
     if (this.waitingTimer !== undefined) clearTimeout(this.waitingTimer)
-    for (const timer of this.held.values()) clearTimeout(timer)
+    for (const timer of [...this.held.values(), ...this.retries.values()]) clearTimeout(timer)
     this.held.clear()
+    this.retries.clear()
   }
 
   /** Whether the run may be handed to a new watcher now (the supervisor's second look asks before it decides). */
@@ -201,8 +205,30 @@ export class RollKeeper {
     const ended = [...this.ended]
     this.ended.clear()
     for (const [run, pid] of ended) {
-      await this.decideOne(run, pid).catch((e) => this.host.log({ watcher: pid, run, did: [`failed: ${firstLine(e)}`] }))
+      await this.decideOne(run, pid).then(
+        () => this.failures.delete(run),
+        (e) => this.decideAgainLater(run, pid, e)
+      )
     }
+  }
+
+  /**
+   * A decision that failed (the server unreachable from a clone's host, the repository locked) is
+   * made again after a pause, 1 s doubling to 30 s: the run's watcher is gone and the cursor is past
+   * the run, so nothing else would decide it before the node's next start.
+   */
+  private decideAgainLater(run: string, pid: number, e: unknown): void {
+    const failures = (this.failures.get(run) ?? 0) + 1
+    this.failures.set(run, failures)
+    const pause = Math.min(30_000, 1000 * 2 ** (failures - 1))
+    this.host.log({ watcher: pid, run, did: [`failed: ${firstLine(e)}; decided again in ${pause / 1000} s`] })
+    if (this.retries.has(run) || this.stopped) return
+    this.retries.set(run, setTimeout(() => {
+      this.retries.delete(run)
+      if (this.stopped) return
+      this.ended.set(run, pid)
+      this.host.wake()
+    }, pause))
   }
 
   private async decideOne(run: string, pid: number): Promise<void> {

@@ -17,6 +17,7 @@ import * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
 import type * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
+import * as Schedule from "effect/Schedule"
 import { CareDirectory, type RunLock } from "../../services/CareDirectory.js"
 import { Receipts } from "../../services/Receipts.js"
 import { Repository, WriteNotConfirmed } from "../../services/Repository.js"
@@ -54,6 +55,7 @@ import { launchOrRefuse } from "./LaunchFailures.js"
 import { readRunStatus, recoveredEnd } from "./RecoveredEnd.js"
 import { launchSpec, refusalOfUnfit } from "./LaunchPlan.js"
 import { runStatusFile } from "../sandbox/StatusFile.js"
+import { diskRoom, holdsBack } from "../root/DiskRoom.js"
 import { processEndOf } from "./ProcessExit.js"
 import { planPublications } from "./Publications.js"
 import { serveTerminal } from "./TerminalServer.js"
@@ -328,6 +330,7 @@ const startChecked = (
     const refuse = (r: Refusal) =>
       log(`refused: refusal ${r.number}: ${r.note}`).pipe(Effect.zipRight(writeEnded(endedOfRefusal(r))))
 
+    yield* waitForRoom(config.root, log)
     const sandbox = checked.run.sandbox
     const steps = yield* performSteps(checked, {
       config,
@@ -426,6 +429,24 @@ const startChecked = (
     if (session?.deliveries === "start") return yield* afterEach(last)
     if (ended.outcome === "stopped") return
     yield* afterProcess(options, record, checked, values, ended, log)
+  })
+
+/**
+ * A run handed to this watcher while ROOT is short of room (its process user's turn passed on, a
+ * run decided again) waits here, holding its lock, before anything of it is made: its workspace,
+ * outbox or log would fail half way (src/root/DiskRoom.ts). The rounds hold new runs back the same
+ * way; a run already started is not touched.
+ */
+const waitForRoom = (root: string, log: (line: string) => Effect.Effect<void>) =>
+  Effect.gen(function*() {
+    const now = diskRoom(root)
+    if (!holdsBack(now)) return
+    yield* log(`held back before its workspace is made: ${now.words}`)
+    yield* Effect.repeat(Effect.sync(() => diskRoom(root)), {
+      schedule: Schedule.spaced("1 second"),
+      until: (r) => !holdsBack(r)
+    })
+    yield* log(`room on ROOT again: ${diskRoom(root).words}`)
   })
 
 /** started's words for people: where it started, and its run page, so that the thread links to it */

@@ -111,3 +111,31 @@ describe("a run the kernel will never launch, through the real watcher and sandb
     expect(launchedAt(run)).toBe(false)
   }, 120_000)
 })
+
+describe("a run handed to a watcher while ROOT is short of room", () => {
+  it("waits, holding it, with nothing of it made, and starts once there is room, answered once", async () => {
+    const setting = Path.join(world.root, "settings", "min-free-space")
+    Fs.mkdirSync(Path.dirname(setting), { recursive: true })
+    // more than any disk here: ROOT is "low" for the watcher
+    Fs.writeFileSync(setting, "1024T\n")
+    try {
+      const run = await world.post(shellRun(world, 'touch "$$workspace$$/launched"'))
+      const watched = world.watch(run)
+      const log = Path.join(world.root, "care", `${run}.log`)
+      const held = () => (Fs.existsSync(log) && Fs.readFileSync(log, "utf8").includes("held back before its workspace is made: ")) || undefined
+      const deadline = Date.now() + 90_000
+      while (held() === undefined && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50))
+      expect(held(), Fs.existsSync(log) ? Fs.readFileSync(log, "utf8") : "no log").toBe(true)
+      expect(await answers(run)).toEqual([])
+      expect(Fs.existsSync(Path.join(world.root, "work", run))).toBe(false)
+      // room again: the same watcher goes on
+      Fs.writeFileSync(setting, "0\n")
+      expect(await watched).toEqual({ code: 0, signal: null })
+      expect((await answers(run)).map((a) => [a.kind, (a.content as { outcome?: string }).outcome])).toEqual([["started", undefined], ["ended", "exited"]])
+      expect(launchedAt(run)).toBe(true)
+      expect(Fs.readFileSync(log, "utf8")).toMatch(/room on ROOT again: /)
+    } finally {
+      Fs.rmSync(setting, { force: true })
+    }
+  }, 150_000)
+})
