@@ -9,11 +9,13 @@ export interface StateParts {
   readonly outcome?: string | undefined
   readonly exit?: number | undefined
   readonly note?: string | undefined
+  /** waiting for a node that has never answered any run */
+  readonly node_silent?: boolean | undefined
 }
 
 export const stateWords = (r: StateParts): string =>
   r.state === "ended" ? (r.outcome === "exited" ? `exited ${r.exit ?? ""}`.trim() : `${r.outcome ?? "ended"}${r.note !== undefined ? `: ${r.note}` : ""}`)
-  : r.state === "waiting" ? (r.manual ? "waiting (manual)" : "waiting")
+  : r.state === "waiting" ? (r.manual ? "waiting (manual)" : r.node_silent === true ? "waiting: its node has never answered a run" : "waiting")
   : r.note !== undefined ? `${r.state}: ${r.note}` : r.state
 
 export const stateWordsOf = (s: RunSummary): string =>

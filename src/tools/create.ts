@@ -82,6 +82,11 @@ export const create = defineTool({
           const repository = yield* Repository
           const sender = yield* repository.user(user)
           if (sender === undefined) return yield* refuse(`no user ${user} in the served repository ${served.path}`)
+          // no node can answer a run for a user the repository lacks: it would wait for ever without a word
+          if ((yield* repository.user(input.node)) === undefined) {
+            return yield* refuse(`no user ${input.node} in the served repository ${served.path}: a run's to names the node user that will run it ` +
+              `(fossil user new ${input.node} -R ${served.path}, with no capabilities, makes one)`)
+          }
 
           // the three layers
           const pattern = input.pattern === undefined ? undefined : yield* readPattern(input.pattern, served.path, act)

@@ -37,6 +37,8 @@ export const RunRow = Schema.Struct({
     description: "waiting (no started or ended counts), started, or over: refused, lost, or ended (exited, stopped, budget)"
   }),
   waiting_for: optionalText("while waiting: a person to start it (manual), or its node"),
+  node_silent: optional(Schema.Boolean,
+    "true while it waits for a node that has never answered any run (no started or ended from it): its node may not be installed, or its to may be wrong"),
   outcome: optionalText("how it ended: exited, stopped, budget, refused, lost"),
   exit: optional(Schema.Number, "its exit code, when it exited"),
   note: optionalText("the ended's note: which refusal or limit, or why it was lost"),
@@ -64,7 +66,15 @@ export type RunsOutput = typeof RunsOutput.Type
 
 const iso = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z")
 
-export const rowOf = (run: RunSummary, now: number): RunRow => {
+/**
+ * The node users that have answered any run (a started or an ended counts only from the run's to):
+ * a run waiting for a node outside them may wait for ever, and the list says so.
+ */
+export const answeringNodes = (runs: ReadonlyArray<RunSummary>): ReadonlySet<string> =>
+  new Set(runs.filter((run) => run.startedAt !== undefined || run.endedAt !== undefined).map((run) => run.node))
+
+/** The run as a row; `answering` (answeringNodes of every run) marks a waiting run whose node never answered. */
+export const rowOf = (run: RunSummary, now: number, answering?: ReadonlySet<string>): RunRow => {
   const ended = run.ended
   const until = run.endedAt ?? (run.state === "started" ? now : undefined)
   return {
@@ -76,6 +86,7 @@ export const rowOf = (run: RunSummary, now: number): RunRow => {
       : { ticket: run.place.ticket }),
     state: run.state,
     ...(run.state === "waiting" ? { waiting_for: run.manual ? "a person to start it (manual)" : "its node" } : {}),
+    ...(run.state === "waiting" && !run.manual && answering !== undefined && !answering.has(run.node) ? { node_silent: true } : {}),
     ...(ended !== undefined ? { outcome: ended.outcome } : {}),
     ...(ended?.exit !== undefined ? { exit: ended.exit } : {}),
     ...(ended?.note !== undefined ? { note: ended.note } : {}),
@@ -142,6 +153,8 @@ export const runs = defineTool({
           })
           const all = read.runs
           const visible = all.filter((run) => mayReadRun(context.caller, run))
+          // every run counts, read or not: a node's answer elsewhere still shows it is there
+          const answering = answeringNodes(all)
           const found = queryRuns(visible, {
             node: input.node, state: input.state, sender: input.sender, since, until, limit: input.limit ?? 50
           })
@@ -150,7 +163,7 @@ export const runs = defineTool({
             repository: file.path,
             senders: file.role === "served" ? "receipts" : "as written",
             total: found.total,
-            runs: found.runs.map((run) => rowOf(run, now))
+            runs: found.runs.map((run) => rowOf(run, now, answering))
           } satisfies RunsOutput
         }))
     )

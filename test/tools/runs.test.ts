@@ -2,7 +2,10 @@ import * as Effect from "effect/Effect"
 import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import * as FossilRepository from "../../layers/FossilRepository.js"
 import { capabilitiesOf } from "../../src/adapters/cli/RepositoryCapabilities.js"
+import { writeMessage } from "../../src/protocol/Envelope.js"
+import { stateWords } from "../../src/runs/RunWords.js"
 import { create } from "../../src/tools/create.js"
 import { hook } from "../../src/tools/hook.js"
 import { runTool } from "../../src/tools/RunTool.js"
@@ -141,6 +144,22 @@ describe("runs", () => {
     const badState = await world.call(runs, { state: "done" })
     expect(badState.stopped.message).toMatch(/^bad argument: state/)
   })
+
+  it.live("marks a run waiting for a node that has never answered any run (issue 40), not one whose node has", () =>
+    Effect.gen(function*() {
+      // a copy, so that no node of this host's hook sees the run and the other tests' lists stay as they are
+      const copy = Path.join(world.dir, "silent.fossil")
+      Fs.copyFileSync(world.repository, copy)
+      const silent = yield* Effect.scoped(Effect.flatMap(FossilRepository.make({ path: copy }), (r) =>
+        r.post({ user: users.admin.login, title: "for a node never installed", text: writeMessage({ ocx: 2, to: users.runner.login, run: shellRun(world, "true") }) })))
+      const capabilities = yield* capabilitiesOf(copy, users.admin.login)
+      const answer = yield* runTool(runs, { limit: 0 }, { caller: { user: users.admin.login, capabilities, sandboxed: false }, dryRun: false, repository: copy })
+      const output = answer.output!
+      expect(row(output, silent.hash)).toMatchObject({ state: "waiting", node: users.runner.login, waiting_for: "its node", node_silent: true })
+      expect(stateWords(row(output, silent.hash)!)).toBe("waiting: its node has never answered a run")
+      // lab has answered runs: its manual run waits for a person, and is not marked
+      expect(row(output, made.waiting)!.node_silent).toBeUndefined()
+    }))
 
   it("shows a viewer only the runs they may read where they are: forum posts need Read Forum", async () => {
     // builder holds o and i, not 2: the runs' threads are not theirs to read

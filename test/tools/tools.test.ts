@@ -67,6 +67,9 @@ describe("create", () => {
   it.live("refuses, the same way everywhere and writing nothing: a user without admin or setup, a bad argument, two places, a run a node would refuse", () => Effect.gen(function*() {
     refused(yield* Effect.promise(() => throughEveryEntryPoint(world, { login: "mallory", tool: "create", input: { title: "t", node: "lab", objective: "x" } })),
       "create needs Fossil's admin (a) or setup (s) capability")
+    // a run for a node user the repository does not have would wait for ever (issue 40)
+    refused(yield* Effect.promise(() => throughEveryEntryPoint(world, { login: "alice", tool: "create", input: { title: "t", node: "ghost", objective: "x", user: "builder", fields: { process: { command: ["true"] } } } })),
+      /^no user ghost in the served repository .*: a run's to names the node user that will run it/)
     refused(yield* Effect.promise(() => throughEveryEntryPoint(world, { login: "alice", tool: "create", input: { title: "t", node: "lab", fields: "not json" } })),
       /^bad argument: fields: /)
     refused(yield* Effect.promise(() => throughEveryEntryPoint(world, { login: "alice", tool: "create", input: { title: "t", ticket, node: "lab", objective: "x" } })),
