@@ -14,7 +14,7 @@ import type { Repository } from "../../services/Repository.js"
 import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
 import { cloneAs, fossil, webLogin, webNewThread, type RunningServer, type TestUser } from "../support/fossilServer.js"
 import { sandbox } from "../support/nodeWorld.js"
-import { cgiExtroot, eventually, makeWorld, pidsNaming, project, type World } from "../support/world.js"
+import { answerWithin, cgiExtroot, eventually, explain, makeWorld, pidsNaming, project, type World } from "../support/world.js"
 
 export const cloneUsers = {
   alice: { login: "alice", capabilities: "s", password: "alice-pw" },
@@ -158,9 +158,21 @@ export const repliesOf = (world: Pick<CloneWorld, "served">, run: string) =>
       : []
   })))
 
-/** The run's replies once one of them is a `kind` (or `ms` have passed). */
-export const waitForKind = (world: Pick<CloneWorld, "served">, run: string, kind: string, ms = 30_000, every = 150) =>
-  eventually(repliesOf(world, run), (messages) => messages.some((m) => m.kind === kind), ms, every)
+/**
+ * The run's replies once one of them is a `kind`. When `ms` (answerWithin by default) run out
+ * first, it dies (the test fails) with what the clone's node saw (explain), given a whole clone
+ * world; given only `served`, it gives the replies as they are.
+ */
+export const waitForKind = (world: Pick<CloneWorld, "served"> & Partial<Pick<CloneWorld, "dir" | "root">>, run: string, kind: string, ms = answerWithin, every = 150) =>
+  eventually(repliesOf(world, run), (messages) => messages.some((m) => m.kind === kind), ms, every).pipe(
+    Effect.flatMap((messages) =>
+      messages.some((m) => m.kind === kind) || world.dir === undefined || world.root === undefined
+        ? Effect.succeed(messages)
+        : Effect.die(new Error(`the run ${run} had no ${kind} within ${ms / 1000} s (its replies: ${messages.map((m) => m.kind).join(", ") || "none"})\n${explain({ dir: world.dir, root: world.root }, run)}`)))
+  )
+
+/** What the clone's node saw (test/support/explain.ts), of `run` when named. */
+export const explainClone = (world: Pick<CloneWorld, "dir" | "root">, run?: string): string => explain({ dir: world.dir, root: world.root }, run)
 
 /** A run for lab2 posted on the server through the forum's web form by alice, as a person would; its workspace a directory and trunk's files in it unless `about` says otherwise. */
 export const postRun = async (

@@ -12,7 +12,7 @@ import { webLogin, type WebSession } from "../support/fossilServer.js"
 import { shellRun } from "../support/nodeWorld.js"
 import type { Answer } from "../../src/tools/Tool.js"
 
-export { dist, endWatchers, makeReleaseRoot, pidsNaming, sleep, waitFor } from "../support/world.js"
+export { answerWithin, dist, endWatchers, explain, makeReleaseRoot, pidsNaming, sleep, waitFor } from "../support/world.js"
 
 export type HookWorld = World
 

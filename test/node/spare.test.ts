@@ -11,11 +11,15 @@ import { parseNodeArgs } from "../../src/watcher/main.js"
 import { webNewThread, type WebSession } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
 import { holdLock } from "../support/heldLock.js"
-import { makeReleaseRoot, pidsNaming, sleep, waitFor, signedInHookedWorld, type HookWorld } from "./hookWorld.js"
+import { answerWithin, explain, makeReleaseRoot, pidsNaming, sleep, waitFor, signedInHookedWorld, type HookWorld } from "./hookWorld.js"
 
 // The spare watcher (docs/architecture.md): a watcher started ahead of the next run, handed it
 // by the hook (or anyone handing a run off) over ROOT/care/spare/socket. End to end on a served
 // repository whose hook is installed from a release root, as a node runs.
+//
+// The cases share one world, but none counts on what a case before it left: each finds the spare
+// it needs (waitingSpare starts one with a run when none waits), and a wait that runs out fails
+// with what the node saw (world.waitFor, world.waitEnded), not on a pid a failed case never set.
 
 let world: HookWorld
 let alice: WebSession
@@ -42,12 +46,27 @@ const tailOf = (file: string, lines = 30) => {
 const alive = (pid: number) => Fs.existsSync(`/proc/${pid}`)
 const counted = (replies: ReadonlyArray<{ kind: string }>) => replies.map((m) => m.kind)
 
-/** the pid of the spare that answers, once one does */
-const spareAnswering = async (ms = 20_000): Promise<number | undefined> =>
-  waitFor(async () => {
-    const answer = await askSpare(world.root, { ping: true })
-    return answer !== undefined && "spare" in answer ? answer.spare : undefined
-  }, ms, 100)
+/** the pid of the spare that answers now, if one does */
+const spareNow = async (): Promise<number | undefined> => {
+  const answer = await askSpare(world.root, { ping: true })
+  return answer !== undefined && "spare" in answer ? answer.spare : undefined
+}
+
+/** the pid of the spare that answers, once one does; the test fails, saying what the node saw, when none does within `ms` */
+const spareAnswering = (ms = answerWithin, run?: string): Promise<number> =>
+  world.waitFor("a spare answers on ROOT/care/spare/socket", spareNow, { ms, ...(run === undefined ? {} : { run }) })
+
+/**
+ * The spare waiting for the node's next run: the one that answers, or, when none does (a case
+ * before this one ended it, or failed before its run left one), the one a run's watcher leaves.
+ */
+const waitingSpare = async (): Promise<number> => {
+  const waiting = await waitFor(spareNow, 2_000, 100)
+  if (waiting !== undefined) return waiting
+  const run = await post(shellRun({ serverCode: world.serverCode }, "true"))
+  expect(counted(await world.waitEnded(run))).toEqual(["started", "ended"])
+  return spareAnswering(answerWithin, run)
+}
 
 /** a spare other than `old` answers: the one started after `old` took a run or ended */
 const expectNewSpare = async (old: number) => {
@@ -73,6 +92,7 @@ const sendRaw = (text: string) =>
 
 /** the node the spare serves, as its own arguments say (what the hook hands off with) */
 const spareNode = (pid: number): NodeConfig => {
+  if (!Number.isInteger(pid) || !alive(pid)) throw new Error(`the spare ${pid} is not a live process\n${world.explain()}`)
   const argv = Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter((a) => a !== "")
   const node = parseNodeArgs(argv.slice(argv.indexOf("--spare") + 1))
   if (typeof node === "string") throw new Error(node)
@@ -92,8 +112,8 @@ describe("the spare watcher", () => {
     expect(spare).toBeDefined()
 
     const second = await post(shellRun({ serverCode: world.serverCode }, "sleep 2"))
-    const took = await waitFor(() => (logOf(second).includes(`spare ${spare} took the run`) ? true : undefined), 20_000, 50)
     // when it is late: the run's log, and what the node's rounds and its care directory say
+    const took = await world.waitFor(`the spare ${spare} takes the run`, () => (logOf(second).includes(`spare ${spare} took the run`) ? true : undefined), { every: 50, run: second })
     expect(took, `${logOf(second)}\n${tailOf(Path.join(world.root, "node", "hook.log"))}\ncare: ${Fs.readdirSync(Path.join(world.root, "care")).join(" ")}`).toBe(true)
     // while it watches, it is found by its run's hash as a started watcher is
     expect(pidsNaming(second)).toContain(spare)
@@ -101,15 +121,15 @@ describe("the spare watcher", () => {
     expect(counted(replies)).toEqual(["started", "ended"])
     expect(replies[1]!.content).toEqual({ outcome: "exited", exit: 0 })
     // its last line, once ended and the rest are written
-    const peak = await waitFor(() => /the watcher's peak memory: [\d.]+ MB; its CPU: [\d.]+ s \(user [\d.]+, system [\d.]+\)$/m.exec(logOf(second)) ?? undefined, 20_000, 50)
+    const peak = await world.waitFor("the watcher's last line, its peak memory and CPU", () => /the watcher's peak memory: [\d.]+ MB; its CPU: [\d.]+ s \(user [\d.]+, system [\d.]+\)$/m.exec(logOf(second)) ?? undefined, { every: 50, run: second })
     expect(peak, logOf(second)).toBeDefined()
 
     // and a new spare waits for the run after
     await expectNewSpare(spare!)
-  }, 90_000)
+  }, 300_000)
 
   it("declines another node's run and goes on waiting; the same run handed off twice at once is watched once", async () => {
-    const spare = (await spareAnswering())!
+    const spare = await waitingSpare()
     const node = spareNode(spare)
     const declined = await askSpare(world.root, {
       run: "0".repeat(64),
@@ -128,16 +148,16 @@ describe("the spare watcher", () => {
     expect(both.filter((h) => h.warm)).toEqual([{ pid: spare, warm: true }])
     const replies = await world.waitEnded(run)
     expect(counted(replies)).toEqual(["started", "ended"])
-    await waitFor(() => (both.every((h) => !alive(h.pid)) ? true : undefined), 20_000)
+    await world.waitFor("both hand-offs' watchers end", () => (both.every((h) => !alive(h.pid)) ? true : undefined), { run })
     expect(logOf(run)).toContain("another watcher holds the run")
     expect(Fs.readFileSync(Path.join(world.root, "work", run, "count"), "utf8")).toBe("once\n")
-  }, 90_000)
+  }, 300_000)
 
   it("a killed spare's stale socket is no obstacle: the run goes to a started watcher, and a new spare takes the place", async () => {
-    const spare = (await spareAnswering())!
+    const spare = await waitingSpare()
     const node = spareNode(spare)
     process.kill(spare, "SIGKILL")
-    await waitFor(() => (alive(spare) ? undefined : true), 5_000, 20)
+    await world.waitFor(`the killed spare ${spare} is gone`, () => (alive(spare) ? undefined : true), { every: 20 })
     expect(Fs.existsSync(spareFiles(world.root).socket)).toBe(true) // left behind
 
     const run = await manualRun("true", users.runner.login)
@@ -146,10 +166,10 @@ describe("the spare watcher", () => {
     expect(counted(await world.waitEnded(run))).toEqual(["started", "ended"])
     expect(logOf(run)).toContain(`in care: watcher ${handed.pid} holds the run`)
     await expectNewSpare(spare)
-  }, 90_000)
+  }, 300_000)
 
   it("answers a malformed request with a decline naming what is wrong, and goes on waiting", async () => {
-    const spare = (await spareAnswering())!
+    const spare = await waitingSpare()
     const node = spareNode(spare)
     const nodeArgs = ["--root", node.root, "--repository", node.repository, "--node", node.nodeUser]
     expect(await sendRaw("{not json\n")).toEqual({ declined: "the request is not JSON" })
@@ -168,10 +188,10 @@ describe("the spare watcher", () => {
     // none of it took a run or ended the spare
     expect(await askSpare(world.root, { ping: true })).toEqual({ spare })
     expect(alive(spare)).toBe(true)
-  }, 120_000)
+  }, 240_000)
 
   it("a switched release ends the spare of the old one; the run is watched by the new release's watcher", async () => {
-    const spare = (await spareAnswering())!
+    const spare = await waitingSpare()
     const next = Path.join(world.root, "staged", "ba9876543210")
     Fs.cpSync(Fs.realpathSync(Path.join(world.root, "current")), next, { recursive: true, verbatimSymlinks: true })
     const link = Path.join(world.root, "current.new")
@@ -181,40 +201,41 @@ describe("the spare watcher", () => {
     const run = await post(shellRun({ serverCode: world.serverCode }, "true"))
     expect(counted(await world.waitEnded(run))).toEqual(["started", "ended"])
     expect(logOf(run)).toMatch(/in care: watcher \d+ holds the run/)
-    await waitFor(() => (alive(spare) ? undefined : true), 10_000, 50)
+    await world.waitFor(`the old release's spare ${spare} ends`, () => (alive(spare) ? undefined : true), { every: 50, run })
     expect(alive(spare)).toBe(false)
     expect(Fs.readFileSync(spareFiles(world.root).log, "utf8")).toMatch(new RegExp(`spare ${spare}: ends: its program (is not the one|was rebuilt or switched)`))
     // the spare after it is the new release's
-    const newer = (await spareAnswering())!
+    const newer = await spareAnswering(answerWithin, run)
     const argv = Fs.readFileSync(`/proc/${newer}/cmdline`, "utf8").split("\0")
     expect(Fs.realpathSync(argv[1]!)).toBe(Path.join(next, "ocx2-watcher"))
-  }, 90_000)
+  }, 300_000)
 
   it("ROOT/settings/spare-watcher: a number of seconds ends an unused spare after it; off starts none", async () => {
     const settings = Path.join(world.root, "settings")
     Fs.mkdirSync(settings, { recursive: true })
     const setting = Path.join(settings, "spare-watcher")
     try {
+      const stopped = await waitingSpare()
       Fs.writeFileSync(setting, "1\n")
-      const stopped = sparePid(world.root)!
+      expect(sparePid(world.root)).toBe(stopped)
       stopSpare(world.root)
-      await waitFor(async () => ((await askSpare(world.root, { ping: true })) === undefined ? true : undefined), 10_000, 50)
+      await world.waitFor(`the spare ${stopped} stops answering once asked to end`, async () => ((await askSpare(world.root, { ping: true })) === undefined ? true : undefined), { every: 50 })
       // asked to end, it says so and takes its socket with it
       expect(Fs.readFileSync(spareFiles(world.root).log, "utf8")).toContain(`spare ${stopped}: ends: SIGTERM`)
       expect(Fs.existsSync(spareFiles(world.root).socket)).toBe(false)
       const run = await post(shellRun({ serverCode: world.serverCode }, "true"))
       expect(counted(await world.waitEnded(run))).toEqual(["started", "ended"])
-      const ended = await waitFor(() => (Fs.readFileSync(spareFiles(world.root).log, "utf8").includes("ends: unused for 1 s") ? true : undefined), 20_000, 100)
+      const ended = await world.waitFor("the unused spare ends after 1 s", () => (Fs.readFileSync(spareFiles(world.root).log, "utf8").includes("ends: unused for 1 s") ? true : undefined), { run })
       expect(ended).toBe(true)
       // it says so, then takes its socket with it (a moment later: waited for)
-      expect(await waitFor(() => (Fs.existsSync(spareFiles(world.root).socket) ? undefined : true), 10_000, 50), "the spare's socket is gone").toBe(true)
+      expect(await world.waitFor("the spare's socket is gone", () => (Fs.existsSync(spareFiles(world.root).socket) ? undefined : true), { every: 50 }), "the spare's socket is gone").toBe(true)
 
       Fs.writeFileSync(setting, "off\n")
       const before = Fs.readFileSync(spareFiles(world.root).log, "utf8")
       const other = await post(shellRun({ serverCode: world.serverCode }, "true"))
       expect(counted(await world.waitEnded(other))).toEqual(["started", "ended"])
       // its watcher, the one that would start a spare here, ends having started none
-      expect(await waitFor(() => (pidsNaming(other).length === 0 ? true : undefined), 20_000, 50), `the watcher of ${other} ends`).toBe(true)
+      expect(await world.waitFor(`the watcher of ${other} ends`, () => (pidsNaming(other).length === 0 ? true : undefined), { every: 50, run: other }), `the watcher of ${other} ends`).toBe(true)
       const spares = pidsNaming(world.root).filter((pid) => {
         try {
           return Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").includes("--spare")
@@ -228,19 +249,17 @@ describe("the spare watcher", () => {
     } finally {
       Fs.rmSync(setting, { force: true })
     }
-  }, 90_000)
+  }, 300_000)
 
   it("a spare ends when its directory is removed, and stopSpare ends only a spare of that root", async () => {
-    const run = await post(shellRun({ serverCode: world.serverCode }, "true"))
-    expect(counted(await world.waitEnded(run))).toEqual(["started", "ended"])
-    const spare = (await spareAnswering())!
+    const spare = await waitingSpare()
     expect(sparePid(world.root)).toBe(spare)
     stopSpare(Path.join(world.dir, "another-root"))
     expect(alive(spare)).toBe(true)
     Fs.rmSync(spareFiles(world.root).dir, { recursive: true, force: true })
-    await waitFor(() => (alive(spare) ? undefined : true), 10_000, 50)
+    await world.waitFor(`the spare ${spare} ends as its directory goes`, () => (alive(spare) ? undefined : true), { every: 50 })
     expect(alive(spare)).toBe(false)
-  }, 120_000)
+  }, 300_000)
 })
 
 describe("starting a spare", () => {
@@ -248,12 +267,10 @@ describe("starting a spare", () => {
   // one, all but the first to end at once: the look and the start are one step under
   // ROOT/care/spare/starting, which an asker takes without waiting or leaves to whoever holds it
   it("starts none while another asker is starting one, and one once the lock is free", async () => {
-    const run = await post(shellRun({ serverCode: world.serverCode }, "true"))
-    expect(counted(await world.waitEnded(run))).toEqual(["started", "ended"])
-    const spare = (await spareAnswering())!
+    const spare = await waitingSpare()
     const node = spareNode(spare)
     stopSpare(world.root)
-    await waitFor(() => (alive(spare) || spareStarting(world.root) ? undefined : true), 10_000, 50)
+    await world.waitFor(`the spare ${spare} ends, and no other is being started`, () => (alive(spare) || spareStarting(world.root) ? undefined : true), { every: 50 })
     const letGo = await holdLock(spareFiles(world.root).starting)
     try {
       expect(await ensureSpare(node, currentWatcher())).toBeUndefined()
@@ -266,7 +283,7 @@ describe("starting a spare", () => {
     expect(await spareAnswering()).toBe(started)
     // the next asker finds it and starts none
     expect(await ensureSpare(node, currentWatcher())).toBeUndefined()
-  }, 120_000)
+  }, 300_000)
 })
 
 describe("a spare whose ROOT or care directory goes ends at once", () => {
@@ -292,8 +309,8 @@ describe("a spare whose ROOT or care directory goes ends at once", () => {
     Fs.closeSync(out)
     const log = () => Fs.readFileSync(logFile, "utf8")
     const pid = child.pid!
-    const waits = await waitFor(() => (log().includes(`spare ${pid}: waits on`) ? true : undefined), 30_000, 50)
-    expect(waits, log()).toBe(true)
+    const waits = await waitFor(() => (log().includes(`spare ${pid}: waits on`) ? true : undefined), answerWithin, 50)
+    expect(waits, `${log()}\n${explain({ dir: world.dir, root })}`).toBe(true)
     return { root, pid, log }
   }
   /** ms from now until `pid` is gone (or undefined when it is still there after `ms`) */
@@ -326,7 +343,7 @@ describe("a spare whose ROOT or care directory goes ends at once", () => {
     } finally {
       kill(spare.pid)
     }
-  }, 120_000)
+  }, 240_000)
 
   it.each([
     ["ROOT", (root: string) => root],
@@ -342,14 +359,14 @@ describe("a spare whose ROOT or care directory goes ends at once", () => {
     } finally {
       kill(spare.pid)
     }
-  }, 120_000)
+  }, 240_000)
 
   it("a spare of a release with no code cache leaves, as it ends, one the next start accepts", async () => {
     const spare = await standaloneSpare("spare-cache")
     const bundle = Path.join(spare.root, "current", "ocx2-watcher.cjs")
     expect(Fs.existsSync(`${bundle}.cache`)).toBe(false)
     process.kill(spare.pid, "SIGTERM")
-    expect(await endsWithin(spare.pid, 30_000), spare.log()).toBeDefined()
+    expect(await endsWithin(spare.pid, answerWithin), spare.log()).toBeDefined()
     expect(Fs.existsSync(`${bundle}.cache`), spare.log()).toBe(true)
     // loaded as the loader loads it (bin/build.mjs), in a Node of its own with no flags set
     const check = ChildProcess.spawnSync(process.execPath, ["-e", `
@@ -357,7 +374,7 @@ describe("a spare whose ROOT or care directory goes ends at once", () => {
       const source = "(function (exports, require, module, __filename, __dirname) {" + Fs.readFileSync(file, "utf8") + "\\n})"
       console.log(new Vm.Script(source, { filename: file, cachedData: Fs.readFileSync(file + ".cache") }).cachedDataRejected)`, bundle], { encoding: "utf8" })
     expect(check.stdout.trim(), check.stderr).toBe("false")
-  }, 120_000)
+  }, 240_000)
 
   it("as it warms up it removes what killed processes left in the temporary directory, and nothing of a live one", async () => {
     const gone = Number(ChildProcess.spawnSync("sh", ["-c", "echo $$"], { encoding: "utf8" }).stdout.trim())
@@ -372,7 +389,7 @@ describe("a spare whose ROOT or care directory goes ends at once", () => {
       kill(spare.pid)
       for (const dir of [...left, kept]) Fs.rmSync(dir, { recursive: true, force: true })
     }
-  }, 120_000)
+  }, 240_000)
 
   it("what comes and goes in ROOT and its care directory (runs' files, a switched link) does not end it", async () => {
     const spare = await standaloneSpare("spare-busy")
@@ -394,7 +411,7 @@ describe("a spare whose ROOT or care directory goes ends at once", () => {
     } finally {
       kill(spare.pid)
     }
-  }, 120_000)
+  }, 240_000)
 })
 
 describe("its setting and arguments", () => {

@@ -9,6 +9,7 @@ import * as Path from "node:path"
 import { spareWaits, stopSpare } from "../../src/pickup/SpareClient.js"
 import { runningSupervisor, supervisorFilesOf, type SupervisorInfo } from "../../src/root/SupervisorFiles.js"
 import { users } from "../support/nodeWorld.js"
+import { answerWithin, explain } from "../support/world.js"
 import { waitFor, type HookWorld } from "./hookWorld.js"
 
 export interface RunningSupervisor {
@@ -51,8 +52,8 @@ export const startSupervisor = async (
   const output = () => Fs.readFileSync(out, "utf8")
   const pid = child.pid!
   const ready = await waitFor(() =>
-    supervisorLog(world).some((l) => l.pid === pid && l.did.some((d) => / live watchers? taken back$/.test(d))) ? true : undefined, 60_000, 50)
-  if (ready === undefined) throw new Error(`the supervisor did not start: ${output()}`)
+    supervisorLog(world).some((l) => l.pid === pid && l.did.some((d) => / live watchers? taken back$/.test(d))) ? true : undefined, answerWithin, 50)
+  if (ready === undefined) throw new Error(`the supervisor ${pid} did not start the node within ${answerWithin / 1000} s; its output:\n${output()}\n${explain(world)}`)
   return { pid, child, exited, output }
 }
 
@@ -80,6 +81,8 @@ export const withoutSpare = async (root: string): Promise<() => void> => {
   Fs.mkdirSync(Path.dirname(setting), { recursive: true })
   Fs.writeFileSync(setting, "off")
   stopSpare(root)
-  if (await waitFor(() => (spareWaits(root) ? undefined : true), 30_000, 50) === undefined) throw new Error(`the spare of ${root} did not end`)
+  if (await waitFor(() => (spareWaits(root) ? undefined : true), answerWithin, 50) === undefined) {
+    throw new Error(`the spare of ${root} did not end within ${answerWithin / 1000} s\n${explain({ dir: Path.dirname(root), root })}`)
+  }
   return () => Fs.rmSync(setting, { force: true })
 }

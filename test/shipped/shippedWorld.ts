@@ -14,6 +14,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import { readMessage } from "../../src/protocol/Envelope.js"
 import { stopSpare } from "../../src/pickup/SpareClient.js"
 import { makeNodeWorld, type NodeWorld, users } from "../support/nodeWorld.js"
+import { answerWithin } from "../support/world.js"
 
 export const project = Path.resolve(import.meta.dirname, "../..")
 
@@ -127,11 +128,15 @@ export const makeShippedWorld = async (): Promise<ShippedWorld> => {
       program: (name) => Path.join(root, "current", name),
       install,
       replies,
-      waitEnded: async (run, ms = 60_000) => {
-        await waitFor(async () => ((await replies(run)).some((m) => m.kind === "ended") && watcherDone(run) ? true : undefined), ms)
+      // when the run is not answered in time: what the node saw (test/support/explain.ts), the test's failure
+      waitEnded: async (run, ms = answerWithin) => {
+        const done = await waitFor(async () => ((await replies(run)).some((m) => m.kind === "ended") && watcherDone(run) ? true : undefined), ms)
+        if (done === undefined) {
+          throw new Error(`the run ${run} was not answered ended, its watcher gone, within ${ms / 1000} s (its replies: ${(await replies(run)).map((m) => m.kind).join(", ") || "none"})\n${node.explain(run)}`)
+        }
         return replies(run)
       },
-      waitStarted: async (run, ms = 60_000) =>
+      waitStarted: async (run, ms = answerWithin) =>
         (await waitFor(async () => ((await replies(run)).some((m) => m.kind === "started") ? true : undefined), ms)) === true,
       close: async () => {
         stopSpare(root)

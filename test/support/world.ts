@@ -28,8 +28,19 @@ import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
 import { hook } from "../../src/tools/hook.js"
 import { runTool } from "../../src/tools/RunTool.js"
 import type { Answer, Tool } from "../../src/tools/Tool.js"
+import { explain } from "./explain.js"
 
 export { users } from "../../src/demo/LocalNode.js"
+export { explain, processesIn, tailOf } from "./explain.js"
+
+/**
+ * The least time a test gives the product to answer a run (`ended`), and to do anything else a
+ * test waits for it to do on its own (a watcher started, a spare answering, a supervisor up): a
+ * run is answered within a few seconds on a quiet machine, and well within this beside three other
+ * files on a loaded 2-core one. A limit catches a lost run, never measures speed; a test whose case
+ * waits this long has a vitest limit above it (the waits it makes one after another, plus its setup).
+ */
+export const answerWithin = 90_000
 
 /** the checkout: found upwards, so a bundled bench (bench/*.out.mjs) finds it too */
 export const project = (() => {
@@ -103,6 +114,8 @@ export const waitFor = async <A>(probe: () => Promise<A | undefined> | A | undef
   }
 }
 
+const waitForValue = waitFor
+
 /** `waitFor` as an Effect, for a condition: whether `probe` came true within `ms` (asked every `every` ms, in real time). */
 export const waitUntil = (probe: () => boolean | Promise<boolean>, ms: number, every = 100): Effect.Effect<boolean> =>
   Effect.promise(() => waitFor(async () => ((await probe()) ? true : undefined), ms, every)).pipe(Effect.map((came) => came === true))
@@ -172,8 +185,18 @@ export interface World extends LocalNode {
   readonly thread: (run: string) => Promise<ReadonlyArray<{ readonly hash: string; readonly sender: string | undefined; readonly text: string }>>
   /** the run's replies that are messages naming it: kind, sender, content */
   readonly replies: (run: string) => Promise<ReadonlyArray<Reply>>
-  /** waits until the run has an ended (or the time is up); returns the replies */
+  /**
+   * waits until the run has an ended; returns the replies. When `ms` (answerWithin by default) run
+   * out first, throws, its message what the node saw (explain)
+   */
   readonly waitEnded: (run: string, ms?: number) => Promise<ReadonlyArray<Reply>>
+  /**
+   * Asks `probe` every `every` ms until it gives a value (returned); when `ms` (answerWithin by
+   * default) run out first, throws: `what` did not come, and what the node saw (of `run`, when named).
+   */
+  readonly waitFor: <A>(what: string, probe: () => Promise<A | undefined> | A | undefined, options?: { readonly ms?: number; readonly every?: number; readonly run?: string }) => Promise<A>
+  /** what the node saw (test/support/explain.ts): its logs, the run's care files when `run` is named, the world's processes, the load */
+  readonly explain: (run?: string) => string
   readonly record: (run: string) => ReturnType<typeof readRecord>
   /** the node's watcher for one run, as the hook starts it; its exit */
   readonly watch: (run: string, env?: Readonly<Record<string, string>>) => Promise<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>
@@ -223,9 +246,22 @@ export const makeWorld = async (options: WorldOptions = {}): Promise<World> => {
           : []
       })
     }
-    const waitEnded: World["waitEnded"] = async (run, ms = 30_000) => {
-      await waitFor(async () => ((await replies(run)).some((m) => m.kind === "ended") ? true : undefined), ms, 150)
-      return replies(run)
+    const explained = (run?: string) => explain({ dir, root }, run)
+    const waitFor: World["waitFor"] = async (what, probe, o = {}) => {
+      const ms = o.ms ?? answerWithin
+      const began = Date.now()
+      const value = await waitForValue(probe, ms, o.every ?? 100)
+      if (value !== undefined) return value
+      throw new Error(`${what}: not within ${ms / 1000} s (waited ${((Date.now() - began) / 1000).toFixed(1)} s)\n${explained(o.run)}`)
+    }
+    const waitEnded: World["waitEnded"] = async (run, ms = answerWithin) => {
+      let last: ReadonlyArray<Reply> = []
+      const ended = await waitForValue(async () => {
+        last = await replies(run)
+        return last.some((m) => m.kind === "ended") ? last : undefined
+      }, ms, 150)
+      if (ended !== undefined) return replies(run)
+      throw new Error(`the run ${run} was not answered ended within ${ms / 1000} s (its replies: ${last.map((m) => m.kind).join(", ") || "none"})\n${explained(run)}`)
     }
     const watcherProgram = distProgram("ocx2-watcher")
     const watch: World["watch"] = (run, env = {}) =>
@@ -239,7 +275,7 @@ export const makeWorld = async (options: WorldOptions = {}): Promise<World> => {
       })
     const installed = options.node === true ? await call(hook, { node: users.node.login, root }) : undefined
     return {
-      ...local, close, installed, watcherProgram, call, thread, replies, waitEnded, watch,
+      ...local, close, installed, watcherProgram, call, thread, replies, waitEnded, waitFor, explain: explained, watch,
       runText: (run, to = users.node.login) => writeMessage({ ocx: 2, to, run }, "A run for the tests."),
       post: (run, o = {}) =>
         onRepository(repository, Effect.flatMap(Repository, (r) =>
