@@ -71,6 +71,8 @@ export const HookOutput = Schema.Struct({
   ),
   why: Schema.optionalWith(Schema.String.annotations({ description: "why every open run for the node was decided" }), { exact: true }),
   runs: Schema.optionalWith(Schema.Array(Schema.Struct({ run: Schema.String, action: Schema.String })), { exact: true }),
+  serverUrl: Schema.optionalWith(Schema.String.annotations({ description: "the server's URL the node's clone steps clone from" }), { exact: true }),
+  warnings: Schema.optionalWith(Schema.Array(Schema.String).annotations({ description: "what will go wrong as the node stands, and what mends it" }), { exact: true }),
   backoffice: BackofficeOutput
 })
 export type HookOutput = typeof HookOutput.Type
@@ -113,6 +115,8 @@ export const StatusOutput = Schema.Struct({
   otherHooks: Schema.optionalWith(Schema.Array(Schema.String), { exact: true }),
   backoffice: Schema.optionalWith(BackofficeOutput, { exact: true }),
   node: Schema.optionalWith(Schema.String, { exact: true }),
+  serverUrl: Schema.optionalWith(Schema.String.annotations({ description: "the server's URL the node's clone steps clone from" }), { exact: true }),
+  warnings: Schema.optionalWith(Schema.Array(Schema.String).annotations({ description: "what will go wrong as the node stands, and what mends it" }), { exact: true }),
   supervisor: Schema.optionalWith(Schema.Struct({
     running: Schema.Boolean,
     words: Schema.String,
@@ -160,6 +164,15 @@ const servedRepository = (tool: string, context: ToolContext) =>
     return repository
   })
 
+/**
+ * A node without the server's URL runs everything but a clone step, which it refuses (refusal 8)
+ * only when a run comes: said at install and at status instead, since a node whose runs never
+ * clone needs none, and refusing the install would stop those.
+ */
+export const noServerUrlWarning = (repository: string, node: string): string =>
+  `the node ${node} has no server URL: every run with a clone step will be refused (refusal 8, "this node has no server URL ` +
+  `to clone from"); give it: ocx2 --repository ${repository} hook --node ${node} --server-url URL (or fossil settings email-url URL -R ${repository})`
+
 const others = (hooks: ReadonlyArray<FossilHook>) => hooks.filter((h) => !runsOcx2Hook(h.command))
 const describeHook = (h: FossilHook) => `${h.type}: ${h.command}`
 
@@ -203,6 +216,8 @@ export const installHook = (input: HookInput, context: ToolContext, programPath:
 
     let runs: HookOutput["runs"]
     let why: string | undefined
+    let nodeUrl: string | undefined
+    const warnings: Array<string> = []
     if (input.node !== undefined) {
       const user = yield* readUser(repository, input.node)
       if (user === undefined) return yield* refuse(`no user ${input.node} in ${repository}: create it, holding no capability of its own`)
@@ -213,6 +228,8 @@ export const installHook = (input: HookInput, context: ToolContext, programPath:
       yield* act("node", `${nodesFileOf(root)}: ${repository} is node ${input.node}${serverUrl !== undefined ? ` at ${serverUrl}` : ""}`,
         Effect.sync(() => writeNode(root, repository, { user: input.node!, ...(serverUrl !== undefined ? { serverUrl } : {}) })))
       const config: NodeConfig = { root, repository, nodeUser: input.node, serverUrl, passwordsFile: undefined }
+      nodeUrl = serverUrl
+      if (serverUrl === undefined) warnings.push(noServerUrlWarning(repository, input.node))
       why = input.check === true
         ? "asked with --check: the node starts, and every open run for its user is decided again"
         : "installing with --node is the node starting: every open run for its user is decided"
@@ -258,6 +275,8 @@ export const installHook = (input: HookInput, context: ToolContext, programPath:
       ...(input.node !== undefined ? { node: input.node } : {}),
       ...(why !== undefined ? { check: true, why } : {}),
       ...(runs !== undefined ? { runs } : {}),
+      ...(nodeUrl !== undefined ? { serverUrl: nodeUrl } : {}),
+      ...(warnings.length > 0 ? { warnings } : {}),
       backoffice: { mode: backoffice.mode, disabled: backoffice.disabled, pollers: backoffice.pollers, fossilPollers: backoffice.fossilPollers, words: backoffice.words }
     }
     return output
@@ -489,6 +508,8 @@ export const hookStatus = (input: RootOnlyInput, context: ToolContext, programPa
       otherHooks: others(hooks).filter((h) => h.type === "after-receive").map((h) => h.command),
       backoffice: { mode: backoffice.mode, disabled: backoffice.disabled, pollers: backoffice.pollers, fossilPollers: backoffice.fossilPollers, words: backoffice.words },
       ...(node !== undefined ? { node: node.user } : {}),
+      ...(node?.serverUrl !== undefined ? { serverUrl: node.serverUrl } : {}),
+      ...(node !== undefined && node.serverUrl === undefined ? { warnings: [noServerUrlWarning(repository, node.user)] } : {}),
       ...(root !== undefined && node !== undefined ? { supervisor: supervisorOf(root, repository, node.user) } : {}),
       ...(last !== undefined ? { lastRun: { at: last.at, repository: last.repository, given: last.given, did: last.did } } : {}),
       ...(root !== undefined ? { care: careOf(root), disk: diskOf(root, node !== undefined ? { repository, user: node.user } : undefined), workspaces: workspaceSizes(root) } : {})

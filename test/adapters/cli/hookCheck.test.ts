@@ -78,3 +78,24 @@ describe("hook --node USER --check", () => {
       expect(yield* readHooks(world.repository)).toEqual([])
     }), 120_000)
 })
+
+describe("a node without a server URL (issue 40)", () => {
+  it("is warned of at hook and at status, naming refusal 8 and what mends it; with one, neither warns", async () => {
+    // this world's repository has no email-url, and the hook is given no --server-url
+    const installed = await ocx2("--repository", world.repository, "--user", users.admin.login, "hook", "--node", users.node.login, "--root", world.root)
+    expect(installed.code).toBe(0)
+    expect(installed.stdout).toMatch(/the node lab has no server URL: every run with a clone step will be refused \(refusal 8/)
+    expect(installed.stdout).toContain(`hook --node lab --server-url URL`)
+    const status = JSON.parse((await ocx2("--repository", world.repository, "--json", "status", "--root", world.root)).stdout)
+    expect(status.output.warnings).toEqual([expect.stringMatching(/^the node lab has no server URL: .*refusal 8/)])
+    expect(status.output.serverUrl).toBeUndefined()
+
+    const url = "http://127.0.0.1:1/served"
+    const given = JSON.parse((await ocx2("--repository", world.repository, "--user", users.admin.login, "--json", "hook", "--node", users.node.login, "--root", world.root, "--server-url", url)).stdout)
+    expect(given.output).toMatchObject({ serverUrl: url })
+    expect(given.output.warnings).toBeUndefined()
+    const after = JSON.parse((await ocx2("--repository", world.repository, "--json", "status", "--root", world.root)).stdout)
+    expect(after.output).toMatchObject({ node: "lab", serverUrl: url })
+    expect(after.output.warnings).toBeUndefined()
+  }, 120_000)
+})
