@@ -23,9 +23,9 @@ describe("create and stop on the served repository have this host's node act at 
     })
     expect(answer.stopped).toEqual({ reason: "completed" })
     expect(answer.output?.acted).toMatch(/handed to a watcher, which starts it/)
-    const replies = await world.waitEnded(answer.output!.run!, 20_000)
+    const replies = await world.waitEnded(answer.output!.run!, 90_000)
     expect(replies.map((m) => [m.kind, m.sender])).toEqual([["started", users.node.login], ["ended", users.node.login]])
-  }, 120_000)
+  }, 180_000)
 
   it("stop: the node tells the running watcher at once, and the run ends stopped", async () => {
     const { process, ...rest } = shellRun(world, "sleep 60")
@@ -37,11 +37,11 @@ describe("create and stop on the served repository have this host's node act at 
     const stopped = await world.call(stop, { run })
     expect(stopped.stopped).toEqual({ reason: "completed" })
     expect(stopped.output?.acted).toMatch(/told its watcher/)
-    const replies = await world.waitEnded(run, 20_000)
+    const replies = await world.waitEnded(run, 90_000)
     expect(replies.map((m) => [m.kind, m.content])).toEqual([
       ["started", expect.anything()], ["stop", {}], ["ended", { outcome: "stopped" }]
     ])
-  }, 120_000)
+  }, 180_000)
 
   it("a dry run of create has the node do nothing", async () => {
     const { process, ...rest } = shellRun(world, "true")

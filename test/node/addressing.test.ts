@@ -28,7 +28,7 @@ describe("malformed addressing on the server's hook", () => {
       [{ ...shellRun(world, "true"), clone: 42 }, "a clone of another type"]
     ] as const) runs.push(await post(run, title))
     for (const run of runs) {
-      const replies = await world.waitEnded(run, 30_000)
+      const replies = await world.waitEnded(run, 90_000)
       expect(replies.map((m) => [m.kind, m.sender])).toEqual([["ended", "lab"]])
       const content = replies[0]!.content as { outcome: string; note: string }
       expect(content.outcome).toBe("refused")
@@ -38,5 +38,5 @@ describe("malformed addressing on the server's hook", () => {
     await post(shellRun(world, "true"), "a later run")
     await sleep(3000)
     for (const run of runs) expect((await world.replies(run)).map((m) => m.kind)).toEqual(["ended"])
-  }, 90_000)
+  }, 180_000)
 })

@@ -89,7 +89,7 @@ describe("attach: a person joins a run's terminal", () => {
 
     const stopped = await world.call(stop, { run })
     expect(stopped.stopped).toEqual({ reason: "completed" })
-    const replies = await world.waitEnded(run, 20_000)
+    const replies = await world.waitEnded(run, 90_000)
     expect(replies.filter((m) => m.kind === "ended").map((m) => m.content)).toEqual([{ outcome: "stopped" }])
     // the person still joined is told, and their terminal is theirs again
     expect(await paneShows("two", "left: ended")).toBe(true)
@@ -100,7 +100,7 @@ describe("attach: a person joins a run's terminal", () => {
     const late = await world.call(attach, { run, root: world.root })
     expect(late.stopped.reason).toBe("refused")
     expect(late.stopped.message).toMatch(/has ended/)
-  }, 120_000)
+  }, 180_000)
 
   it("refuses a run with no terminal, and a run not in care", async () => {
     const run = await createRun("sleep 60", {})
@@ -111,13 +111,13 @@ describe("attach: a person joins a run's terminal", () => {
     expect(none.stopped).toEqual({ reason: "refused", message: expect.stringMatching(/^no run 0123abcd in this host's care/) })
     const stopped = await world.call(stop, { run })
     expect(stopped.stopped).toEqual({ reason: "completed" })
-    await world.waitEnded(run, 20_000)
-  }, 120_000)
+    await world.waitEnded(run, 90_000)
+  }, 180_000)
 
   it("keeps what a terminal run printed last, as it exited: the watcher of the release root reads its terminal to the end", async () => {
     // 40 KB of output, then a line as the process ends
     const run = await createRun("head -c 40000 /dev/zero | tr '\\0' x; echo; echo the-last-line", { terminal: true })
-    const replies = await world.waitEnded(run, 60_000)
+    const replies = await world.waitEnded(run, 90_000)
     expect(replies.filter((m) => m.kind === "ended").map((m) => m.content)).toEqual([{ outcome: "exited", exit: 0 }])
     // stdout.log in the workspace holds the whole stream as the watcher read it (written before ended)
     const started = replies.find((m) => m.kind === "started")!.content as { values: { workspace: string } }
@@ -125,5 +125,5 @@ describe("attach: a person joins a run's terminal", () => {
     expect(log.endsWith("\r\nthe-last-line\r\n")).toBe(true)
     // counted loosely, as in test/sandbox/terminal.test.ts: one byte once went missing there under a heavy load
     expect(log.replace(/[^x]/g, "").length).toBeGreaterThan(40000 - 16)
-  }, 120_000)
+  }, 180_000)
 })

@@ -124,7 +124,7 @@ describe("ocx2 node, a node on another host", () => {
     // the next call finds nothing new for it: the run is not decided twice
     const again = yield* Effect.promise(() => node())
     expect(decisionOf(again, run)).toBeUndefined()
-  }), 120_000)
+  }), 180_000)
 
   it.live("refuses a run written straight into the clone and pushed by lab2 (refusal 1: the run's to sent it)", () => Effect.gen(function*() {
     const text = writeMessage({
@@ -142,7 +142,7 @@ describe("ocx2 node, a node on another host", () => {
     const messages = yield* waitForKind(artifact.hash, "ended")
     expect(messages.map((m) => [m.kind, m.sender])).toEqual([["ended", "lab2"]])
     expect(messages[0]!.content).toMatchObject({ outcome: "refused", note: expect.stringContaining("lab2") })
-  }), 90_000)
+  }), 180_000)
 
   it.live("refuses, once, a run for lab2 whose clone is missing or malformed (refusal 2 naming clone)", () => Effect.gen(function*() {
     const session = yield* Effect.promise(() => webLogin(world.url, users.alice.login, users.alice.password))
@@ -170,7 +170,7 @@ describe("ocx2 node, a node on another host", () => {
     yield* Effect.promise(() => node())
     yield* Effect.promise(() => node(["--check"]))
     for (const run of runs) expect((yield* replies(run)).map((m) => m.kind)).toEqual(["ended"])
-  }), 120_000)
+  }), 180_000)
 
   it.live("ends a running process stopped when a stop is posted on the server; the next call delivers it", () => Effect.gen(function*() {
     // the runs before left a spare watcher on the clone's host: it takes this one
@@ -190,7 +190,7 @@ describe("ocx2 node, a node on another host", () => {
     const messages = yield* waitForKind(run, "ended")
     expect(messages.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["stop", "alice"], ["ended", "lab2"]])
     expect(messages[2]!.content).toEqual({ outcome: "stopped" })
-  }), 90_000)
+  }), 180_000)
 
   it.live("answers lost, once, a run whose watcher was killed, when the node starts again with --check", () => Effect.gen(function*() {
     const run = yield* Effect.promise(() => postRun("sleep 60"))
@@ -248,7 +248,7 @@ describe("ocx2 node, a node on another host", () => {
       const messages = yield* replies(run)
       expect(messages.filter((m) => m.kind === "started" || m.kind === "ended").map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
     }).pipe(Effect.ensuring(Effect.promise(() => fossil(["user", "capabilities", "lab2", "oi", "-R", world.served]))))
-  }), 120_000)
+  }), 180_000)
 
   it.live("a version sent again within the same second is kept by the server (its time orders it after the first)", () => Effect.gen(function*() {
     const uv = (name: string) => fossil(["uv", "cat", name, "-R", world.served]).catch(() => undefined)
@@ -318,5 +318,5 @@ describe("ocx2 node, a node on another host", () => {
     yield* Effect.promise(() => node())
     const messages = yield* waitForKind(run, "ended")
     expect(messages.filter((m) => m.kind === "ended").map((m) => m.content)).toEqual([{ outcome: "stopped" }])
-  }), 90_000)
+  }), 180_000)
 })

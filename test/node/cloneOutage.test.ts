@@ -63,7 +63,7 @@ const node = (args: ReadonlyArray<string> = []) => runNode(world, args)
 /** The run's thread as the served repository holds it (read from its file: the server may be down). */
 const threadOf = (run: string) => servedRepository(world, (r) => r.thread(run))
 const replies = (run: string) => repliesOf(world, run)
-const waitForKind = (run: string, kind: string, ms = 30_000) => waitForRunKind(world, run, kind, ms, 200)
+const waitForKind = (run: string, kind: string, ms = 90_000) => waitForRunKind(world, run, kind, ms, 200)
 
 /** The ci verdicts against the run on trunk, with each sender as the server received it. */
 const verdictsOf = (run: string) =>
@@ -194,7 +194,7 @@ describe("a node on another host while its server is down", () => {
     expect(Fs.existsSync(Path.join(world.root, "care", `${c}.outbox`))).toBe(false)
 
     // (a) its watcher sends its reports itself
-    const messages = yield* waitForKind(a, "ended", 45_000)
+    const messages = yield* waitForKind(a, "ended", 90_000)
     expect(messages.map((m) => [m.kind, m.sender]), "(a) replies").toEqual([["started", "lab2"], ["ended", "lab2"]])
     expect(messages[1]!.content).toEqual({ outcome: "exited", exit: 4 })
     const logs = yield* eventually(keptLogsOf(a), (logs) => logs.length > 0, 15_000)
@@ -216,7 +216,7 @@ describe("a node on another host while its server is down", () => {
     expect(yield* Effect.promise(() => waitFor(() => (watcherOfRun(a).length === 0 ? true : undefined), 10_000))).toBe(true)
 
     // (b) once the server is back its watcher starts the run once and ends it once
-    const messagesOfB = yield* waitForKind(b, "ended", 45_000)
+    const messagesOfB = yield* waitForKind(b, "ended", 90_000)
     expect(messagesOfB.map((m) => [m.kind, m.sender]), "(b) replies").toEqual([["started", "lab2"], ["ended", "lab2"]])
     expect(messagesOfB[1]!.content).toEqual({ outcome: "exited", exit: 0 })
     expect(Fs.readFileSync(Path.join(world.root, "work", b, "launches"), "utf8")).toBe("launched\n")

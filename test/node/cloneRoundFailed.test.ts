@@ -100,7 +100,7 @@ describe("a clone's round whose decision of a run fails", () => {
     const moved = readCursor(cursorFileOf(config.root, config.repository, config.nodeUser))!
     expect(!after(failingAt, moved), `cursor ${JSON.stringify(moved)}, the run at ${JSON.stringify(failingAt)}: ${JSON.stringify(second)}`).toBe(true)
     for (const run of [failing, other]) {
-      const replies = yield* waitForKind(world, run, "ended", 60_000, 200)
+      const replies = yield* waitForKind(world, run, "ended", 90_000, 200)
       expect(replies.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
     }
   }), 180_000)

@@ -87,13 +87,13 @@ const launched = (run: string) => {
 }
 /** The run's started and ended (with its outcome), once it has ended. */
 const answers = (run: string) =>
-  waitForKind(world, run, "ended", 60_000, 200).pipe(Effect.map((messages) =>
+  waitForKind(world, run, "ended", 90_000, 200).pipe(Effect.map((messages) =>
     messages.map((m) => [m.kind, m.sender, m.kind === "ended" ? (m.content as { outcome?: string }).outcome : undefined])))
 
 /** A run for lab2 posted on the server through its web form; it is started and ended by lab2. */
 const postRunAndSeeItEnd = Effect.gen(function*() {
   const run = yield* postRun()
-  const ended = yield* waitForKind(world, run, "ended", 60_000, 200)
+  const ended = yield* waitForKind(world, run, "ended", 90_000, 200)
   expect(ended.map((m) => [m.kind, m.sender])).toEqual([["started", "lab2"], ["ended", "lab2"]])
   // the supervisor's round decided it: handed to a watcher, or (the cases share one supervisor, and
   // the run of the case before may still be in care for the same process user) written down as

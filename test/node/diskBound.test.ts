@@ -64,7 +64,7 @@ describe("a run under file_size", () => {
       title: "a loud run",
       text: world.runText(shellRun(world, script, { keep: { stdout: "4K", stderr: "4K", stdout_when: "always" } }, { limits: { wall: "2m", file_size: "64K" } }))
     })
-    const replies = await world.waitEnded(run, 60_000)
+    const replies = await world.waitEnded(run, 90_000)
     expect(replies.find((m) => m.kind === "ended")?.content).toEqual({ outcome: "exited", exit: 0 })
     const workspace = Path.join(world.root, "work", run)
     for (const [name, last] of [["stdout.log", "the last line\n"], ["stderr.log", "the last error\n"]] as const) {
@@ -86,5 +86,5 @@ describe("a run under file_size", () => {
     expect(answer.output?.workspaces?.find((w) => w.run === run)).toMatchObject({ path: workspace, complete: true })
     // the walk is bounded: past its bound it says so
     expect(workspaceSizes(world.root, { entries: 1, ms: 1000 }).some((w) => !w.complete)).toBe(true)
-  }, 90_000)
+  }, 180_000)
 })

@@ -90,7 +90,7 @@ const untouched = async (world: World, run: string) => {
 
 /** The run answered exactly once: one started, one ended, exited 0. */
 const answeredOnce = async (world: World, run: string) => {
-  const replies = await world.waitEnded(run, 60_000)
+  const replies = await world.waitEnded(run, 90_000)
   expect(replies.filter((m) => m.kind === "started")).toHaveLength(1)
   expect(replies.filter((m) => m.kind === "ended").map((m) => m.content)).toEqual([{ outcome: "exited", exit: 0 }])
 }

@@ -33,7 +33,7 @@ describe("the hook on the server", () => {
   it("a run posted through the web form gets one started and one ended (exited 0) from the node user", async () => {
     const began = Date.now()
     const run = await post(alice, shellRun(world, "echo hello"))
-    const replies = await world.waitEnded(run, 30_000)
+    const replies = await world.waitEnded(run, 90_000)
     const took = Date.now() - began
     expect(kinds(replies)).toEqual([["started", "lab"], ["ended", "lab"]])
     expect(replies[1]!.content).toEqual({ outcome: "exited", exit: 0 })
@@ -46,19 +46,19 @@ describe("the hook on the server", () => {
       const entry = await waitFor(() => hookLogEntries().find((e) => e.given.some((line) => line.startsWith(reply.hash))), 30_000)
       expect(entry?.did, `${reply.kind} ${reply.hash}`).toEqual([expect.stringMatching(/(^|arrived, )none a run for lab, a stop or a publish: nothing to decide$|^nothing arrived after the cursor$/)])
     }
-  }, 120_000)
+  }, 180_000)
 
   it("a run pushed from a clone gets one started and one ended", async () => {
     const clone = await cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, "alice.fossil"))
     const artifact = composeForumPost({ date: new Date(), user: users.admin.login, title: "a pushed run", text: world.runText(shellRun(world, "true")) })
     await pushArtifacts(clone, users.admin.login, [artifact])
-    const replies = await world.waitEnded(artifact.hash, 30_000)
+    const replies = await world.waitEnded(artifact.hash, 90_000)
     expect(kinds(replies)).toEqual([["started", "lab"], ["ended", "lab"]])
     expect(replies[1]!.content).toEqual({ outcome: "exited", exit: 0 })
     // the hook was given the pushed artifact
     const log = Fs.readFileSync(Path.join(world.root, "node", "hook.log"), "utf8")
     expect(log).toContain(artifact.hash)
-  }, 120_000)
+  }, 180_000)
 
   it("refuses an unknown key, a sender without the capability, and a path in ROOT/care, each ended refused with its note", async () => {
     const unknown = await post(alice, { ...shellRun(world, "true"), node: "lab" })
@@ -67,7 +67,7 @@ describe("the hook on the server", () => {
       sandbox: { ...shellRun(world, "").sandbox, read_only: ["/usr", `${world.root}/care`] }
     }))
     const notes = await Promise.all([unknown, stranger, care].map(async (run) => {
-      const replies = await world.waitEnded(run, 30_000)
+      const replies = await world.waitEnded(run, 90_000)
       expect(kinds(replies)).toEqual([["ended", "lab"]])
       const content = replies[0]!.content as { outcome: string; note: string }
       expect(content.outcome).toBe("refused")
@@ -76,7 +76,7 @@ describe("the hook on the server", () => {
     expect(notes[0]).toMatch(/^refusal 2: node/)
     expect(notes[1]).toMatch(/^refusal 1: .*mallory/)
     expect(notes[2]).toMatch(/^refusal 7: .*care/)
-  }, 120_000)
+  }, 180_000)
 
   it("a stop posted by alice ends a running process stopped; a stop by mallory is ignored", async () => {
     const long = await post(alice, shellRun(world, "echo up > $$workspace$$/up; sleep 60"))
@@ -87,14 +87,14 @@ describe("the hook on the server", () => {
     }
     await world.reply(users.stranger.login, short, writeMessage({ ocx: 2, re: short, stop: {} }, "stop, says mallory"))
     await world.reply(users.admin.login, long, writeMessage({ ocx: 2, re: long, stop: {} }, "stop, says alice"))
-    const stopped = await world.waitEnded(long, 20_000)
+    const stopped = await world.waitEnded(long, 90_000)
     expect(stopped.filter((m) => m.kind !== "stop").map((m) => [m.kind, m.content])).toEqual([["started", expect.anything()], ["ended", { outcome: "stopped" }]])
-    const ignored = await world.waitEnded(short, 20_000)
+    const ignored = await world.waitEnded(short, 90_000)
     expect(ignored.filter((m) => m.kind !== "stop").map((m) => [m.kind, m.content]))
       .toEqual([["started", expect.anything()], ["ended", { outcome: "exited", exit: 0 }]])
     const log = Fs.readFileSync(Path.join(world.root, "node", "hook.log"), "utf8")
     expect(log).toMatch(/does not count \(its sender holds neither admin nor setup\): ignored/)
-  }, 120_000)
+  }, 180_000)
 
   it("status shows the hook installed, fast mode, the node, and the hook's last run", async () => {
     const answer = await world.call(status, { root: world.root }, { as: users.stranger.login })

@@ -37,7 +37,7 @@ describe("run: a person starts a manual run", () => {
     const started = await world.call(run, { run: hash.slice(0, 16) })
     expect(started.stopped).toEqual({ reason: "completed" })
     expect(started.output?.acted).toMatch(/handed to a watcher, which starts it/)
-    const replies = await world.waitEnded(hash, 20_000)
+    const replies = await world.waitEnded(hash, 90_000)
     expect(replies.map((m) => [m.kind, m.sender, m.content])).toEqual([
       ["started", users.node.login, expect.anything()],
       ["ended", users.node.login, { outcome: "exited", exit: 0 }]
@@ -46,7 +46,7 @@ describe("run: a person starts a manual run", () => {
     const again = await world.call(run, { run: hash })
     expect(again.stopped.reason).toBe("refused")
     expect(again.stopped.message).toMatch(/is over \(exited\): it is not waiting for a person/)
-  }, 120_000)
+  }, 180_000)
 
   it("refuses a run that is not manual, one of another node, one the node refused, and a caller without admin or setup", async () => {
     const automatic = await createRun("sleep 30")

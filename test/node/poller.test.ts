@@ -55,12 +55,12 @@ describe("the node's poller in fast mode", () => {
     // a run posted through the web form is answered: the poller's backoffice ran the hook
     const session = await webLogin(world.server.url, users.admin.login, users.admin.password)
     const run = await webNewThread(world.server, session, { title: "a run in fast mode", text: world.runText(shellRun(world, "echo picked up")) })
-    const replies = await world.waitEnded(run, 60_000)
+    const replies = await world.waitEnded(run, 90_000)
     expect(replies.filter((m) => m.kind === "started").length).toBe(1)
     expect(replies.filter((m) => m.kind === "ended").length).toBe(1)
     const cursor = hookCursorOf(world.repository)!
     expect(await waitFor(() => (hookCursorOf(world.repository)!.cursor >= cursor.newest ? true : undefined), 10_000)).toBe(true)
-  }, 120_000)
+  }, 180_000)
 
   it("runs the backoffice again when a run left the hook's cursor behind, with no change to the file", async () => {
     // a repository of its own, which nothing but this poller and the test write into (its server's backoffice off)

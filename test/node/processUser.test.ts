@@ -48,7 +48,7 @@ describe("one run per process user in the node's care", () => {
     }, 90_000)
     expect(waiting).toEqual([{ user: users.builder.login, runs: [second.output!.run!] }])
     const other = (await createRun("echo other", { user: users.runner.login })).output!.run!
-    expect((await world.waitEnded(other, 20_000)).map((m) => m.kind)).toEqual(["started", "ended"])
+    expect((await world.waitEnded(other, 90_000)).map((m) => m.kind)).toEqual(["started", "ended"])
     await sleep(1000)
     expect(await kindsOf(second.output!.run!)).toEqual([])
 
@@ -61,13 +61,13 @@ describe("one run per process user in the node's care", () => {
     expect(await kindsOf(manual)).toEqual([])
 
     Fs.writeFileSync(Path.join(workspace(first), "go"), "")
-    expect((await world.waitEnded(first, 20_000)).map((m) => m.kind)).toEqual(["started", "ended"])
+    expect((await world.waitEnded(first, 90_000)).map((m) => m.kind)).toEqual(["started", "ended"])
     for (const run of [second.output!.run!, manual]) {
-      const replies = await world.waitEnded(run, 30_000)
+      const replies = await world.waitEnded(run, 90_000)
       expect(replies.map((m) => [m.kind, m.content])).toEqual([["started", expect.anything()], ["ended", { outcome: "exited", exit: 0 }]])
     }
     // one after the other: each started only once the run before had ended
     const endedFirst = Fs.readFileSync(Path.join(world.root, "care", `${first}.log`), "utf8")
     expect(endedFirst).toMatch(/its process user is free: handed [0-9a-f]{64} to (the spare|watcher) \d+/)
-  }, 120_000)
+  }, 240_000)
 })

@@ -26,7 +26,7 @@ const post = (run: object, title = "a run") => webNewThread(world.server, alice,
 
 /** the run's one reply, an ended refused from the node user; its note */
 const refusedNote = async (run: string): Promise<string> => {
-  const replies = await world.waitEnded(run, 30_000)
+  const replies = await world.waitEnded(run, 90_000)
   expect(replies.map((m) => [m.kind, m.sender])).toEqual([["ended", users.node.login]])
   const content = replies[0]!.content as { outcome: string; note: string }
   expect(content.outcome).toBe("refused")
@@ -103,7 +103,7 @@ describe("refusal 7 end to end: of ROOT, a run binds only its own workspace", ()
   it("the workspace's parent, ROOT's per-user directory, another run's workspace: each ended refused, naming the path; $$workspace$$/sub runs", async () => {
     // an earlier run of the same process user, finished: its workspace is kept (2.15)
     const earlier = await post(seedLayout("echo made > $$workspace$$/made"), "earlier")
-    const earlierReplies = await world.waitEnded(earlier, 30_000)
+    const earlierReplies = await world.waitEnded(earlier, 90_000)
     expect(earlierReplies.find((m) => m.kind === "ended")?.content).toEqual({ outcome: "exited", exit: 0 })
     const perUser = Path.join(root, users.builder.login)
     const earlierWorkspace = Path.join(perUser, "projects", "served", earlier)
@@ -144,8 +144,8 @@ describe("refusal 7 end to end: of ROOT, a run binds only its own workspace", ()
       ],
       sandbox: sandbox({ read_write: ["$$workspace$$/sub"] })
     }), "its own sub-directory")
-    const replies = await world.waitEnded(own, 30_000)
+    const replies = await world.waitEnded(own, 90_000)
     expect(replies.find((m) => m.kind === "ended")?.content).toEqual({ outcome: "exited", exit: 0 })
     expect(Fs.readFileSync(Path.join(root, "work", own, "sub", "seen"), "utf8")).toBe("seen\n")
-  }, 120_000)
+  }, 180_000)
 })

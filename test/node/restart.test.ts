@@ -83,7 +83,7 @@ describe("the node restarting (hook --node USER again)", () => {
     expect(actions.get(neverStarted)).toMatch(/handed to a watcher/)
 
     const ended = (run: string) =>
-      Effect.promise(() => world.waitEnded(run, 30_000)).pipe(Effect.map((replies) =>
+      Effect.promise(() => world.waitEnded(run, 90_000)).pipe(Effect.map((replies) =>
         replies.filter((m) => m.kind === "started" || m.kind === "ended")
           .map((m) => [m.kind, m.sender, m.kind === "ended" ? (m.content as { outcome: string }).outcome : ""])))
     expect(yield* ended(killedA)).toEqual([["started", "lab", ""], ["ended", "lab", "lost"]])
@@ -103,14 +103,14 @@ describe("the node restarting (hook --node USER again)", () => {
       expect(launched(run)).toBe(1)
     }
     expect(recovered).toBeLessThan(30_000)
-  }), 120_000)
+  }), 180_000)
 
   it.live("what a dead watcher left in an ended run's outbox (its kept logs) is sent when the node starts", () => Effect.gen(function*() {
     expect((yield* Effect.promise(() => world.call(unhook, { root: world.root }))).stopped.reason).toBe("completed")
     const run = yield* Effect.promise(() => webNewThread(world.server, alice, { title: "a run", text: world.runText(counting("true", users.runner.login)) }))
     const hooked = yield* Effect.promise(() => world.call(hook, { node: users.node.login, root: world.root }))
     expect(hooked.stopped).toEqual({ reason: "completed" })
-    yield* Effect.promise(() => world.waitEnded(run, 30_000))
+    yield* Effect.promise(() => world.waitEnded(run, 90_000))
     // its watcher still holds the run a moment after its ended is in (its kept logs, its outbox taken
     // away): what a dead watcher leaves is left once it is gone, or it would meet a live one
     expect(yield* Effect.promise(() => waitFor(() => {
@@ -129,7 +129,7 @@ describe("the node restarting (hook --node USER again)", () => {
     const thread = yield* Effect.flatMap(Repository, (r) => r.thread(run)).pipe(Effect.provide(FossilRepository.layer({ path: world.repository })))
     expect(thread.filter((p) => p.text === "kept logs left behind").map((p) => [p.hash, p.sender])).toEqual([[kept.hash, users.node.login]])
     expect(Fs.existsSync(Path.join(world.root, "care", `${run}.outbox`))).toBe(false)
-  }), 90_000)
+  }), 180_000)
 
   it.live("a hand-off noted by a hook killed before it made it holds nothing up: hook --node starts that run and the one waiting behind it", () => Effect.gen(function*() {
     expect((yield* Effect.promise(() => world.call(unhook, { root: world.root }))).stopped.reason).toBe("completed")
@@ -146,11 +146,11 @@ describe("the node restarting (hook --node USER again)", () => {
     const again = yield* Effect.promise(() => world.call(hook, { node: users.node.login, root: world.root }))
     expect(again.stopped, JSON.stringify(again.operations)).toEqual({ reason: "completed" })
     for (const run of [handed, behind]) {
-      const replies = (yield* Effect.promise(() => world.waitEnded(run, 30_000))).filter((m) => m.kind === "started" || m.kind === "ended")
+      const replies = (yield* Effect.promise(() => world.waitEnded(run, 90_000))).filter((m) => m.kind === "started" || m.kind === "ended")
       expect(replies.map((m) => [m.kind, m.sender])).toEqual([["started", "lab"], ["ended", "lab"]])
       expect(launched(run)).toBe(1)
     }
-  }), 90_000)
+  }), 180_000)
 
   it.live("hooks SIGKILLed mid-round leave nothing undone or done twice: hook --node decides what they left", () => Effect.gen(function*() {
     expect((yield* Effect.promise(() => world.call(unhook, { root: world.root }))).stopped.reason).toBe("completed")
@@ -171,10 +171,10 @@ describe("the node restarting (hook --node USER again)", () => {
     const again = yield* Effect.promise(() => world.call(hook, { node: users.node.login, root: world.root }))
     expect(again.stopped, JSON.stringify(again.operations)).toEqual({ reason: "completed" })
     for (const run of runs) {
-      const replies = (yield* Effect.promise(() => world.waitEnded(run, 30_000))).filter((m) => m.kind === "started" || m.kind === "ended")
+      const replies = (yield* Effect.promise(() => world.waitEnded(run, 90_000))).filter((m) => m.kind === "started" || m.kind === "ended")
       expect(replies.map((m) => [m.kind, m.sender])).toEqual([["started", "lab"], ["ended", "lab"]])
     }
     yield* Effect.sleep(1000)
     for (const run of runs) expect(launched(run)).toBe(1)
-  }), 90_000)
+  }), 180_000)
 })

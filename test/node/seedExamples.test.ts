@@ -48,7 +48,7 @@ describe("2.19's two runs, as the seed writes them", () => {
       to: users.node.login,
       run: seedBuildRun({ serverCode: world.serverCode, buildUser: users.builder.login })
     })
-    const replies = await world.waitEnded(run, 60_000)
+    const replies = await world.waitEnded(run, 90_000)
     expect(replies.map((m) => [m.kind, m.sender])).toEqual([["started", "lab"], ["ended", "lab"]])
     expect(replies[1]!.content).toEqual({ outcome: "exited", exit: 0 })
     const started = replies[0]!.content as { values: Record<string, string> }
@@ -63,7 +63,7 @@ describe("2.19's two runs, as the seed writes them", () => {
       return listed.includes("builds/board.img") ? listed : undefined
     }, 90_000)
     expect(files).toContain("builds/board.img")
-  }, 120_000)
+  }, 180_000)
 
   it("the agent's session: started with its workspace and password, one process per post it hears, stopped by a stop", async () => {
     const run = await post("Talk about the parser", {
@@ -96,7 +96,7 @@ describe("2.19's two runs, as the seed writes them", () => {
     expect(answered).toContain("Makefile")
 
     await world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop."))
-    const replies = await world.waitEnded(run, 30_000)
+    const replies = await world.waitEnded(run, 90_000)
     expect(replies.filter((m) => m.kind === "ended").map((m) => m.content)).toEqual([{ outcome: "stopped" }])
-  }, 150_000)
+  }, 180_000)
 })

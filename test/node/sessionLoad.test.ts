@@ -207,7 +207,7 @@ describe("20 sessions under load", () => {
 
     for (const run of runs) await world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it."))
     for (const run of runs) {
-      const ended = (await world.waitEnded(run, 30_000)).filter((m) => m.kind === "ended").map((m) => m.content)
+      const ended = (await world.waitEnded(run, 90_000)).filter((m) => m.kind === "ended").map((m) => m.content)
       expect(ended).toEqual([{ outcome: "stopped" }])
     }
   }, 600_000)

@@ -64,7 +64,7 @@ const waitLines = (run: string, count: number, ms = 60_000) =>
 const reply = (as: WebSession, to: string, text: string) => webReply(world.server, as, { to, text })
 
 const endedOf = (run: string) =>
-  Effect.promise(() => world.waitEnded(run, 20_000)).pipe(Effect.map((replies) => replies.filter((m) => m.kind === "ended").map((m) => m.content)))
+  Effect.promise(() => world.waitEnded(run, 90_000)).pipe(Effect.map((replies) => replies.filter((m) => m.kind === "ended").map((m) => m.content)))
 
 describe.concurrent("a session fed what its thread is told", () => {
   it.live("gives heard posts in order once each, an edit, and a check-in on trunk; not others', its own, messages, or another branch's", () => Effect.gen(function*() {
@@ -176,7 +176,7 @@ describe.concurrent("a session fed what its thread is told", () => {
     expect(linesOf(run)).toEqual([lines[0], { post: after, from: users.admin.login, text: "after it started" }])
     yield* Effect.promise(() => world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it.")))
     expect(yield* endedOf(run)).toEqual([{ outcome: "stopped" }])
-  }), 120_000)
+  }), 180_000)
 })
 
 describe.concurrent("a session on a terminal", () => {
@@ -195,7 +195,7 @@ describe.concurrent("a session on a terminal", () => {
     ])
     yield* Effect.promise(() => world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it.")))
     expect(yield* endedOf(run)).toEqual([{ outcome: "stopped" }])
-  }), 120_000)
+  }), 180_000)
 })
 
 describe.concurrent("deliveries: start", () => {
@@ -236,7 +236,7 @@ describe.concurrent("deliveries: start", () => {
     expect(Fs.readFileSync(Path.join(world.root, "work", run, "stderr.log"), "utf8")).toBe("done 2\n")
     yield* Effect.promise(() => world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop it.")))
     expect(yield* endedOf(run)).toEqual([{ outcome: "stopped" }])
-  }), 90_000)
+  }), 180_000)
 })
 
 const fossilIn = async (cwd: string, args: ReadonlyArray<string>) => {

@@ -35,7 +35,7 @@ afterAll(async () => {
 const post = (run: object) => webNewThread(world.server, alice, { title: "a run", text: world.runText(run) })
 const { counting, launched, holder } = countingRuns(() => world)
 const answers = async (run: string) =>
-  (await world.waitEnded(run, 30_000)).filter((m) => m.kind === "started" || m.kind === "ended")
+  (await world.waitEnded(run, 90_000)).filter((m) => m.kind === "started" || m.kind === "ended")
     .map((m) => [m.kind, m.sender, m.kind === "ended" ? (m.content as { outcome: string }).outcome : ""])
 const alive = (pid: number) => Fs.existsSync(`/proc/${pid}`)
 
@@ -58,7 +58,7 @@ describe("the node's supervisor", () => {
     expect(hookRun.status).toBe(0)
     const entry = lastHookLogEntry(Path.join(world.root, "node", "hook.log"))
     expect(entry?.did).toEqual([`woke the node's supervisor (pid ${supervisor!.pid}), which decides what arrived`])
-  }, 90_000)
+  }, 180_000)
 
   it("status, as installed, says it runs, its pid and the watchers it holds", async () => {
     const run = await post(counting("sleep 30", users.runner.login))
@@ -76,7 +76,7 @@ describe("the node's supervisor", () => {
     process.kill(watcher, "SIGTERM")
     expect((await answers(run)).map(([kind]) => kind)).toEqual(["started", "ended"])
     expect(await waitFor(() => (supervisorInfo(world)?.watchers[run] === undefined ? true : undefined), 10_000, 50)).toBe(true)
-  }, 90_000)
+  }, 180_000)
 
   it("passes a message for no run of its node without round.lock: the lock held, its cursor still moves past it", async () => {
     // a run for another node holds a message (the cheap question cannot tell), yet nothing this node decides
@@ -119,7 +119,7 @@ describe("the node's supervisor", () => {
     expect(await waitFor(() => answeredLostBy(world, supervisor!.pid, killed) || undefined, 30_000, 50),
       JSON.stringify(supervisorLog(world).filter((l) => l.run === killed || l.did.some((d) => d.includes(killed))))).toBe(true)
     expect(alive(supervisor!.pid)).toBe(true)
-  }, 90_000)
+  }, 180_000)
 
   it("a watcher that died before started has its run decided again; a process user's holder gone, its waiting run starts", async () => {
     const user = users.stranger.login
@@ -143,7 +143,7 @@ describe("the node's supervisor", () => {
     process.kill(-holding.pid!, "SIGKILL")
     expect(await answers(run)).toEqual([["started", "lab", ""], ["ended", "lab", "exited"]])
     expect(launched(run)).toBe(1)
-  }, 90_000)
+  }, 180_000)
 
   it("watchers outlive it; started again, it takes them back, and the runs end once", async () => {
     const run = await post(counting("sleep 4", users.runner.login))
@@ -157,7 +157,7 @@ describe("the node's supervisor", () => {
     expect(supervisorLog(world).some((l) => l.pid === supervisor!.pid && l.did.some((d) => / decided; \d+ live watchers? taken back$/.test(d)))).toBe(true)
     expect(await answers(run)).toEqual([["started", "lab", ""], ["ended", "lab", "exited"]])
     expect(launched(run)).toBe(1)
-  }, 90_000)
+  }, 180_000)
 
   it("stopped, it says so, and the hook does the rounds itself again", async () => {
     await stopSupervisor(supervisor)

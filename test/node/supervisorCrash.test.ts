@@ -78,7 +78,7 @@ const killAndRestart = async () => {
 
 /** each run: exactly one started and one ended (exited 0) from the node user, launched once */
 const expectEachOnce = async (runs: ReadonlyArray<string>, settle = true) => {
-  for (const run of runs) await world.waitEnded(run, 60_000)
+  for (const run of runs) await world.waitEnded(run, 90_000)
   if (settle) await sleep(1000) // a second answer, or a second launch, would come now
   for (const run of runs) {
     const replies = (await world.replies(run)).filter((m) => m.kind === "started" || m.kind === "ended")
@@ -141,7 +141,7 @@ describe("a watcher SIGKILLed while the supervisor runs", () => {
       expect(await waitFor(() => (launched(run) === 1 ? true : undefined), 30_000, 20)).toBe(true)
       const watcher = Number(Fs.readFileSync(Path.join(world.root, "care", `${run}.lock`), "utf8").trim())
       process.kill(watcher, "SIGKILL")
-      const replies = (await world.waitEnded(run, 30_000)).filter((m) => m.kind === "started" || m.kind === "ended")
+      const replies = (await world.waitEnded(run, 90_000)).filter((m) => m.kind === "started" || m.kind === "ended")
       expect(replies.map((m) => [m.kind, m.sender, m.kind === "ended" ? (m.content as { outcome: string }).outcome : ""]))
         .toEqual([["started", "lab", ""], ["ended", "lab", "lost"]])
       // its line is written once the run's process user has been looked at too

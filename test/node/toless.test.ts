@@ -42,7 +42,7 @@ describe("a run with no valid to, on the server's hook", () => {
       runs.push(await webNewThread(world.server, alice, { title, text: writeMessage({ ocx: 2, ...envelope, run: shellRun(world, "true") }, title) }))
     }
     for (const run of runs) {
-      const replies = await world.waitEnded(run, 60_000)
+      const replies = await world.waitEnded(run, 90_000)
       expect(replies.map((m) => [m.kind, m.sender])).toEqual([["ended", "lab"]])
       const content = replies[0]!.content as { outcome: string; note: string }
       expect(content.outcome).toBe("refused")
@@ -50,7 +50,7 @@ describe("a run with no valid to, on the server's hook", () => {
     }
     // a later run for lab, decided by a later round, once it has ended: none of them is answered again
     const later = await webNewThread(world.server, alice, { title: "a later run", text: world.runText(shellRun(world, "true")) })
-    expect((await world.waitEnded(later, 60_000)).map((m) => m.kind)).toEqual(["started", "ended"])
+    expect((await world.waitEnded(later, 90_000)).map((m) => m.kind)).toEqual(["started", "ended"])
     // and the node starting again (hook --node lab, which decides every open run) leaves them as they are
     expect((await world.call(hook, { node: "lab", root: world.root })).stopped).toEqual({ reason: "completed" })
     for (const run of runs) expect((await world.replies(run)).map((m) => m.kind)).toEqual(["ended"])

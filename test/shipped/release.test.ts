@@ -249,7 +249,7 @@ describe("MCP as installed", () => {
         }
         expect(transport.lines.length).toBeGreaterThan(0)
         expect(transport.notProtocol, `stderr: ${transport.stderr}`).toEqual([])
-      }, 120_000)
+      }, 180_000)
     }
   }
 })

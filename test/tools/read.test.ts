@@ -38,7 +38,7 @@ beforeAll(async () => {
   })
   expect(created.stopped).toEqual({ reason: "completed" })
   ran = created.output!.run!
-  await world.waitEnded(ran, 60_000)
+  await world.waitEnded(ran, 90_000)
   // the kept logs follow the ended
   expect(await waitFor(async () => ((await world.replies(ran)).length >= 2 && (await output({ what: ran })).posts!.some((p) => p.kind === "kept logs") ? true : undefined), 60_000)).toBe(true)
   ticket = await webNewTicket(alice, { title: "a ticket to read", icomment: "the first words of the ticket" })
