@@ -1,9 +1,16 @@
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import type { Reporter, SerializedError, TestModule } from "vitest/node"
 
 // Prints the closing line `N passed, N failed` that CI reads; vitest's own summary has another form.
+//
+// Before it, the suite's health, on every run (so a doubling is seen the day it happens): its wall
+// time, the machine's CPU time meanwhile (every process, from /proc/stat: the programs and servers
+// the tests start, not only vitest; on a shared machine others' work too), the load average, and
+// the ten test files that took longest (each file's time as it ran beside the others: its import,
+// collect and tests). .ci/run adds the CPU time of the suite's own process tree.
 //
 // With OCX2_TYPECHECK=1 (npm test) it also runs the typecheck beside the tests, `tsc -b` (no
 // emit, incremental: tsconfig.json), instead of before them: tsc is one process on one core, most
@@ -32,7 +39,22 @@ const typecheck = (): Promise<{ readonly code: number | null; readonly output: s
     child.once("close", (code) => resolve({ code, output }))
   })
 
+/** CPU seconds the whole machine spent busy since it booted: user, nice, system, irq, softirq (clock ticks of 1/100 s) */
+const machineBusySeconds = (): number => {
+  try {
+    const f = Fs.readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number)
+    return (f[0]! + f[1]! + f[2]! + f[5]! + f[6]!) / 100
+  } catch {
+    return Number.NaN
+  }
+}
+
+const seconds = (x: number) => `${x.toFixed(1)} s`
+
 export default class SummaryReporter implements Reporter {
+  private began = Date.now()
+  private busyAtStart = machineBusySeconds()
+  private files: ReadonlyArray<{ readonly file: string; readonly seconds: number; readonly state: string }> = []
   private line = "0 passed, 1 failed" // if onTestRunEnd never ran, the run did not finish
   private passed = 0
   private failed = 1
@@ -40,6 +62,8 @@ export default class SummaryReporter implements Reporter {
   private typechecked: ReturnType<typeof typecheck> | undefined
 
   onInit() {
+    this.began = Date.now()
+    this.busyAtStart = machineBusySeconds()
     if (process.env.OCX2_TYPECHECK === "1") this.typechecked = typecheck()
   }
 
@@ -59,6 +83,11 @@ export default class SummaryReporter implements Reporter {
       // beforeAll that threw, whose tests vitest then reports skipped
       failed += testsFailed > 0 ? testsFailed : module.state() === "failed" ? 1 : 0
     }
+    const project = Path.join(import.meta.dirname, "..")
+    this.files = modules.map((module) => {
+      const d = module.diagnostic()
+      return { file: Path.relative(project, module.moduleId), seconds: (d.setupDuration + d.collectDuration + d.duration) / 1000, state: module.state() }
+    }).sort((a, b) => b.seconds - a.seconds)
     this.passed = passed
     this.failed = failed
     this.skipped = skipped
@@ -67,6 +96,20 @@ export default class SummaryReporter implements Reporter {
 
   private summary() {
     return `${this.passed} passed, ${this.failed} failed${this.skipped > 0 ? `, ${this.skipped} skipped` : ""}`
+  }
+
+  /** the suite's wall and CPU time, its load, and the ten files that took longest: lines printed before the last */
+  private health(): string {
+    const wall = (Date.now() - this.began) / 1000
+    const cpu = machineBusySeconds() - this.busyAtStart
+    const cores = Os.availableParallelism()
+    const lines = [
+      `suite: wall ${seconds(wall)}; CPU ${seconds(cpu)} of the machine's (every process, /proc/stat), ${(cpu / Math.max(wall, 1e-9)).toFixed(2)} of its ${cores} cores busy; ` +
+        `${this.files.length} files; load average at the end ${Os.loadavg().map((l) => l.toFixed(1)).join(" ")}`,
+      `the ten test files that took longest (each as it ran beside the others; ${seconds(this.files.reduce((a, f) => a + f.seconds, 0))} in all files):`,
+      ...this.files.slice(0, 10).map((f) => `  ${seconds(f.seconds).padStart(8)}  ${f.file}${f.state === "passed" ? "" : ` (${f.state})`}`)
+    ]
+    return `${lines.join("\n")}\n`
   }
 
   // vitest reports onTestRunEnd and onFinished together; the default reporter prints in onFinished
@@ -80,6 +123,7 @@ export default class SummaryReporter implements Reporter {
         process.exitCode = 1
       }
     }
+    process.stdout.write(`\n${this.health()}`)
     process.stdout.write(`${this.line}\n`)
   }
 }
