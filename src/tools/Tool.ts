@@ -82,6 +82,11 @@ export interface Tool<I = any, IE = any, O = any, OE = any, R = ToolServices> {
    * marks it read-only; its dry run reads too.
    */
   readonly readOnly?: boolean
+  /**
+   * The command line's exit status for an answer that completed, when the tool gives one of its own
+   * (watch --exit-status: the run's success); 0 when not given.
+   */
+  readonly exitStatus?: (output: O) => number | undefined
   readonly handle: (input: I, context: ToolContext) => Effect.Effect<Handled<O>, never, R>
 }
 

@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 import * as Schema from "effect/Schema"
+import type { ReleaseRoot } from "../../services/ReleaseRoot.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { stateWordsOf } from "../runs/RunWords.js"
 import { followThroughServer } from "../watch/AskServer.js"
@@ -25,7 +26,8 @@ export const WatchInput = Schema.Struct({
   run: Schema.String.annotations({ description: "the run: its hash or a prefix" }),
   seconds: optional(Schema.Number.pipe(Schema.nonNegative()), "follow it at most this long, then answer with what happened so far (at a terminal until it ends; through MCP 50 s, on the web page 0 when not given)"),
   offset: optional(Schema.Int.pipe(Schema.nonNegative()), "where in its output to begin, as an earlier answer's offset says (0, its first line, when not given)"),
-  root: optional(Schema.String, "the release root whose node runs it (by default the root this program was released into)")
+  root: optional(Schema.String, "the release root whose node runs it (by default the root this program was released into)"),
+  exit_status: optional(Schema.Boolean, "end with the run: the command line's exit status is then 0 only when the run exited 0, and 1 otherwise (as it is for a call refused or failed)")
 })
 export type WatchInput = typeof WatchInput.Type
 
@@ -55,7 +57,9 @@ export const WatchOutput = Schema.Struct({
     url: Schema.String.annotations({ description: "the node's stream server's events of the run (server-sent events), from offset on; the host is the page's own when it starts with :PORT" }),
     token: Schema.String.annotations({ description: "the viewer's grant, signed by the node: for this run and one connection, within two minutes; give it as Authorization: Bearer TOKEN (a browser's EventSource, which cannot, as ?token=)" })
   }), "on the web page, while the run goes on and its node is this host's: where its page follows it live"),
-  held: optional(Schema.String, "while the run waits and its node is this host's: why the node holds it back (ROOT short of free space)")
+  held: optional(Schema.String, "while the run waits and its node is this host's: why the node holds it back (ROOT short of free space)"),
+  record_only: optional(Schema.String, "followed is record on the node's repository: why its output could not be read here, and what to do"),
+  exit_status: optional(Schema.Number, "with exit_status: 0 when the run exited 0, 1 otherwise (the command line exits with it)")
 })
 export type WatchOutput = typeof WatchOutput.Type
 
@@ -94,21 +98,25 @@ const printed = (run: string, event: WatchEventOut, progress: NonNullable<ToolCo
   }
 }
 
-/** ROOT/care when this call can read it: the node's host, as its own account. */
-const careDirOf = (input: WatchInput, context: ToolContext) =>
+/** ROOT/care when this call can read it (the node's host, as its own account); otherwise why not, in words that say what to do. */
+const careDirOf = (input: WatchInput, context: ToolContext): Effect.Effect<{ readonly care: string } | { readonly why: string }, CallRefused, ReleaseRoot> =>
   (input.root === undefined && process.argv[1] === undefined
-    ? Effect.succeed(undefined)
+    ? Effect.succeed<{ readonly root: string } | { readonly why: string }>({ why: "no release root was named (--root ROOT)" })
     : rootOfCall("watch", input.root, process.argv[1], context.entryPoint).pipe(
-      Effect.map((root): string | undefined => releasePaths(root).care),
-      // a root named and unusable is the caller's to fix; none found, the record alone
-      Effect.catchAll((e) => (input.root !== undefined || context.entryPoint === "cgi" ? Effect.fail(e) : Effect.succeed(undefined)))
-    )).pipe(Effect.map((care) => {
-      if (care === undefined) return undefined
+      Effect.map((root): { readonly root: string } | { readonly why: string } => ({ root })),
+      // a root named and unusable is the caller's to fix; none found, the record alone, saying why
+      Effect.catchAll((e) => (input.root !== undefined || context.entryPoint === "cgi"
+        ? Effect.fail(e)
+        : Effect.succeed({ why: `no release root was named and this program is no release's (${e.message}): give --root ROOT, the release root of the run's node` })))
+    )).pipe(Effect.map((found) => {
+      if ("why" in found) return found
+      const care = releasePaths(found.root).care
       try {
         Fs.accessSync(care, Fs.constants.R_OK | Fs.constants.X_OK)
-        return care
-      } catch {
-        return undefined
+        return { care }
+      } catch (e) {
+        const account = process.env.USER ?? String(process.getuid?.() ?? "this account")
+        return { why: `${care} cannot be read here as ${account} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}): watch as the node's account on its host to see its output` }
       }
     }))
 
@@ -141,6 +149,7 @@ export const watch = defineTool({
   output: WatchOutput,
   allow: () => undefined,
   readOnly: true,
+  exitStatus: (output) => output.exit_status,
   handle: (input, context) => {
     const act = recording(context.dryRun)
     return finish(
@@ -151,7 +160,8 @@ export const watch = defineTool({
             try: () => readRunSummary(file, input.run),
             catch: (e) => new CallRefused({ message: `the repository ${file.path} cannot be read: ${(e as Error).message}` })
           })
-          const careDir = yield* careDirOf(input, context)
+          const care = yield* careDirOf(input, context)
+          const careDir = "care" in care ? care.care : undefined
           const events: Array<WatchEventOut> = []
           let outputBytes = 0
           const keep = (run: string) => (out: WatchEventOut) => {
@@ -187,6 +197,12 @@ export const watch = defineTool({
               : "forum posts are not yours to read here: that needs Fossil's Read Forum (2)")
           }
           const run = found.summary.run
+          // said first: a run that prints much and shows nothing here would otherwise look stuck
+          const recordOnly = "why" in care ? `following the record only (its state and reports, not its output): ${care.why}` : undefined
+          if (recordOnly !== undefined) {
+            act.note("follow", recordOnly)
+            context.progress?.("stderr", `[ocx2 watch: ${recordOnly}]\n`)
+          }
           const seconds = input.seconds ?? (context.entryPoint === "mcp" ? 50 : context.entryPoint === "cgi" ? 0 : undefined)
           const keepOut = keep(run)
           const followed = yield* Effect.tryPromise({
@@ -219,7 +235,9 @@ export const watch = defineTool({
             reports,
             ...(record.output?.run !== undefined ? { record: record.output.run } : {}),
             ...(live !== undefined ? { live } : {}),
-            ...(held !== undefined ? { held } : {})
+            ...(held !== undefined ? { held } : {}),
+            ...(recordOnly !== undefined ? { record_only: recordOnly } : {}),
+            ...(input.exit_status === true ? { exit_status: followed.over && summary.outcome === "exited" && summary.exit === 0 ? 0 : 1 } : {})
           } satisfies WatchOutput
         }))
     )

@@ -175,4 +175,23 @@ describe("watch", () => {
     const none = await world.call(watch, { run: "0000000000" })
     expect(none.stopped.message).toMatch(/names no run/)
   }, 120_000)
+
+  it("from the checkout, without --root, says it follows the record only and why; --exit-status ends 1 unless the run exited 0 (issue 40)", async () => {
+    const failing = await createRun("exit 3")
+    const passing = await createRun("true")
+    for (const run of [failing, passing]) await world.waitEnded(run, 60_000)
+    const shipped = (...args: Array<string>) =>
+      ChildProcess.spawnSync(process.execPath, [Path.join(dist, "ocx2.mjs"), "--repository", world.repository, "--user", users.admin.login, "watch", ...args], { encoding: "utf8" })
+    // dist/ocx2.mjs is no release's program: it cannot know the node's care directory unless told
+    const plain = shipped(failing)
+    expect(plain.stderr).toMatch(/^\[ocx2 watch: following the record only \(its state and reports, not its output\): no release root was named .*give --root ROOT/)
+    expect(plain.stdout).toMatch(new RegExp(`^run ${failing}: exited 3`))
+    expect(plain.status).toBe(0)
+    expect(shipped(failing, "--exit-status").status).toBe(1)
+    expect(shipped(passing, "--exit-status").status).toBe(0)
+    // with its root, its output: no such word
+    const rooted = shipped(failing, "--root", world.root, "--exit-status")
+    expect(rooted.stderr).not.toContain("following the record only")
+    expect(rooted.status).toBe(1)
+  }, 120_000)
 })

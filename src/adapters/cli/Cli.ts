@@ -67,9 +67,12 @@ const rawValue = (tool: Tool, field: Field, parsed: unknown): Effect.Effect<Eith
   return Effect.succeed(Either.right(value))
 }
 
-const exitCodeOf = (answer: Answer<unknown>) => {
+const exitCodeOf = (tool: Tool, answer: Answer<unknown>) => {
   if (answer.stopped.reason === "refused") process.exitCode = 2
   if (answer.stopped.reason === "failed") process.exitCode = 1
+  // a tool's own status for what it answered (watch --exit-status: whether the run exited 0)
+  const own = answer.stopped.reason === "completed" && answer.output !== undefined ? tool.exitStatus?.(answer.output) : undefined
+  if (own !== undefined && own !== 0) process.exitCode = own
 }
 
 const printAnswer = (tool: Tool, answer: Answer<unknown>, json: boolean) =>
@@ -80,7 +83,7 @@ const printAnswer = (tool: Tool, answer: Answer<unknown>, json: boolean) =>
       if (answer.stopped.reason === "refused" || answer.stopped.reason === "failed") yield* Console.error(text)
       else if (text.length > 0) yield* Console.log(text)
     }
-    exitCodeOf(answer)
+    exitCodeOf(tool, answer)
   })
 
 const refusal = (tool: Tool, message: string): Answer<unknown> => ({ tool: tool.name, operations: [], stopped: { reason: "refused", message } })
