@@ -33,7 +33,7 @@ describe("create and stop on the served repository have this host's node act at 
       title: "a long run", node: users.node.login, objective: "wait", fields: { ...rest, process }
     })
     const run = created.output!.run!
-    await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 20_000)
+    await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 90_000)
     const stopped = await world.call(stop, { run })
     expect(stopped.stopped).toEqual({ reason: "completed" })
     expect(stopped.output?.acted).toMatch(/told its watcher/)

@@ -104,7 +104,7 @@ describe("attach: a person joins a run's terminal", () => {
 
   it("refuses a run with no terminal, and a run not in care", async () => {
     const run = await createRun("sleep 60", {})
-    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 20_000)).toBe(true)
+    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 90_000)).toBe(true)
     const noTerminal = await world.call(attach, { run, root: world.root })
     expect(noTerminal.stopped).toEqual({ reason: "refused", message: expect.stringMatching(/has no terminal to join/) })
     const none = await world.call(attach, { run: "0123abcd", root: world.root })

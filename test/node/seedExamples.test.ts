@@ -63,7 +63,7 @@ describe("2.19's two runs, as the seed writes them", () => {
       return listed.includes("builds/board.img") ? listed : undefined
     }, 90_000)
     expect(files).toContain("builds/board.img")
-  }, 180_000)
+  }, 240_000)
 
   it("the agent's session: started with its workspace and password, one process per post it hears, stopped by a stop", async () => {
     const run = await post("Talk about the parser", {
@@ -78,7 +78,7 @@ describe("2.19's two runs, as the seed writes them", () => {
         personUser: users.admin.login
       })
     })
-    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
+    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 90_000)).toBe(true)
     const started = (await world.replies(run)).find((m) => m.kind === "started")!
     expect(started.sender).toBe("lab")
     const values = (started.content as { values: Record<string, string> }).values
@@ -98,5 +98,5 @@ describe("2.19's two runs, as the seed writes them", () => {
     await world.reply(users.admin.login, run, writeMessage({ ocx: 2, re: run, stop: {} }, "Stop."))
     const replies = await world.waitEnded(run, 90_000)
     expect(replies.filter((m) => m.kind === "ended").map((m) => m.content)).toEqual([{ outcome: "stopped" }])
-  }, 180_000)
+  }, 240_000)
 })

@@ -210,7 +210,7 @@ describe.concurrent("deliveries: start", () => {
     const run = yield* Effect.promise(() => webNewThread(world.server, alice, { title: "a session per post", text: world.runText(sessionRun(script, { user: processUsers.start, deliveries: "start" })) }))
     const got = Path.join(world.root, "work", run, "got")
     const files = () => (Fs.existsSync(got) ? Fs.readdirSync(got).filter((f) => !f.endsWith(".part")).length : 0)
-    expect(yield* Effect.promise(() => waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 20_000))).toBe(true)
+    expect(yield* Effect.promise(() => waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 90_000))).toBe(true)
     yield* Effect.sleep(1000)
     expect(files()).toBe(0) // started, and nothing launched before a delivery
     const posts: Array<string> = []

@@ -123,10 +123,10 @@ describe("runs of one process user arriving together", () => {
       const replies = await waitFor(async () => {
         const got = await world.replies(run.hash)
         return got.some((m) => m.kind === "ended") ? got : undefined
-      }, 60_000, 300)
+      }, 90_000, 300)
       expect(replies?.map((m) => [m.kind, m.content])).toEqual([["started", expect.anything()], ["ended", { outcome: "exited", exit: 0 }]])
     } finally {
       await letGo()
     }
-  }, 120_000)
+  }, 180_000)
 })

@@ -71,7 +71,7 @@ const createRun = async (script: string) => {
 describe("the run page", () => {
   it("shows a running run's output live, without a reload, from the runs page's link; then its outcome; and reads well on a phone", async () => {
     const run = await createRun(`${gatedLines("tick", 40)}; echo finished >&2`)
-    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
+    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 90_000)).toBe(true)
     for (const [name, viewport] of [["desktop", { width: 1100, height: 900 }]] as const) {
       const context = await browser.newContext({ viewport })
       const page = await context.newPage()
@@ -135,7 +135,7 @@ describe("the run page", () => {
 
   it("a page whose live stream was cut goes on live with a fresh token, from where the stream had read to: every line once", async () => {
     const run = await createRun(gatedLines("beat", 20))
-    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
+    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 90_000)).toBe(true)
     const context = await browser.newContext({ viewport: { width: 1100, height: 900 } })
     const page = await context.newPage()
     try {
@@ -164,7 +164,7 @@ describe("the run page", () => {
     await fossil(["unset", "default-csp", "-R", world.repository])
     try {
       const run = await createRun(gatedLines("step", 30))
-      expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
+      expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 90_000)).toBe(true)
       const context = await browser.newContext({ viewport: { width: 1100, height: 900 } })
       const page = await context.newPage()
       try {
@@ -196,7 +196,7 @@ describe("the run page", () => {
 
   it("the stream server gives a run only with the page's grant for it, and to a viewer who may read it", async () => {
     const run = await createRun(`echo streamed; ${waitForGo}`)
-    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
+    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 90_000)).toBe(true)
     const answer = await (await fetch(`${world.server.url}ext/ocx2-cgi/watch?run=${run}&format=json`, { headers: { cookie: alice.cookie } })).json() as { output: WatchOutput }
     const live = answer.output.live!
     expect(live.url).toMatch(new RegExp(`^:\\d+/watch/${run}\\?offset=\\d+$`))
@@ -218,5 +218,5 @@ describe("the run page", () => {
     const refused = await (await fetch(`${world.server.url}ext/ocx2-cgi/watch?run=${run}&format=json`, { headers: { cookie: builder.cookie } })).json() as { stopped: { reason: string }; output?: unknown }
     expect(refused.stopped.reason).toBe("refused")
     expect(refused.output).toBeUndefined()
-  }, 120_000)
+  }, 180_000)
 })

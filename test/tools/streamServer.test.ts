@@ -37,7 +37,7 @@ const createRun = async (script: string) => {
 /** A run that prints a line and then waits for the test to let it go. */
 const startedRun = async () => {
   const run = await createRun(`echo first; ${waitForGo}; echo last`)
-  expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
+  expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 90_000)).toBe(true)
   return run
 }
 
@@ -131,7 +131,7 @@ describe("the stream server", () => {
       await setCapabilities(users.runner.login, before)
       letGo(run)
     }
-  }, 120_000)
+  }, 180_000)
 
   it("cuts off a reader who read through nobody's capabilities when nobody loses Read Forum", async () => {
     const run = await startedRun()
@@ -147,7 +147,7 @@ describe("the stream server", () => {
       await setCapabilities("nobody", nobody)
       letGo(run)
     }
-  }, 120_000)
+  }, 180_000)
 
   it("takes a token for its one run, for one connection, within minutes", async () => {
     const run = await startedRun()
@@ -191,7 +191,7 @@ describe("the stream server", () => {
     } finally {
       letGo(run)
     }
-  }, 120_000)
+  }, 180_000)
 
   it("lets only the Fossil server's own origin read the stream cross-origin", async () => {
     const run = await startedRun()
@@ -210,7 +210,7 @@ describe("the stream server", () => {
     } finally {
       letGo(run)
     }
-  }, 120_000)
+  }, 180_000)
 
   it("listens on loopback unless ROOT/settings/stream says otherwise", async () => {
     const run = await startedRun()
@@ -232,7 +232,7 @@ describe("the stream server", () => {
     } finally {
       letGo(run)
     }
-  }, 120_000)
+  }, 180_000)
 
   it("from a clone's host where the stream server cannot be reached (loopback), watch follows the run through its page", async () => {
     const clone = await cloneAs(world.server.url, users.admin.login, users.admin.password, Path.join(world.dir, "stream-alice.fossil"))
@@ -255,5 +255,5 @@ describe("the stream server", () => {
       writeSettings({ recheck: RECHECK_SECONDS })
       letGo(run)
     }
-  }, 120_000)
+  }, 180_000)
 })
