@@ -30,6 +30,7 @@ import {
   runtimeClosure
 } from "../src/release/RuntimeModules.js"
 import { checkSmokeAnswer, smokeArguments } from "../src/release/SmokeAnswer.js"
+import { thisNode } from "../src/release/StagedNode.js"
 
 const reasonOf = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
 
@@ -319,7 +320,8 @@ const make: ReleaseRootService = {
         Fs.writeFileSync(Path.join(into, "package.json"), `${JSON.stringify({ type: "module", private: true }, null, 2)}\n`)
         Fs.writeFileSync(
           Path.join(into, "release.json"),
-          `${JSON.stringify({ name: release.name, checkin: release.checkin.hash, vcs: release.checkin.vcs, modified: release.checkin.modified, staged: new Date().toISOString() }, null, 2)}\n`
+          // the Node the programs' first line names, so a host whose Node changed says so (StagedNode.ts)
+          `${JSON.stringify({ name: release.name, checkin: release.checkin.hash, vcs: release.checkin.vcs, modified: release.checkin.modified, staged: new Date().toISOString(), node: thisNode() }, null, 2)}\n`
         )
         for (const pkg of plan.packages) {
           const from = Path.join(checkout, pkg.relativeDir)

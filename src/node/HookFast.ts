@@ -28,6 +28,7 @@ import { anySession } from "../care/SessionFiles.js"
 import { unsettledAfter } from "./ReceiptSettled.js"
 import { runningSupervisor, wakeSupervisor } from "../root/SupervisorFiles.js"
 import { diskRoom, holdsBack } from "../root/DiskRoom.js"
+import { nodeMismatch, releaseDirOfProgram } from "../release/StagedNode.js"
 import { againMain, type AgainNode, startAgain } from "./HookAgain.js"
 import {
   advanceCursor, appendHookLog, canonicalRepository, type Cursor, cursorFileOf, type HookLogEntry, nodeOf, readCursor
@@ -193,6 +194,10 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
   try {
     const root = hookRoot(args, program)
     if (root === undefined) return finish({ did: ["no release root: give --root ROOT or run ROOT/ocx2-hook"] })
+    // a host whose Node changed under the release: said plainly, before an addon fails to load
+    const release = releaseDirOfProgram(program)
+    const mismatch = release === undefined ? undefined : nodeMismatch(release)
+    if (mismatch !== undefined) return finish({ did: [mismatch] })
     const node = nodeOf(root, repository)
     if (node === undefined) return finish({ did: ["no node on this repository: nothing to decide (ocx2 hook --node USER starts one)"] })
     // a supervisor running for the node heard this receipt already (inotify); woken all the same, it decides

@@ -33,6 +33,7 @@ import { anySession } from "../care/SessionFiles.js"
 import { ensureSpare } from "../pickup/SpareClient.js"
 import { processStartTime, readSupervisorInfo, type SupervisorFiles, supervisorFilesOf, type SupervisorInfo, writeSupervisorInfo } from "../root/SupervisorFiles.js"
 import { firstLine, logTo } from "./SupervisorLog.js"
+import { nodeMismatch, releaseDirOfProgram } from "../release/StagedNode.js"
 import { RollKeeper } from "./RollKeeper.js"
 
 export const superviseUsage = "usage: ocx2 supervise --node USER [--root ROOT] [--repository REPO] [--short-cycle] [--dry-run]"
@@ -115,6 +116,15 @@ export const runSupervisor = async (argv: ReadonlyArray<string>, hosts: HostsSer
     return 2
   }
   const files = supervisorFilesOf(config.root, config.repository, config.nodeUser)
+  // a host whose Node changed under the release: said plainly (the journal and supervisor.log),
+  // before an addon fails to load; the hook then does the node's rounds, and says the same
+  const release = releaseDirOfProgram(program)
+  const mismatch = release === undefined ? undefined : nodeMismatch(release)
+  if (mismatch !== undefined) {
+    process.stderr.write(`ocx2 supervise: ${mismatch}\n`)
+    logTo(files, config)({ did: [`not started: ${mismatch}`] })
+    return 1
+  }
   if (args.dryRun) {
     // every tool's --dry-run: what it would supervise, and nothing started
     const running = readSupervisorInfo(files.info)

@@ -42,7 +42,11 @@ describe("stage", { timeout: 60_000 }, () => {
       expect(Fs.readFileSync(Path.join(release, program), "utf8").startsWith(`#!${Fs.realpathSync(process.execPath)}\n`)).toBe(true)
     }
     expect(JSON.parse(Fs.readFileSync(Path.join(release, "package.json"), "utf8")).type).toBe("module")
-    expect(JSON.parse(Fs.readFileSync(Path.join(release, "release.json"), "utf8"))).toMatchObject({ name, vcs: "git" })
+    expect(JSON.parse(Fs.readFileSync(Path.join(release, "release.json"), "utf8"))).toMatchObject({
+      name, vcs: "git",
+      // the Node its programs' first line names, so a host whose Node changed says so (StagedNode.ts)
+      node: { version: process.version, modules: process.versions.modules, execPath: Fs.realpathSync(process.execPath) }
+    })
     // the runtime packages, without the native sources, build intermediates and install-time tools
     const modules = Path.join(release, "node_modules")
     expect(Fs.readdirSync(modules).sort()).toEqual(["better-sqlite3", "bindings", "file-uri-to-path"])
