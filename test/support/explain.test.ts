@@ -40,14 +40,16 @@ describe("a wait for the product that runs out", () => {
       const line = world.explain(run).split("\n").find((l) => l.includes("ocx2-watcher") && l.includes(run))
       return line
     }, { run })
-    expect(watcher).toMatch(/^\d+ ppid \d+ [RSD] age [\d.]+ s cwd /)
+    expect(watcher).toMatch(/^\d+ ppid \d+ [RSD] age [\d.]+ s cpu [\d.]+ s cwd /)
     const failure = await world.waitEnded(run, 3_000).then(() => undefined, (e: unknown) => (e instanceof Error ? e.message : String(e)))
     expect(failure).toBeDefined()
     expect(failure).toContain(`the run ${run} was not answered ended within 3 s (its replies: none)`)
     expect(failure).toMatch(/load average [\d.]+ [\d.]+ [\d.]+ on \d+ cores/)
     expect(failure).toContain(`--- ${Path.join(world.root, "node", "hook.log")} (`)
     expect(failure).toContain(`--- the processes of ${world.dir} (`)
-    expect(failure).toMatch(new RegExp(`\\n\\d+ ppid \\d+ [RSD] age [\\d.]+ s cwd \\S+: \\S+ \\S*ocx2-watcher .*--run ${run}`))
+    expect(failure).toMatch(new RegExp(`\\n\\d+ ppid \\d+ [RSD] age [\\d.]+ s cpu [\\d.]+ s cwd \\S+: \\S+ \\S*ocx2-watcher .*--run ${run}`))
+    // the run's care: its hand-off noted, no watcher has taken it
+    expect(failure).toContain(`${Path.join(world.root, "care", `${run}.lock`)}: absent (no watcher has taken the run)`)
     // and the world's server, which serves on
     expect(failure).toMatch(/fossil server/)
   }, 180_000)

@@ -41,8 +41,8 @@ const names = (dir: string): ReadonlyArray<string> => {
   }
 }
 
-/** FILE's last `lines` lines, headed by its name and length; a line saying so when it is absent */
-export const tailOf = (file: string, lines = 40): string => {
+/** FILE's last `lines` lines (each cut at `width` characters), headed by its name and length; a line saying so when it is absent */
+export const tailOf = (file: string, lines = 40, width = 400): string => {
   const text = read(file)
   if (text === undefined) {
     let why = "absent"
@@ -55,7 +55,7 @@ export const tailOf = (file: string, lines = 40): string => {
   }
   const all = text.split("\n")
   if (all[all.length - 1] === "") all.pop()
-  const shown = all.slice(-lines).map((l) => clip(l))
+  const shown = all.slice(-lines).map((l) => clip(l, width))
   return [`--- ${file} (${all.length > lines ? `last ${lines} of ${all.length} lines` : `${all.length} lines`}, ${text.length} bytes)`, ...shown].join("\n")
 }
 
@@ -86,8 +86,10 @@ export const processesIn = (dir: string): ReadonlyArray<string> => {
     const ppid = fields[1] ?? "?"
     const started = Number(fields[19]) / 100
     const age = Number.isFinite(started) ? `${(now - started).toFixed(1)} s` : "?"
+    // its own CPU time, user and system (clock ticks): a process busy on a slow machine, or one that does nothing
+    const cpu = (Number(fields[11]) + Number(fields[12])) / 100
     const command = cmdline.split("\0").filter((a) => a !== "").join(" ")
-    rows.push(`${entry} ppid ${ppid} ${state} age ${age} cwd ${cwd === "" ? "?" : cwd}: ${clip(command, 300)}`)
+    rows.push(`${entry} ppid ${ppid} ${state} age ${age} cpu ${Number.isFinite(cpu) ? `${cpu.toFixed(2)} s` : "?"} cwd ${cwd === "" ? "?" : cwd}: ${clip(command, 300)}`)
   }
   return rows
 }
@@ -103,7 +105,8 @@ export const explain = (where: Explained, run?: string): string => {
   const nodeDir = Path.join(root, "node")
   const nodeLogs = names(nodeDir).filter((n) => /\.(log|out)$/.test(n))
   if (nodeLogs.length === 0) out.push(`--- ${nodeDir}: no logs (${names(nodeDir).join(" ") || "absent or empty"})`)
-  for (const name of nodeLogs) out.push(tailOf(Path.join(nodeDir, name), name === "hook.log" ? 40 : 25))
+  // a line of hook.log or supervisor.log is one JSON object per round, its `did` the part that matters: kept whole
+  for (const name of nodeLogs) out.push(tailOf(Path.join(nodeDir, name), name === "hook.log" ? 40 : 25, 2000))
   // what the world's tests keep beside ROOT: a supervisor's or a spare's output (supervisorWorld, spare.test)
   for (const name of names(dir).filter((n) => /\.(log|out)$/.test(n))) out.push(tailOf(Path.join(dir, name), 15))
   const spareLog = Path.join(root, "care", "spare", "log")
@@ -114,20 +117,21 @@ export const explain = (where: Explained, run?: string): string => {
   } else {
     const files = names(care).filter((n) => n.startsWith(run))
     if (files.length === 0) out.push(`--- ${care} holds nothing of the run (it holds: ${names(care).join(" ") || "nothing"})`)
+    if (!files.includes(`${run}.lock`)) out.push(`--- ${Path.join(care, `${run}.lock`)}: absent (no watcher has taken the run)`)
     for (const name of files) {
       const file = Path.join(care, name)
       if (name.endsWith(".lock")) {
         const pid = Number((read(file) ?? "").trim())
         out.push(`--- ${file}: ${Number.isInteger(pid) && pid > 0 ? `pid ${pid}, ${alive(pid) ? "alive" : "gone"}` : JSON.stringify(read(file) ?? "")}`)
       } else {
-        out.push(tailOf(file, name.endsWith(".log") ? 40 : 10))
+        out.push(tailOf(file, name.endsWith(".log") ? 40 : 10, 1000))
       }
     }
     const workspace = Path.join(root, "work", run)
     out.push(`--- ${workspace}: ${Fs.existsSync(workspace) ? names(workspace).join(" ") || "(empty)" : "absent"}`)
   }
   const processes = processesIn(dir)
-  out.push(`--- the processes of ${dir} (${processes.length}; state R running, S sleeping, D in the kernel, Z ended unreaped):`)
+  out.push(`--- the processes of ${dir} (${processes.length}; state R running, S sleeping, D in the kernel, Z ended unreaped; cpu: its own user and system time):`)
   out.push(...(processes.length === 0 ? ["(none)"] : processes))
   out.push("=== end of what the node saw")
   return out.join("\n")
