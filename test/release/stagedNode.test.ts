@@ -7,7 +7,7 @@ import { nodeMismatch, stagedNodeProblem, thisNode } from "../../src/release/Sta
 import { lastHookLogEntry } from "../../src/root/HookFiles.js"
 import { hook } from "../../src/tools/hook.js"
 import { users } from "../support/nodeWorld.js"
-import { closeHookWorld, makeHookWorld, type HookWorld } from "../node/hookWorld.js"
+import { closeHookWorld, dist, makeHookWorld, type HookWorld } from "../node/hookWorld.js"
 
 // A release names the Node it was staged with (release.json; its programs' first line names that
 // Node's path). On a host whose Node was upgraded in place, the release runs on another ABI and its
@@ -76,3 +76,20 @@ describe("a release whose Node changed under it, as installed", () => {
     }
   }, 120_000)
 })
+
+describe("status from a checkout, when the active release's Node is gone from the host", () => {
+  it("names the Node the release needs and that its programs cannot start", () => {
+    const release = Fs.realpathSync(Path.join(world.root, "current"))
+    Fs.writeFileSync(Path.join(release, "release.json"), JSON.stringify({ name: Path.basename(release), node: { ...otherNode, execPath: "/nonexistent/bin/node" } }))
+    try {
+      const status = ChildProcess.spawnSync(process.execPath, [Path.join(dist, "ocx2.mjs"), "--json", "--repository", world.repository, "status", "--root", world.root], { encoding: "utf8", timeout: 60_000 })
+      expect(status.status, status.stderr).toBe(0)
+      expect(JSON.parse(status.stdout).output.warnings).toContain(
+        `the release ${Path.basename(release)} was staged with Node v99.1.0 at /nonexistent/bin/node, which is gone: its programs cannot start; restage the release with this host's Node (docs/operations.md, "After a Node upgrade")`
+      )
+    } finally {
+      Fs.rmSync(Path.join(release, "release.json"), { force: true })
+    }
+  }, 120_000)
+})
+

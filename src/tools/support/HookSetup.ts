@@ -7,6 +7,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Hosts } from "../../../services/Hosts.js"
 import { rootOfProgram, releasePaths } from "../../release/ReleasePaths.js"
+import { nodeMismatch, releaseDirOfProgram, stagedNodeProblem } from "../../release/StagedNode.js"
 import { describeController, realHost, versionOf } from "../../sandbox/Cgroups.js"
 import { hostTools } from "../../sandbox/HostTools.js"
 import type { HostCapabilities } from "../../../services/SandboxLauncher.js"
@@ -471,6 +472,25 @@ export const workspaceSizes = (root: string, bound: { readonly entries: number; 
   return out
 }
 
+/**
+ * The active release's Node as this call sees it: gone from the host (its programs cannot start),
+ * or of another ABI than the Node running this call, when this call runs the active release itself
+ * (a checkout's ocx2 may run another Node and says only what it can know).
+ */
+const activeReleaseNodeWarnings = (root: string): ReadonlyArray<string> => {
+  let current: string
+  try {
+    current = Fs.realpathSync(releasePaths(root).current)
+  } catch {
+    return []
+  }
+  const gone = stagedNodeProblem(current)
+  if (gone !== undefined) return [gone]
+  const running = releaseDirOfProgram(process.argv[1])
+  const mismatch = running === current ? nodeMismatch(current) : undefined
+  return mismatch !== undefined ? [mismatch] : []
+}
+
 export const hookStatus = (input: RootOnlyInput, context: ToolContext, programPath: string | undefined) => {
   const act = recording(context.dryRun)
   return finish(act, Effect.gen(function*() {
@@ -509,7 +529,13 @@ export const hookStatus = (input: RootOnlyInput, context: ToolContext, programPa
       backoffice: { mode: backoffice.mode, disabled: backoffice.disabled, pollers: backoffice.pollers, fossilPollers: backoffice.fossilPollers, words: backoffice.words },
       ...(node !== undefined ? { node: node.user } : {}),
       ...(node?.serverUrl !== undefined ? { serverUrl: node.serverUrl } : {}),
-      ...(node !== undefined && node.serverUrl === undefined ? { warnings: [noServerUrlWarning(repository, node.user)] } : {}),
+      ...(() => {
+        const warnings = [
+          ...(node !== undefined && node.serverUrl === undefined ? [noServerUrlWarning(repository, node.user)] : []),
+          ...(root !== undefined ? activeReleaseNodeWarnings(root) : [])
+        ]
+        return warnings.length > 0 ? { warnings } : {}
+      })(),
       ...(root !== undefined && node !== undefined ? { supervisor: supervisorOf(root, repository, node.user) } : {}),
       ...(last !== undefined ? { lastRun: { at: last.at, repository: last.repository, given: last.given, did: last.did } } : {}),
       ...(root !== undefined ? { care: careOf(root), disk: diskOf(root, node !== undefined ? { repository, user: node.user } : undefined), workspaces: workspaceSizes(root) } : {})
