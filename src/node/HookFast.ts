@@ -173,6 +173,14 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
   const given = readGiven()
   const repository = canonicalRepository(args.repository)
   const base = { at: new Date().toISOString(), pid: process.pid, repository, given }
+  // a host whose Node changed under the release: said plainly, before an addon fails to load
+  const release = releaseDirOfProgram(program)
+  const mismatch = release === undefined ? undefined : nodeMismatch(release)
+  if (mismatch !== undefined) {
+    const logged: HookLogEntry = { ...base, did: [mismatch], ms: Math.round(performance.now() - began) }
+    appendHookLog(args.log, logged)
+    return logged
+  }
   // the git export first: a check-in exports whether or not this repository has a node
   let exporting: string | undefined
   try {
@@ -194,10 +202,6 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
   try {
     const root = hookRoot(args, program)
     if (root === undefined) return finish({ did: ["no release root: give --root ROOT or run ROOT/ocx2-hook"] })
-    // a host whose Node changed under the release: said plainly, before an addon fails to load
-    const release = releaseDirOfProgram(program)
-    const mismatch = release === undefined ? undefined : nodeMismatch(release)
-    if (mismatch !== undefined) return finish({ did: [mismatch] })
     const node = nodeOf(root, repository)
     if (node === undefined) return finish({ did: ["no node on this repository: nothing to decide (ocx2 hook --node USER starts one)"] })
     // a supervisor running for the node heard this receipt already (inotify); woken all the same, it decides
