@@ -13,7 +13,7 @@ export const containersHostLayer = (choice: ContainersHostChoice) => {
   const imagePolicy = Path.join(choice.root, "image-policy.json")
   const imageSource = choice.images === "memory"
     ? MemoryImageSource.layer({ refuse: StoreImageSource.refusedImages(imagePolicy) })
-    : StoreImageSource.layer({ store: choice.store, registries: choice.registries, imagePolicy })
+    : StoreImageSource.layer({ store: choice.store, registries: choice.registries, credentials: Path.join(choice.root, "registry-credentials"), imagePolicy })
   const deployer = choice.deployer._tag === "bwrap"
     ? BwrapDeployer.layer({ root: choice.root, proxyBundle: choice.deployer.proxyBundle, relayProgram: choice.deployer.relayProgram, ...(choice.deployer.spares !== undefined ? { spares: choice.deployer.spares } : {}) })
     : InProcessDeployer.layer()

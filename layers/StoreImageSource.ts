@@ -4,7 +4,8 @@ import * as Fs from "node:fs"
 import { ImageError, ImageSource, type ClientImages, type ObtainedImage } from "../services/ImageSource.js"
 import { ImageStore, type BlobSink } from "../src/containers/ImageStore.js"
 import { isDigest, layerCompression, parseConfig, parseManifest, sha256, verifyBlob, type Descriptor } from "../src/containers/OciImage.js"
-import { fetchBlob, fetchManifest, readRegistryPolicy, type RegistryPlace } from "../src/containers/Registry.js"
+import { fetchBlob, fetchManifest, readRegistryPolicy, TokenCache, type RegistryPlace, type SignIn } from "../src/containers/Registry.js"
+import { readCredentials, registryHost } from "../src/containers/RegistryCredentials.js"
 import { unpackLayers, UnpackError } from "../src/containers/Unpack.js"
 
 /**
@@ -19,6 +20,8 @@ export interface StoreImageSourceOptions {
   readonly store: string
   /** the registry policy file (ROOT/registries.json); missing: no registry */
   readonly registries?: string
+  /** the directory of each identity's registry credentials, IDENTITY.json (ROOT/registry-credentials); missing: anonymous pulls only */
+  readonly credentials?: string
   /** the image policy file (ROOT/image-policy.json), `{"refuse": [digests]}`; missing: none refused */
   readonly imagePolicy?: string
   /** tests and logs: a manifest was unpacked */
@@ -55,6 +58,7 @@ export const make = (options: StoreImageSourceOptions) => {
   store.open()
   const obtaining = new Map<string, Promise<ObtainedImage>>()
   const unpacking = new Map<string, Promise<void>>()
+  const tokens = new TokenCache()
 
   const describe = (descriptor: Descriptor, manifest: { config: Descriptor; layers: ReadonlyArray<Descriptor> }): string => {
     if (descriptor === manifest.config) return `the config ${descriptor.digest}`
@@ -97,11 +101,11 @@ export const make = (options: StoreImageSourceOptions) => {
       (await client.blob(repository, descriptor.digest, (piece) => sink.write(piece))) ? undefined : "it answered with nothing or an error"
   })
 
-  const fromRegistry = (place: RegistryPlace, manifest: Uint8Array): Fetcher => ({
+  const fromRegistry = (place: RegistryPlace, signIn: SignIn, manifest: Uint8Array): Fetcher => ({
     name: `the registry ${place.url}/${place.repository}`,
     manifest: () => Promise.resolve(manifest),
     blob: async (descriptor, sink) => {
-      const got = await fetchBlob(place, descriptor.digest, (piece) => sink.write(piece))
+      const got = await fetchBlob(place, descriptor.digest, (piece) => sink.write(piece), signIn)
       return got.kind === "found" ? undefined : got.kind === "absent" ? "it has no such blob (404)" : got.message
     }
   })
@@ -110,13 +114,21 @@ export const make = (options: StoreImageSourceOptions) => {
   const fromRegistries = async (identity: string, digest: string, misses: Array<string>): Promise<boolean> => {
     const places = options.registries === undefined ? [] : readRegistryPolicy(options.registries)
     if (typeof places === "string") throw new Failure(places)
+    const credentials = options.credentials === undefined || places.length === 0 ? undefined : readCredentials(options.credentials, identity)
+    if (typeof credentials === "string") throw new Failure(credentials)
     for (const place of places) {
-      const manifest = await fetchManifest(place, digest, manifestLimit)
+      const signIn: SignIn = {
+        identity,
+        credential: credentials?.byHost.get(registryHost(place.url)),
+        source: credentials?.file ?? "this server",
+        tokens
+      }
+      const manifest = await fetchManifest(place, digest, manifestLimit, signIn)
       if (!(manifest instanceof Uint8Array)) {
         if (manifest.kind === "failed") misses.push(manifest.message)
         continue
       }
-      await fill(identity, digest, fromRegistry(place, manifest))
+      await fill(identity, digest, fromRegistry(place, signIn, manifest))
       return true
     }
     if (places.length === 0) misses.push("the policy lists no registry")

@@ -300,9 +300,10 @@ describe("images from the store, the client and a registry", () => {
     expect(Fs.readFileSync("/etc/passwd", "utf8")).toBe(before)
   })
 
-  it("an image from nowhere, a digest that names an index, a registry that asks for a token: each the run's error saying so", async () => {
+  it("an image from nowhere, a digest that names an index, a registry whose token service refuses an anonymous pull: each the run's error saying so", async () => {
+    // a registry whose realm is itself and gives no token without credentials
     const challenger = Http.createServer((req, res) => {
-      res.writeHead(401, { "www-authenticate": 'Bearer realm="https://auth.example/token",service="registry"' })
+      res.writeHead(401, req.url?.startsWith("/token") ? {} : { "www-authenticate": `Bearer realm="http://${req.headers.host}/token",service="registry"` })
       res.end()
     })
     await new Promise<void>((resolve) => challenger.listen(0, "127.0.0.1", resolve))
@@ -312,7 +313,7 @@ describe("images from the store, the client and a registry", () => {
       const nowhere = await runImage(w, busybox.digest)
       expect(nowhere.first).toMatchObject({
         kind: "error",
-        message: `no source has the image ${busybox.digest}: it is not held for alice, the client does not hold it, and the registry http://127.0.0.1:${port}/tests/private asks for credentials (Bearer authentication), which this server does not give`
+        message: `no source has the image ${busybox.digest}: it is not held for alice, the client does not hold it, and the registry http://127.0.0.1:${port}/tests/private refused an anonymous pull (its token service answered 401), and ${Path.join(w.root, "registry-credentials", "alice.json")} has no credentials for 127.0.0.1:${port}`
       })
       const index = Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json", manifests: [] }))
       const indexRun = await runImage(w, sha256(index), new Map([[sha256(index), { repository: "tests/index", manifest: index, blobs: new Map() }]]))
