@@ -185,12 +185,7 @@ export class RollKeeper {
     const wait = rehandWaitMs(times, now)
     if (wait <= 0) return false
     if (!this.held.has(run)) {
-      this.held.set(run, setTimeout(() => {
-        this.held.delete(run)
-        if (this.stopped) return
-        this.ended.set(run, pid)
-        this.host.wake()
-      }, wait))
+      this.decideLater(this.held, run, pid, wait)
       this.host.log({
         watcher: pid, run, did: [
           `its watcher ended without answering the run (its last word: ${lastLogLine(this.host.care, run)}); handed on ${times.length} times in the last minute, so decided again in ${Math.ceil(wait / 1000)} s`
@@ -222,13 +217,18 @@ export class RollKeeper {
     this.failures.set(run, failures)
     const pause = Math.min(30_000, 1000 * 2 ** (failures - 1))
     this.host.log({ watcher: pid, run, did: [`failed: ${firstLine(e)}; decided again in ${pause / 1000} s`] })
-    if (this.retries.has(run) || this.stopped) return
-    this.retries.set(run, setTimeout(() => {
-      this.retries.delete(run)
+    if (!this.retries.has(run)) this.decideLater(this.retries, run, pid, pause)
+  }
+
+  /** The run queued to be decided again in `ms`, its timer kept in `timers` until then. */
+  private decideLater(timers: Map<string, NodeJS.Timeout>, run: string, pid: number, ms: number): void {
+    if (this.stopped) return
+    timers.set(run, setTimeout(() => {
+      timers.delete(run)
       if (this.stopped) return
       this.ended.set(run, pid)
       this.host.wake()
-    }, pause))
+    }, ms))
   }
 
   private async decideOne(run: string, pid: number): Promise<void> {
