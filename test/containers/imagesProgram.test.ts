@@ -20,7 +20,10 @@ const root = Path.join(dir, "root")
 const store = Path.join(dir, "elsewhere", "store")
 const fromRegistry = busyboxImage({ run: { Cmd: ["from the registry"] } })
 const fromLayout = busyboxImage({ run: { Cmd: ["from the layout"] } })
+const behindSignIn = busyboxImage({ run: { Cmd: ["behind a sign-in"] } })
 let registry: TestRegistry
+/** asks for HTTP basic credentials */
+let signIn: TestRegistry
 let server: ChildProcess
 let url: string
 
@@ -29,6 +32,9 @@ beforeAll(async () => {
   fromRegistry.writeLayout(Path.join(dir, "pushed"))
   registry.push(Path.join(dir, "pushed"), "tests/busybox")
   fromLayout.writeLayout(Path.join(dir, "layout"))
+  signIn = await startRegistry(Path.join(dir, "sign-in"), { auth: { kind: "htpasswd", users: { puller: "program-password" } }, pushAs: "puller:program-password" })
+  behindSignIn.writeLayout(Path.join(dir, "behind"))
+  signIn.push(Path.join(dir, "behind"), "tests/busybox")
   const policy = Path.join(dir, "registries.json")
   Fs.writeFileSync(policy, JSON.stringify({ registries: [{ url: registry.url, repositories: ["tests/busybox"] }] }))
   const token = spawnSync(process.execPath, [Path.join(dist, "ocx2-containers.mjs"), "token", "alice", "--root", root], { encoding: "utf8" })
@@ -48,6 +54,7 @@ afterAll(async () => {
     await new Promise((resolve) => server.once("exit", resolve))
   }
   await registry?.stop()
+  await signIn?.stop()
   Fs.rmSync(dir, { recursive: true, force: true })
 })
 
@@ -86,6 +93,22 @@ describe("ocx2-containers serve --images store --store DIR --registries FILE, as
     expect((await run(`tests/busybox@${fromRegistry.digest}`)).code).toBe(0)
     expect(registry.requests().length).toBe(before)
     expect(Fs.existsSync(Path.join(root, "store"))).toBe(false)
+  })
+
+  it("signs in to a registry with ROOT/registry-credentials/IDENTITY.json", async () => {
+    Fs.writeFileSync(
+      Path.join(dir, "registries.json"),
+      JSON.stringify({ registries: [{ url: registry.url, repositories: ["tests/busybox"] }, { url: signIn.url, repositories: ["tests/busybox"] }] })
+    )
+    const host = new URL(signIn.url).host
+    const without = await run(`tests/busybox@${behindSignIn.digest}`)
+    expect(without.code, without.err + without.out).toBe(1)
+    expect(without.err).toContain(`the registry ${signIn.url}/tests/busybox asks for a sign-in (Basic), and ${Path.join(root, "registry-credentials", "alice.json")} has no credentials for ${host}`)
+    Fs.mkdirSync(Path.join(root, "registry-credentials"), { mode: 0o700 })
+    Fs.writeFileSync(Path.join(root, "registry-credentials", "alice.json"), JSON.stringify({ registries: { [host]: { username: "puller", password: "program-password" } } }), { mode: 0o600 })
+    const signedIn = await run(`tests/busybox@${behindSignIn.digest}`)
+    expect(signedIn.code, signedIn.err + signedIn.out).toBe(0)
+    expect(signedIn.out).toMatch(/^id \S+\nended\n$/)
   })
 
   it("a tampered layer in the layout the client offers is the run's error, exit 1", async () => {

@@ -1,4 +1,6 @@
 import * as Fs from "node:fs"
+import * as Http from "node:http"
+import type * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest"
@@ -172,5 +174,43 @@ describe("a registry with token sign-in (a Bearer challenge and its realm)", () 
     const before = tokens.signIns().length
     expect(await runImage(w, image.digest)).toMatchObject({ kind: "id" })
     expect(tokens.signIns().length).toBe(before)
+  })
+})
+
+describe("where an authorization goes", () => {
+  /** a server on loopback answering with HANDLE; its url */
+  const serve = async (handle: Http.RequestListener) => {
+    const server = Http.createServer(handle)
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+    return { server, url: `http://127.0.0.1:${(server.address() as Net.AddressInfo).port}` }
+  }
+
+  it("the registry's own origin gets it; the storage host its blobs redirect to does not", async () => {
+    const storageSaw: Array<string | undefined> = []
+    const storage = await serve((req, res) => {
+      storageSaw.push(req.headers.authorization)
+      res.end(image.blobs.get(req.url!.slice(1)))
+    })
+    const expected = `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`
+    const front = await serve((req, res) => {
+      if (req.headers.authorization !== expected) {
+        res.writeHead(401, { "www-authenticate": 'Basic realm="front"' }).end()
+        return
+      }
+      const digest = req.url!.split("/").at(-1)!
+      if (req.url!.includes("/manifests/")) res.writeHead(200, { "content-type": "application/vnd.oci.image.manifest.v1+json" }).end(image.manifest)
+      else res.writeHead(307, { location: `${storage.url}/${digest}` }).end()
+    })
+    try {
+      const w = await makeWorld({ imageSource: (root) => storeUnder(root, { registries: [{ url: front.url, repositories: ["tests/busybox"] }] }, () => {}) })
+      worlds.push(w)
+      writeCredentials(w, "alice", { [new URL(front.url).host]: { username: user, password } })
+      expect(await runImage(w, image.digest)).toMatchObject({ kind: "id" })
+      expect(storageSaw).toHaveLength(image.blobs.size)
+      expect(storageSaw.every((a) => a === undefined)).toBe(true)
+    } finally {
+      front.server.close()
+      storage.server.close()
+    }
   })
 })
