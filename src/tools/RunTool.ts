@@ -17,8 +17,8 @@ export const runTool = <I, IE, O, OE, R>(
   context: ToolContext
 ): Effect.Effect<Answer<O>, never, Exclude<R, ToolServices>> => {
   const refused = (message: string): Answer<O> => ({ tool: tool.name, operations: [], stopped: { reason: "refused", message } })
-  const decoded = Schema.decodeUnknownEither(tool.input, { onExcessProperty: "error", errors: "all" })(rawInput)
-  if (Either.isLeft(decoded)) return Effect.succeed(refused(`bad argument: ${describeParseError(decoded.left)}`))
+  const decoded = decodeInput(tool, rawInput)
+  if (Either.isLeft(decoded)) return Effect.succeed(refused(decoded.left))
   const notAllowed = tool.allow(context.caller)
   if (notAllowed !== undefined) return Effect.succeed(refused(notAllowed))
   return tool.handle(decoded.right, context).pipe(
@@ -37,6 +37,17 @@ export const runTool = <I, IE, O, OE, R>(
       }))
   )
 }
+
+/**
+ * The tool's input, or why its arguments are not ones it takes ("bad argument: ..."): the same
+ * decoding runTool does, for an entry point that answers bad arguments as bad usage (the command
+ * line's exit status 2).
+ */
+export const decodeInput = <I, IE, O, OE, R>(tool: Tool<I, IE, O, OE, R>, rawInput: unknown): Either.Either<I, string> =>
+  Either.mapLeft(
+    Schema.decodeUnknownEither(tool.input, { onExcessProperty: "error", errors: "all" })(rawInput),
+    (error) => `bad argument: ${describeParseError(error)}`
+  )
 
 /** "key: message; key: message", naming every key that is wrong. */
 export const describeParseError = (error: ParseResult.ParseError): string =>

@@ -66,7 +66,7 @@ describe("ocx2 node, a node on another host", () => {
     expect(answer.stopped.reason).toBe("refused")
     expect(answer.stopped.message).toContain("mode 0644")
     expect(answer.stopped.message).toContain("nothing was done")
-    expect(answer.code).toBe(2)
+    expect(answer.code).toBe(1)
     expect(Fs.existsSync(Path.join(world.root, "node"))).toBe(false)
     // a file holding run users' passwords (version 1's "runs") is refused too
     Fs.writeFileSync(open, JSON.stringify({ user: "lab2", password: "lab2-pw", runs: { builder: "x" } }), { mode: 0o600 })

@@ -227,13 +227,13 @@ describe("the release rule, with real programs", { timeout: 120_000 }, () => {
 
   it("at a terminal: next's and previous's ocx2 are refused, current's accepts, a checkout's recovers with --root", async () => {
     const next = await cli(Path.join(root, "next", "ocx2"), "accept")
-    expect(next.code).toBe(2)
+    expect(next.code).toBe(1)
     expect(next.answer.stopped.message).toContain(
       `this program (ocx2) is the pre-release candidate ${C} of ${root} (next): once a release is served, only the active ` +
         `release (current, ${B}) accepts, as ${root}/current/ocx2 accept`
     )
     const previous = await cli(Path.join(root, "previous", "ocx2"), "accept", "--root", root)
-    expect(previous.code).toBe(2)
+    expect(previous.code).toBe(1)
     expect(previous.answer.stopped.message).toContain(`this program (ocx2) is release ${A} of ${root}, kept as previous (not the active release)`)
     const back = await cli(Path.join(root, "previous", "ocx2"), "rollback")
     expect(back.answer.stopped.message).toContain(`only the active release (current, ${B}) or the pre-release candidate (next, ${C}) rolls back`)
@@ -245,7 +245,7 @@ describe("the release rule, with real programs", { timeout: 120_000 }, () => {
     expect(links(root)).toEqual({ previous: `staged/${B}`, current: `staged/${C}`, next: `staged/${C}` })
 
     // B is previous now: its program is refused; a checkout's (in no root) rolls back with --root
-    expect((await cli(Path.join(root, "previous", "ocx2"), "rollback")).code).toBe(2)
+    expect((await cli(Path.join(root, "previous", "ocx2"), "rollback")).code).toBe(1)
     const checkout = await cli(programs.ocx2!, "rollback", "--root", root)
     expect(checkout.answer.stopped).toEqual({ reason: "completed" })
     expect(links(root)).toEqual({ previous: `staged/${C}`, current: `staged/${B}`, next: `staged/${C}` })

@@ -168,7 +168,7 @@ describe("a journal left hot by a writer killed mid-commit", () => {
     // the shipped program in a sandbox where every file is read-only
     const r = shipped(["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent"],
       ["--json", "--repository", file, "--user", "root", "status"])
-    expect(r.status, r.stderr).toBe(2)
+    expect(r.status, r.stderr).toBe(1)
     const answer = JSON.parse(r.stdout) as { stopped: { reason: string; message: string } }
     expect(answer.stopped.reason).toBe("refused")
     expect(answer.stopped.message).toContain(

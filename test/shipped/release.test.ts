@@ -177,10 +177,10 @@ describe("the release as installed", () => {
       }
       // attach and node have nothing to act on here: refused, named, and no crash
       const attach = await runProgram(world.program("ocx2"), ["--json", "attach", "0123456789abcdef"], { cwd: world.node.dir })
-      expect(attach.code).toBe(2)
+      expect(attach.code).toBe(1)
       expect(JSON.parse(attach.stdout).stopped.reason).toBe("refused")
       const nodeCall = await runProgram(world.program("ocx2"), ["--json", "--repository", world.node.repository, "node", world.node.server.url, Path.join(world.node.dir, "no-such-passwords.json")], { cwd: world.node.dir })
-      expect(nodeCall.code).toBe(2)
+      expect(nodeCall.code).toBe(1)
       expect(JSON.parse(nodeCall.stdout).stopped.message).toContain("no-such-passwords.json")
     }, 240_000)
   }

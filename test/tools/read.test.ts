@@ -120,7 +120,7 @@ describe("read", () => {
     expect(thread).toMatch(/exited 3/)
     expect(thread).toMatch(/kept logs by lab/)
     const refused = ocx2(["--json", "read", ran], "builder")
-    expect(refused.status).toBe(2)
+    expect(refused.status).toBe(1)
     expect(JSON.parse(refused.stdout).stopped.reason).toBe("refused")
   })
 

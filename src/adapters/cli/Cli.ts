@@ -12,7 +12,7 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import { fieldsOf, optionName, takesObject, type Field } from "../../tools/Fields.js"
 import { tools } from "../../tools/Registry.js"
-import { runTool } from "../../tools/RunTool.js"
+import { decodeInput, runTool } from "../../tools/RunTool.js"
 import { type Answer, type Caller, offeredBy, type Tool } from "../../tools/Tool.js"
 import { resolveCallerOrProblem } from "./Caller.js"
 import { frontDoor, globalOptions as globalOptionTable } from "./Front.js"
@@ -67,15 +67,22 @@ const rawValue = (tool: Tool, field: Field, parsed: unknown): Effect.Effect<Eith
   return Effect.succeed(Either.right(value))
 }
 
-const exitCodeOf = (tool: Tool, answer: Answer<unknown>) => {
-  if (answer.stopped.reason === "refused") process.exitCode = 2
-  if (answer.stopped.reason === "failed") process.exitCode = 1
+/**
+ * 2 is for bad usage alone (what the command line's words get wrong: options, arguments, values the
+ * tool does not take), so a script can tell a call it wrote wrongly from one refused or failed (1).
+ */
+const exitCodeOf = (tool: Tool, answer: Answer<unknown>, usage: boolean) => {
+  if (usage) {
+    process.exitCode = 2
+    return
+  }
+  if (answer.stopped.reason === "refused" || answer.stopped.reason === "failed") process.exitCode = 1
   // a tool's own status for what it answered (watch --exit-status: whether the run exited 0)
   const own = answer.stopped.reason === "completed" && answer.output !== undefined ? tool.exitStatus?.(answer.output) : undefined
   if (own !== undefined && own !== 0) process.exitCode = own
 }
 
-const printAnswer = (tool: Tool, answer: Answer<unknown>, json: boolean) =>
+const printAnswer = (tool: Tool, answer: Answer<unknown>, json: boolean, usage = false) =>
   Effect.gen(function*() {
     if (json) yield* Console.log(JSON.stringify(answer))
     else {
@@ -83,7 +90,7 @@ const printAnswer = (tool: Tool, answer: Answer<unknown>, json: boolean) =>
       if (answer.stopped.reason === "refused" || answer.stopped.reason === "failed") yield* Console.error(text)
       else if (text.length > 0) yield* Console.log(text)
     }
-    exitCodeOf(tool, answer)
+    exitCodeOf(tool, answer, usage)
   })
 
 const refusal = (tool: Tool, message: string): Answer<unknown> => ({ tool: tool.name, operations: [], stopped: { reason: "refused", message } })
@@ -113,14 +120,17 @@ const commandOf = (tool: Tool) => {
         process.exitCode = 2
         return
       }
-      const caller = yield* cliCaller(global)
-      if (Either.isLeft(caller)) return yield* printAnswer(tool, refusal(tool, caller.left), global.json)
+      // the words first: a call written wrongly is bad usage whatever the repository holds
       const raw: Record<string, unknown> = {}
       for (const field of fields) {
         const value = yield* rawValue(tool, field, field.positional ? parsed.args[field.name] : parsed.options[field.name])
-        if (Either.isLeft(value)) return yield* printAnswer(tool, refusal(tool, value.left), global.json)
+        if (Either.isLeft(value)) return yield* printAnswer(tool, refusal(tool, value.left), global.json, true)
         if (value.right !== undefined) raw[field.name] = value.right
       }
+      const decoded = decodeInput(tool, raw)
+      if (Either.isLeft(decoded)) return yield* printAnswer(tool, refusal(tool, decoded.left), global.json, true)
+      const caller = yield* cliCaller(global)
+      if (Either.isLeft(caller)) return yield* printAnswer(tool, refusal(tool, caller.left), global.json)
       const answer = yield* runTool(tool, raw, {
         caller: caller.right,
         dryRun: parsed.dryRun,
@@ -150,7 +160,7 @@ const rootCommand = root.pipe(
       if (global.mcp) {
         if (Either.isLeft(caller)) {
           yield* Console.error(`ocx2 --mcp: ${caller.left}`)
-          process.exitCode = 2
+          process.exitCode = 1
           return
         }
         return yield* serveMcp(global)

@@ -248,6 +248,10 @@ export const frontDoor = (args: ReadonlyArray<string>, tools: ReadonlyArray<Tool
   if (error !== undefined) return { _tag: "Usage", message: error }
   // `ocx2 help` alone: ocx2's own help
   if (tool.name === "help" && positionals.length === 0) return { _tag: "Help", tool: undefined, json: globals.given.has("json") }
+  // a tool's name that is none is a word of the call written wrongly, as an unknown tool is
+  if (tool.name === "help" && positionals.length === 1 && !tools.some((t) => t.name === positionals[0])) {
+    return { _tag: "Usage", message: `no tool named "${positionals[0]}"; the tools are ${tools.map((t) => t.name).join(", ")} (ocx2 --help)` }
+  }
 
   const usageLine = `usage: ${usage(tool)}`
   const required = positional.filter((f) => !f.optional)

@@ -115,8 +115,8 @@ describe("help, rendered from the tool definitions", () => {
     expect(text).toContain("--json")
     expect(text).toContain("print the answer as JSON")
     expect(text).toMatch(/^ {2}0 +done \(a dry run too\)$/m)
-    expect(text).toMatch(/^ {2}1 +failed$/m)
-    expect(text).toMatch(/^ {2}2 +refused, or bad usage/m)
+    expect(text).toMatch(/^ {2}1 +refused or failed /m)
+    expect(text).toMatch(/^ {2}2 +bad usage: /m)
     expect([...text.matchAll(/^ {2}- (\S+)/gm)].map((m) => m[1])).toEqual(cliTools.map((t) => t.name))
   })
 

@@ -41,7 +41,7 @@ describe("hook --node USER --check", () => {
       expect(refused.stopped.message).toContain("name it with --node USER")
       expect(yield* readHooks(world.repository)).toEqual([])
       const cli = yield* Effect.promise(() => ocx2("hook", "--check", "--root", world.root, "--repository", world.repository, "--user", users.admin.login))
-      expect(cli.code).toBe(2)
+      expect(cli.code).toBe(1)
       expect(cli.stderr).toContain("hook: refused: hook --check is the node starting")
     }), 90_000)
 
