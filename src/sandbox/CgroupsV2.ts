@@ -16,8 +16,11 @@
  *
  * The base is found from our own group (the `0::/PATH` line): when it is the leaf `ocx2-node`,
  * its parent; otherwise our own group, whose processes are then moved into its new leaf
- * `ocx2-node` before the controllers are enabled. Never a systemd service's own group: systemd
- * could then not start the unit again (it places the next start's processes there).
+ * `ocx2-node` before the controllers are enabled. A systemd service's own group too: under a
+ * systemd older than 254 (Debian 12 ships 252) `DelegateSubgroup=` is ignored and the unit's
+ * processes start in its group itself; with `Delegate=yes` the group is the unit's to manage, and
+ * the kernel lets it move its own processes into the leaf (bin/hosts proves it on Debian 12).
+ * Without delegation the writes are refused, and the answer names `Delegate=yes`.
  */
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -109,13 +112,11 @@ const readPids = (io: CgroupIo, dir: string): ReadonlyArray<number> => readWords
 
 const message = (e: unknown) => (e as Error).message
 
-/** why base must not become an inner group: it is a systemd service's own group */
-const systemdUnitProblem = (b: V2Base): string | undefined =>
-  b.own === b.base && /\.service$/.test(Path.basename(b.base))
-    ? `our own cgroup ${b.base} is a systemd service's: systemd starts the unit's next processes there, which it could not ` +
-      `once the cgroup hands controllers to its children; give the unit Delegate=yes and DelegateSubgroup=${nodeLeaf} ` +
-      `(systemd 254 or later) so its processes start in ${b.base}/${nodeLeaf}`
-    : undefined
+/** what to change where the kernel refuses a write for want of rights: the subtree is not delegated */
+const undelegated = (e: unknown): string =>
+  ["EACCES", "EPERM"].includes((e as NodeJS.ErrnoException).code ?? "")
+    ? ` (the group is not delegated to this account: give its systemd unit Delegate=yes, docs/operations.md "Limits and cgroups")`
+    : ""
 
 /** what base's parent does not give it of `controllers` */
 const notGivenProblem = (io: CgroupIo, base: string, controllers: ReadonlyArray<V2Controller>): string | undefined => {
@@ -135,7 +136,7 @@ export const lookV2 = (host: V2Host, controller: V2Controller): string | undefin
   const b = baseOf(host)
   if (typeof b === "string") return b
   if (readWords(host.io, Path.join(b.base, "cgroup.subtree_control")).includes(controller)) return undefined
-  return notGivenProblem(host.io, b.base, [controller]) ?? systemdUnitProblem(b)
+  return notGivenProblem(host.io, b.base, [controller])
 }
 
 /**
@@ -160,16 +161,14 @@ export const prepareV2 = (host: V2Host, controllers: ReadonlyArray<V2Controller>
     enable()
     return undefined
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== "EBUSY") return `cannot enable ${missing().join(" and ")} in ${control}: ${message(e)}`
+    if ((e as NodeJS.ErrnoException).code !== "EBUSY") return `cannot enable ${missing().join(" and ")} in ${control}: ${message(e)}${undelegated(e)}`
   }
   // the base holds processes: they go into the leaf, then the controllers can be enabled
-  const unit = systemdUnitProblem(b)
-  if (unit !== undefined) return unit
   const leaf = Path.join(b.base, nodeLeaf)
   try {
     if (!io.exists(leaf)) io.mkdir(leaf)
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== "EEXIST") return `cannot make ${leaf} for the node's own processes: ${message(e)}`
+    if ((e as NodeJS.ErrnoException).code !== "EEXIST") return `cannot make ${leaf} for the node's own processes: ${message(e)}${undelegated(e)}`
   }
   let last: unknown
   // processes forked meanwhile land in the base too: move again until none is left
@@ -181,7 +180,7 @@ export const prepareV2 = (host: V2Host, controllers: ReadonlyArray<V2Controller>
         io.write(Path.join(leaf, "cgroup.procs"), String(pid))
       } catch (e) {
         // ESRCH: it ended meanwhile
-        if ((e as NodeJS.ErrnoException).code !== "ESRCH") return `cannot move process ${pid} from ${b.base} into ${leaf}: ${message(e)}`
+        if ((e as NodeJS.ErrnoException).code !== "ESRCH") return `cannot move process ${pid} from ${b.base} into ${leaf}: ${message(e)}${undelegated(e)}`
       }
     }
     try {

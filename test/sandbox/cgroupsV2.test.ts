@@ -166,19 +166,22 @@ describe("cgroup v2: a launch's group in a delegated subtree (Delegate=yes)", ()
     expect(c.removeNow()).toBe(true)
   })
 
-  it("a systemd service's own group is not made an inner group (systemd could not start the unit again): refused, naming why", () => {
+  it("systemd 252 (no DelegateSubgroup=): a delegated service's processes start in its own group; they move into the leaf, the controllers are enabled", () => {
     const f = fake()
-    const service = f.group(unit, [90])
+    const service = f.group(unit, [90, 91])
     const host = v2Only(f, unit, 90)
-    const problem = probeController("memory", host)
-    expect(problem).toMatch(/systemd service's/)
-    expect(problem).toMatch(/DelegateSubgroup=ocx2-node/)
-    expect(describeController("pids", host)).toMatch(/^not available: .*DelegateSubgroup=ocx2-node/)
-    expect(() => LaunchCgroups.make("ocx2-run-y", { pids: true, pidsMax: 3, memoryBytes: undefined }, host)).toThrow(/DelegateSubgroup/)
-    // nothing moved, nothing enabled, nothing left
-    expect(f.procs(service)).toEqual([90])
-    expect(read(service, "cgroup.subtree_control")).toBe("")
-    expect(f.groups(service)).toEqual([service])
+    // before the node measures: status says the group can give both (it is given them: Delegate=yes)
+    expect(lookV2(f.host(unit, 90), "memory")).toBeUndefined()
+    expect(describeController("pids", host)).toBe("cgroup v2 pids")
+    expect(probeController("memory", host)).toBeUndefined()
+    expect(probeController("pids", host)).toBeUndefined()
+    const leaf = Path.join(service, nodeLeaf)
+    expect(f.procs(service)).toEqual([])
+    expect(f.procs(leaf)).toEqual([90, 91])
+    expect(words(read(service, "cgroup.subtree_control")).sort()).toEqual(["memory", "pids"])
+    const c = LaunchCgroups.make("ocx2-run-y", { pids: true, pidsMax: 3, memoryBytes: 2 << 20 }, host)
+    expect(c.dirs()).toEqual([Path.join(service, "ocx2-run-y")])
+    expect(c.removeNow()).toBe(true)
   })
 
   it("a group its parent does not give memory: memory refused with why, pids given", () => {
