@@ -1,0 +1,177 @@
+#!/bin/bash
+# The host check inside the Debian 12 guest (bin/hosts), run at every boot by ocx2-hostcheck.service
+# from the host's share /mnt/host (the guest's Node in node/, the staged release in release/, the
+# units in systemd/), as root. Installs as docs/operations.md says, then proves limits and crash
+# safety against this guest's systemd and cgroup v2. Every line it says goes to /mnt/host/out/log;
+# PASS and FAIL lines name their proof and its time. The first boot ends in a reboot with a run in
+# flight; the second checks what the node did after it, then powers off.
+set -u
+S=/mnt/host OUT=/mnt/host/out
+REPO=/var/lib/fossil/served.fossil ROOT=/srv/ocx2 URL=http://127.0.0.1:8080/
+NODE=/usr/local/lib/ocx2-node/bin/node
+SUP=ocx2-supervise@lab.service
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+say() { echo "hostcheck: $*" | tee -a $OUT/log; }
+detail() { echo "  $*" | tee -a $OUT/log; }
+verdict() { # NAME START STATUS WHAT
+  if [ "$3" = 0 ]; then say "PASS $1 ($(since "$2") s): $4"; else say "FAIL $1 ($(since "$2") s): $4"; fi
+}
+ocx() { runuser -u fossil -- "$ROOT/current/ocx2" --repository $REPO --user alice "$@"; }
+# the run's fields: a shell script in the sandbox, as the tests' shellRun writes them
+runFields() { # SCRIPT LIMITS-JSON
+  printf '{"clone":"%s","objective":"host check","workspace":[{"step":"directory","at":"$$root$$/work/$$run$$"}],"sandbox":{"uid":1000,"gid":1000,"linux_capabilities":[],"network":false,"isolate_terminal":true,"ends_with_parent":true,"proc":"/proc","dev":"/dev","tmp":"/tmp","read_only":["/usr","/bin","/lib","/lib64","/etc"],"read_write":["$$workspace$$"],"homes":[],"created_files":[]},"limits":%s,"process":{"user":"builder","command":["sh","-c",%s],"env":{"PATH":"/usr/bin:/bin"}}}' \
+    "$(runuser -u fossil -- fossil sql -R $REPO "SELECT value FROM config WHERE name='server-code'" | tr -d "'")" "$2" "$($NODE -p 'JSON.stringify(process.argv[1])' "$1")"
+}
+post() { # TITLE SCRIPT LIMITS: the run's full hash
+  local prefix
+  prefix=$($NODE $S/post.mjs post $URL alice alice-pw "$1" "$(runFields "$2" "$3")") || return 1
+  runuser -u fossil -- fossil sql -R $REPO "SELECT uuid FROM blob WHERE uuid GLOB '$prefix*'" | tr -d "'"
+}
+thread() { ocx --json read "$1" --thread 2>/dev/null | $NODE $S/post.mjs thread; }
+waitFor() { # SECONDS COMMAND...: until the command succeeds
+  local end=$(( $(date +%s) + $1 )); shift
+  until "$@"; do [ "$(date +%s)" -ge $end ] && return 1; sleep 1; done
+}
+endedIn() { thread "$1" | grep -q 'ended=[1-9]'; }
+startedIn() { thread "$1" | grep -q 'started=[1-9]'; }
+group() { echo "/sys/fs/cgroup$(systemctl show -P ControlGroup "$1")"; }
+
+state=$(cat $OUT/state 2>/dev/null || echo fresh)
+say "boot ($state): up $(cut -d' ' -f1 /proc/uptime) s; $(systemctl --version | head -1); /sys/fs/cgroup is $(stat -fc %T /sys/fs/cgroup/); $(uname -r)"
+
+if [ "$state" = fresh ]; then
+  # ---------------------------------------------------------------- install, as docs/operations.md
+  t=$(now)
+  (
+    set -ex
+    install -D -m 755 $S/node/bin/node $NODE
+    ln -sf $NODE /usr/local/bin/node
+    useradd --system --create-home --home-dir /var/lib/fossil --shell /bin/sh fossil
+    chmod 755 /var/lib/fossil
+    runuser -u fossil -- fossil init -A alice $REPO
+    runuser -u fossil -- fossil user password alice alice-pw -R $REPO
+    runuser -u fossil -- fossil user new lab lab lab-pw -R $REPO
+    runuser -u fossil -- fossil user new builder builder builder-pw -R $REPO
+    runuser -u fossil -- fossil sql -R $REPO "UPDATE user SET cap='' WHERE login='lab'; UPDATE user SET cap='oi' WHERE login='builder'"
+    runuser -u fossil -- fossil settings email-url $URL -R $REPO
+    # the release root, with the release bin/hosts staged (ocx2 stage) on the host: ROOT/staged/NAME, next
+    name=$(basename "$(readlink -f $S/release)")
+    install -d -o fossil -g fossil -m 755 $ROOT $ROOT/staged
+    cp -a $S/release $ROOT/staged/$name
+    # the programs name the Node that staged them: here it is the guest's (the same release, another path)
+    for f in $ROOT/staged/$name/*; do
+      [ -f "$f" ] && head -c 2 "$f" | grep -q '#!' && sed -i "1s|^#!.*node\$|#!$NODE|" "$f"
+    done
+    ln -s staged/$name $ROOT/next
+    chown -R fossil:fossil $ROOT
+    ocx accept --root $ROOT
+    ocx hook --node lab --root $ROOT --fast
+    mkdir -p /var/lib/fossil/ext
+    ln -s $ROOT/current/ocx2-cgi /var/lib/fossil/ext/ocx2-cgi
+    ln -s $ROOT/next/ocx2-cgi /var/lib/fossil/ext/ocx2-cgi-next
+    mkdir -p /etc/ocx2
+    echo "OCX2_ROOT=$ROOT" > /etc/ocx2/supervise.env
+    install -m 644 $S/systemd/*.service $S/systemd/*.timer /etc/systemd/system/
+    systemctl daemon-reload
+    systemctl enable --now fossil-server@served.service ocx2-backoffice@served.service $SUP
+  ) > $OUT/install.log 2>&1
+  st=$?
+  waitFor 60 $NODE -e "fetch('$URL').then(r => process.exit(r.status < 500 ? 0 : 1), () => process.exit(1))"
+  verdict install "$t" $st "Node $($NODE -v), release $(basename "$(readlink -f $ROOT/current)"), units $(systemctl is-active fossil-server@served ocx2-backoffice@served $SUP | tr '\n' ' ')(log: out/install.log)"
+  [ $st = 0 ] || { tail -15 $OUT/install.log | while read -r l; do detail "$l"; done; }
+  # ---------------------------------------------------------------- proof 1: limits
+  t=$(now)
+  mem=$(post "memory 64M touches 200 MB" 'head -c 200000000 /dev/zero | tail -c 1 >/dev/null; echo survived' '{"wall":"2m","memory":"64M"}')
+  # a fork bomb as the seed's limits test makes it: more children than processes allows; dash's fork fails
+  fork=$(post "fork bomb under processes 16" 'for i in $(seq 40); do sleep 30 & done; wait' '{"wall":"1m","processes":16}')
+  waitFor 240 endedIn "$mem"; waitFor 120 endedIn "$fork"
+  m=$(thread "$mem"); f=$(thread "$fork")
+  detail "memory run $mem: $m"; detail "fork bomb $fork: $f"
+  # what the shell said when fork failed: the kept stderr in the thread
+  forkErr=$(ocx --json read "$fork" --thread 2>/dev/null | grep -oi 'cannot fork[^"\\]*' | head -1)
+  status=$(ocx status --root $ROOT 2>&1)
+  echo "$status" > $OUT/status.txt
+  detail "$(echo "$status" | grep -E '^\s+(memory|processes):' | tr -s ' ' | tr '\n' ';')"
+  ok=0
+  echo "$m" | grep -q 'started=1 ended=1 outcome=budget limit=memory' || ok=1
+  echo "$f" | grep -q 'started=1 ended=1 outcome=exited exit=2' || ok=1
+  echo "$status" | grep -qE 'memory: cgroup v2 memory' || ok=1
+  echo "$status" | grep -qE 'processes: cgroup v2 pids' || ok=1
+  verdict "1 limits" "$t" $ok "memory 64M run ended budget naming memory; fork bomb under processes 16 ended exited 2 (its stderr: ${forkErr:-no fork error kept}); status names cgroup v2 for memory and processes"
+  # ---------------------------------------------------------------- proof 2: systemd 252 without DelegateSubgroup
+  t=$(now)
+  G=$(group $SUP)
+  {
+    echo "systemctl show -p Delegate,DelegateSubgroup,ControlGroup $SUP:"; systemctl show -p Delegate,DelegateSubgroup,ControlGroup $SUP
+    echo "$G/cgroup.controllers: $(cat $G/cgroup.controllers)"
+    echo "$G/cgroup.subtree_control: $(cat $G/cgroup.subtree_control)"
+    echo "$G/cgroup.procs: $(cat $G/cgroup.procs | tr '\n' ' ')"
+    echo "$G/ocx2-node/cgroup.procs: $(cat $G/ocx2-node/cgroup.procs 2>/dev/null | tr '\n' ' ')"
+    journalctl -b -u $SUP --no-pager | grep -i delegatesubgroup | tail -2
+  } > $OUT/cgroups.txt 2>&1
+  while read -r l; do detail "$l"; done < $OUT/cgroups.txt
+  ok=0
+  grep -q 'Delegate=yes' $OUT/cgroups.txt || ok=1
+  echo " $(cat $G/cgroup.subtree_control) " | grep -q ' memory ' || ok=1
+  echo " $(cat $G/cgroup.subtree_control) " | grep -q ' pids ' || ok=1
+  [ -z "$(cat $G/cgroup.procs)" ] || ok=1
+  grep -qx "$(systemctl show -P MainPID $SUP)" $G/ocx2-node/cgroup.procs || ok=1
+  verdict "2 systemd $(systemctl --version | head -1 | cut -d' ' -f2) Delegate=yes without DelegateSubgroup" "$t" $ok "the supervisor moved into $SUP/ocx2-node, memory and pids enabled in its unit's group, which holds no process"
+  # ---------------------------------------------------------------- proof 3: the supervisor SIGKILLed
+  t=$(now)
+  before=$(systemctl show -P NRestarts $SUP); pid=$(systemctl show -P MainPID $SUP)
+  long=$(post "runs through a supervisor's SIGKILL" 'sleep 20; echo done' '{"wall":"2m"}')
+  waitFor 120 startedIn "$long"
+  systemctl kill -s KILL $SUP
+  during=$(post "posted while the supervisor is down" 'echo hello' '{"wall":"1m"}')
+  waitFor 30 sh -c "[ \"\$(systemctl show -P NRestarts $SUP)\" -gt $before ] && systemctl is-active -q $SUP"
+  after=$(post "posted after the supervisor came back" 'echo hello' '{"wall":"1m"}')
+  waitFor 120 endedIn "$long"; waitFor 60 endedIn "$during"; waitFor 60 endedIn "$after"
+  ok=0
+  for r in "$mem" "$fork" "$long" "$during" "$after"; do
+    s=$(thread "$r"); detail "$r: $s"
+    echo "$s" | grep -q 'started=1 ended=1' || ok=1
+  done
+  detail "$SUP: NRestarts $before -> $(systemctl show -P NRestarts $SUP), MainPID $pid -> $(systemctl show -P MainPID $SUP), $(systemctl is-active $SUP); its group: $(cat $(group $SUP)/cgroup.procs | wc -l) processes in the unit's own group, subtree_control $(cat $(group $SUP)/cgroup.subtree_control)"
+  journalctl -b -u $SUP --no-pager > $OUT/supervise.journal 2>&1
+  systemctl is-active -q $SUP || ok=1
+  [ "$(systemctl show -P NRestarts $SUP)" -gt "$before" ] || ok=1
+  verdict "3 systemctl kill -s KILL $SUP" "$t" $ok "Restart=always brought it back; every run has exactly one started and one ended"
+  # ---------------------------------------------------------------- proof 4, first half: reboot with a run in flight
+  t=$(now)
+  flight=$(post "in flight across a reboot" 'sleep 600' '{"wall":"15m"}')
+  waitFor 120 startedIn "$flight"
+  detail "in flight: $flight: $(thread "$flight")"
+  # the node down (its supervisor and poller stopped; KillMode=process leaves the watcher), a run posted meanwhile
+  systemctl stop $SUP ocx2-backoffice@served.service
+  down=$(post "posted while the node is down" 'echo hello' '{"wall":"1m"}')
+  detail "posted while the node is down: $down: $(thread "$down")"
+  echo "$flight $down" > $OUT/flight
+  echo rebooted > $OUT/state
+  say "rebooting (systemctl reboot) with $flight in flight and $down waiting"
+  sync
+  systemctl reboot
+  exit 0
+fi
+
+if [ "$state" = rebooted ]; then
+  read -r flight next < $OUT/flight
+  t=$(now)
+  say "back after the reboot; the units: $(systemctl is-active fossil-server@served ocx2-backoffice@served $SUP | tr '\n' ' ')"
+  waitFor 120 endedIn "$flight"
+  s=$(thread "$flight"); detail "$flight: $s"
+  ok=0
+  echo "$s" | grep -q 'started=1 ended=1 outcome=lost' || ok=1
+  waitFor 120 endedIn "$next"
+  n=$(thread "$next"); detail "$next: $n"
+  echo "$n" | grep -q 'started=1 ended=1 outcome=exited exit=0' || ok=1
+  # nothing answered twice, across the whole check
+  sleep 5
+  all=$(ocx --json runs 2>/dev/null | $NODE -e 'const r = JSON.parse(require("fs").readFileSync(0, "utf8")); console.log(r.runs.map((x) => x.run).join(" "))')
+  for r in $all; do s=$(thread "$r"); echo "$s" | grep -q 'started=[01] ended=1' || { ok=1; detail "answered wrongly: $r: $s"; }; done
+  verdict "4 reboot with a run in flight" "$t" $ok "after boot the units brought the node up, the run in flight was answered lost once, the run posted while the node was down started and ended; $(echo $all | wc -w) runs each with at most one started and exactly one ended"
+  echo done > $OUT/state
+  say "done"
+  systemctl poweroff
+fi
