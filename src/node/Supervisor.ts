@@ -30,13 +30,14 @@ import { finishLeftOutboxes } from "./Recovery.js"
 import { decideMessage, described, hookRound, nodeMessagesAfter, startNode, watcherOf } from "./Round.js"
 import { settleMs, unsettledAfter } from "./ReceiptSettled.js"
 import { anySession } from "../care/SessionFiles.js"
-import { ensureSpare } from "../pickup/SpareClient.js"
+import { ensureSpare, stopSpare } from "../pickup/SpareClient.js"
+import { stopNode } from "./NodeStop.js"
 import { processStartTime, readSupervisorInfo, type SupervisorFiles, supervisorFilesOf, type SupervisorInfo, writeSupervisorInfo } from "../root/SupervisorFiles.js"
 import { firstLine, logTo } from "./SupervisorLog.js"
 import { nodeMismatch, releaseDirOfProgram } from "../release/StagedNode.js"
 import { RollKeeper } from "./RollKeeper.js"
 
-export const superviseUsage = "usage: ocx2 supervise --node USER [--root ROOT] [--repository REPO] [--short-cycle] [--dry-run]"
+export const superviseUsage = "usage: ocx2 supervise --node USER [--root ROOT] [--repository REPO] [--short-cycle] [--stop] [--dry-run]"
 
 /** How often a post received is looked at while it is waited for to be crosslinked (for up to settleMs). */
 const settleEveryMs = 15
@@ -50,22 +51,26 @@ interface SuperviseArgs {
   readonly dryRun: boolean
   /** on a clone's host: pull every half second rather than hold a question open at the server's page */
   readonly shortCycle: boolean
+  /** end the node's resident processes (NodeStop.ts) instead of supervising */
+  readonly stop: boolean
 }
 
 const parseArgs = (argv: ReadonlyArray<string>): SuperviseArgs | string => {
   const named = new Map<string, string>()
   let dryRun = false
   let shortCycle = false
+  let stop = false
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
     if (["--node", "--root", "--repository"].includes(arg) && i + 1 < argv.length) named.set(arg, argv[++i]!)
     else if (arg === "--dry-run") dryRun = true
     else if (arg === "--short-cycle") shortCycle = true
+    else if (arg === "--stop") stop = true
     else return `unknown argument ${JSON.stringify(arg)}; ${superviseUsage}`
   }
   const node = named.get("--node")
   if (node === undefined) return `--node USER is missing; ${superviseUsage}`
-  return { node, root: named.get("--root"), repository: named.get("--repository"), dryRun, shortCycle }
+  return { node, root: named.get("--root"), repository: named.get("--repository"), dryRun, shortCycle, stop }
 }
 
 /** The node to supervise, from the arguments and ROOT/node/node.json; words when it cannot be. */
@@ -116,6 +121,14 @@ export const runSupervisor = async (argv: ReadonlyArray<string>, hosts: HostsSer
     return 2
   }
   const files = supervisorFilesOf(config.root, config.repository, config.nodeUser)
+  if (args.stop) {
+    if (args.dryRun) {
+      process.stdout.write(`would end the node ${config.nodeUser}'s supervisor, spare watcher, stream server and fast mode's poller under ${config.root}, leaving the watchers of running runs\n`)
+      return 0
+    }
+    for (const line of await stopNode(config, releasePaths(config.root).care)) process.stdout.write(`${line}\n`)
+    return 0
+  }
   // a host whose Node changed under the release: said plainly (the journal and supervisor.log),
   // before an addon fails to load; the hook then does the node's rounds, and says the same
   const release = releaseDirOfProgram(program)
@@ -374,7 +387,9 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number, h
       await pumping?.catch(() => undefined)
       await runtime.dispose().catch(() => undefined)
       if (readSupervisorInfo(files.info)?.pid === process.pid) Fs.rmSync(files.info, { force: true })
-      log({ did: ["stopped: the hook does the node's rounds itself again"] })
+      // its spare goes with it: an idle Node process of the node's, for a supervisor that is gone
+      stopSpare(config.root)
+      log({ did: ["stopped, and its spare watcher with it: the hook does the node's rounds itself again"] })
       Fs.closeSync(lockFd)
       resolveExit(code)
     }
