@@ -16,6 +16,10 @@ export const SuperviseInput = Schema.Struct({
   repository: text("the served repository or the clone, when the node is that of more than one"),
   short_cycle: Schema.optionalWith(Schema.Boolean.annotations({
     description: "on a clone's host: pull every half second instead of holding a question open at the server's OCX page (for a proxy that cuts requests held open)"
+  }), { exact: true }),
+  stop: Schema.optionalWith(Schema.Boolean.annotations({
+    description: "instead of supervising: end the node's resident processes on this host (its supervisor, spare watcher, stream server and " +
+      "fast mode's poller; one a systemd unit runs is left to systemctl stop, named), leaving the watchers of running runs to answer them"
   }), { exact: true })
 })
 
@@ -30,6 +34,7 @@ export const supervise = defineTool({
     "every half second with --short-cycle or a server whose page cannot hold it; a server that fails is tried again less often. It knows each watcher of the node by its pid, answers a run whose watcher died without " +
     "ended `lost` within a second, starts the runs waiting for a process user its holder freed, and, started " +
     "again, takes every live watcher back. Without it the node works as before. One runs per node and host; " +
+    "`ocx2 supervise --node USER --stop` ends it with the node's spare, stream server and poller; " +
     "`ocx2 status` says whether it runs. It takes none of ocx2's own options (--json, --repository before its " +
     "name, --user).",
   input: SuperviseInput,
