@@ -3,6 +3,7 @@
 
 import { fieldsOf, type Field } from "../tools/Fields.js"
 import type { Tool } from "../tools/Tool.js"
+import { parseJsonText } from "./JsonText.js"
 
 /** Names the adapters take for themselves; every other name is the tool's. */
 export const DRY_RUN = "dry_run"
@@ -26,6 +27,11 @@ export const fromObject = (value: unknown): Decoded => {
 const TRUE = new Set(["on", "true", "1", "yes"])
 const FALSE = new Set(["off", "false", "0", "no", ""])
 
+/** A form's JSON field that does not parse: said where, by fromForm, rather than handed to the schema as text. */
+class NotJson {
+  constructor(readonly problem: string) {}
+}
+
 const formValue = (field: Field, value: string): unknown => {
   switch (field.kind) {
     case "boolean":
@@ -35,12 +41,10 @@ const formValue = (field: Field, value: string): unknown => {
       return value.trim() !== "" && Number.isFinite(Number(value)) ? Number(value) : value
     case "list":
       return value.split(/\s+/).filter((s) => s.length > 0)
-    case "json":
-      try {
-        return JSON.parse(value)
-      } catch {
-        return value // the schema names the field and says what it expected
-      }
+    case "json": {
+      const parsed = parseJsonText(value)
+      return "value" in parsed ? parsed.value : new NotJson(parsed.problem)
+    }
     default:
       return value
   }
@@ -61,6 +65,7 @@ export const fromForm = (tool: Tool, params: URLSearchParams): Decoded => {
     }
     if (value === "" && field.optional && field.kind !== "boolean") continue
     const decoded = formValue(field, value)
+    if (decoded instanceof NotJson) return problem(`bad argument: ${field.name}: ${decoded.problem}`)
     if (decoded === false && field.optional) continue
     raw[field.name] = decoded
   }

@@ -23,10 +23,15 @@ describe("fromForm", () => {
   })
 
   it("passes what it cannot encode to the tool's schema, which names it", () => {
-    expect(fromForm(guarded, new URLSearchParams({ word: "w", times: "x", extra: "{", stray: "1", format: "json" }))).toEqual({
+    expect(fromForm(guarded, new URLSearchParams({ word: "w", times: "x", stray: "1", format: "json" }))).toEqual({
       _tag: "Input",
-      raw: { word: "w", times: "x", extra: "{", stray: "1" },
+      raw: { word: "w", times: "x", stray: "1" },
       dryRun: false
+    })
+    // a JSON field that does not parse is said where, as the command line says it (issue 40)
+    expect(fromForm(guarded, new URLSearchParams({ word: "w", extra: "{\"a\": [1,]}" }))).toEqual({
+      _tag: "Problem",
+      message: "bad argument: extra: not JSON at line 1, column 10 (position 9): Unexpected token ']', \"{\"a\": [1,]}\" is not valid JSON"
     })
     expect(fromForm(guarded, new URLSearchParams({ word: "w", dry_run: "perhaps" }))).toEqual({
       _tag: "Problem",

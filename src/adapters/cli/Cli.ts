@@ -62,7 +62,7 @@ const rawValue = (tool: Tool, field: Field, parsed: unknown): Effect.Effect<Eith
   if (field.kind === "boolean") return Effect.succeed(Either.right(value === true ? true : field.optional ? undefined : false))
   if (field.kind === "list") return Effect.succeed(Either.right(String(value).split(/\s+/).filter((s) => s.length > 0)))
   if (field.kind === "json") {
-    return readJsonArgument(String(value), { option: `--${optionName(field)}`, object: takesObject(tool, field.name) })
+    return readJsonArgument(String(value), { option: `--${optionName(field)}`, field: field.name, object: takesObject(tool, field.name) })
   }
   return Effect.succeed(Either.right(value))
 }

@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { parseJsonText } from "../JsonText.js"
 
 const readStandardInput = (stdin: NodeJS.ReadableStream): Effect.Effect<string, string> =>
   Effect.async<string, string>((resume) => {
@@ -40,6 +41,8 @@ const kindOfValue = (value: unknown): string =>
 export interface JsonArgumentOptions {
   /** the option's name, for messages: --fields */
   readonly option: string
+  /** the tool's field it gives, for messages: fields */
+  readonly field: string
   /** whether the option takes a JSON object (and nothing else) */
   readonly object: boolean
   readonly stdin?: NodeJS.ReadableStream
@@ -47,17 +50,13 @@ export interface JsonArgumentOptions {
 
 /**
  * The value of a JSON argument: Right the value; Left the reason, naming the option and the file
- * (or standard input) it could not read. JSON written inline that does not parse is given on as
- * the text itself, for the tool's schema to refuse naming the field.
+ * (or standard input) it could not read, or where its JSON stops parsing.
  */
 export const readJsonArgument = (text: string, options: JsonArgumentOptions): Effect.Effect<Either.Either<unknown, string>> => {
   const fromSource = (source: string, content: string): Either.Either<unknown, string> => {
-    let value: unknown
-    try {
-      value = JSON.parse(content)
-    } catch (e) {
-      return Either.left(`${options.option} ${source === "standard input" ? "-" : `@${source}`}: ${source} does not hold JSON (${(e as Error).message})`)
-    }
+    const parsed = parseJsonText(content)
+    if ("problem" in parsed) return Either.left(`${options.option} ${source === "standard input" ? "-" : `@${source}`}: ${source} is ${parsed.problem}`)
+    const value = parsed.value
     if (options.object && (value === null || typeof value !== "object" || Array.isArray(value))) {
       return Either.left(`${options.option} ${source === "standard input" ? "-" : `@${source}`}: ${source} holds ${kindOfValue(value)}, not a JSON object`)
     }
@@ -86,11 +85,9 @@ export const readJsonArgument = (text: string, options: JsonArgumentOptions): Ef
       return fromSource(file, content)
     })
   }
+  // said as every entry point says a field's JSON that does not parse, naming where
   return Effect.sync(() => {
-    try {
-      return Either.right(JSON.parse(text))
-    } catch {
-      return Either.right(text) // the schema names the field and says what it expected
-    }
+    const parsed = parseJsonText(text)
+    return "value" in parsed ? Either.right(parsed.value) : Either.left(`bad argument: ${options.field}: ${parsed.problem}`)
   })
 }

@@ -144,7 +144,7 @@ describe("help, rendered from the tool definitions", () => {
 
 describe("the files the command line reads", () => {
   const read = (text: string, stdin?: NodeJS.ReadableStream) =>
-    readJsonArgument(text, { option: "--fields", object: true, ...(stdin !== undefined ? { stdin } : {}) })
+    readJsonArgument(text, { option: "--fields", field: "fields", object: true, ...(stdin !== undefined ? { stdin } : {}) })
 
   it.effect("--fields @FILE and - read the JSON object from the file and from standard input", () =>
     Effect.gen(function*() {
@@ -163,7 +163,10 @@ describe("the files the command line reads", () => {
       expect(yield* read(`@${missing}`)).toEqual(Either.left(`--fields @${missing}: no file ${missing}`))
       const bad = Path.join(dir, "bad.json")
       Fs.writeFileSync(bad, "{bad")
-      expect(Either.getLeft(yield* read(`@${bad}`))).toEqual(expect.objectContaining({ value: expect.stringContaining(`${bad} does not hold JSON`) }))
+      expect(yield* read(`@${bad}`)).toEqual(Either.left(`--fields @${bad}: ${bad} is not JSON at line 1, column 2 (position 1): Expected property name or '}'`))
+      // written inline, as every entry point says it (issue 40: where it stops parsing)
+      expect(yield* read('{"a": 1,}')).toEqual(Either.left("bad argument: fields: not JSON at line 1, column 9 (position 8): Expected double-quoted property name"))
+      expect(yield* read('{"a":\n  tru}')).toEqual(Either.left(`bad argument: fields: not JSON at line 2, column 6 (position 11): Unexpected token '}', "{"a":\n  tru}" is not valid JSON`))
       const array = Path.join(dir, "array.json")
       Fs.writeFileSync(array, "[1, 2]")
       expect(yield* read(`@${array}`)).toEqual(Either.left(`--fields @${array}: ${array} holds an array, not a JSON object`))

@@ -167,6 +167,15 @@ describe("errors and exit statuses (defect 6)", () => {
     expect(known.code).toBe(0)
   })
 
+  it("a value the tool does not take is bad usage (2), said in one sentence; JSON that does not parse names where (issue 40)", async () => {
+    const state = await ocx2(["--repository", repository, "--user", "alice", "runs", "--state", "done"])
+    expect(state.stderr.trim()).toBe('runs: refused: bad argument: state must be one of waiting, started, ended, refused, lost, open or over, not "done"')
+    expect(state.code).toBe(2)
+    const fields = await ocx2(["--repository", repository, "--user", "alice", "create", "--title", "t", "--node", "lab", "--fields", '{"objective": "x",}'])
+    expect(fields.stderr.trim()).toBe("create: refused: bad argument: fields: not JSON at line 1, column 19 (position 18): Expected double-quoted property name")
+    expect(fields.code).toBe(2)
+  })
+
   it("a dry run is done (0), a refusal 1 (2 is for bad usage alone, issue 40)", async () => {
     const dry = await ocx2(["echo", "x", "--dry-run"])
     expect(dry.code).toBe(0)
@@ -201,7 +210,7 @@ describe("create --fields @FILE and - (defect 6)", () => {
     Fs.writeFileSync(list, "[]")
     const [a, b, c, d] = await Promise.all([create(`@${none}`), create(`@${notJson}`), create(`@${list}`), create("-", "null")])
     expect(JSON.parse(a.stdout).stopped).toEqual({ reason: "refused", message: `--fields @${none}: no file ${none}` })
-    expect(JSON.parse(b.stdout).stopped.message).toContain(`--fields @${notJson}: ${notJson} does not hold JSON`)
+    expect(JSON.parse(b.stdout).stopped.message).toBe(`--fields @${notJson}: ${notJson} is not JSON at line 1, column 2 (position 1): Expected property name or '}'`)
     expect(JSON.parse(c.stdout).stopped.message).toBe(`--fields @${list}: ${list} holds an array, not a JSON object`)
     expect(JSON.parse(d.stdout).stopped.message).toBe("--fields -: standard input holds null, not a JSON object")
     for (const r of [a, b, c, d]) expect(r.code).toBe(2)
