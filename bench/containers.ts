@@ -30,7 +30,9 @@
  *   the ask to the finish.
  * - the relays' own CPU time (each relay process's) over all of it, which the machine's
  *   load does not change as it changes the times: what the server's relay costs beyond the floor.
- * Targets: latency through the server at most 1.5x direct, throughput at least 0.7x direct.
+ * Targets: latency through the server at most 1.25x the byte-copying hop's (DECISIONS 12; the 1.5x
+ * direct of the first containers issue is withdrawn, and printed only for comparison), throughput
+ * at least 0.7x direct.
  * BENCH_PROFILE=DIR writes the server processes' CPU profiles there (node --cpu-prof).
  */
 import * as Effect from "effect/Effect"
@@ -284,7 +286,13 @@ async function main() {
     for (const relay of relayPaths) cpuBefore.set(relay, await cpuOf(relay))
     for (let r = 1; r <= repeats; r++) {
       const took = new Map<Path, Array<number>>(paths.map((p) => [p, []]))
-      for (let i = 0; i < rounds; i++) for (const path of paths) took.get(path)!.push(await round(proxies.get(path)!))
+      // each round starts from another path, so that none is always the one behind (or ahead of) another
+      for (let i = 0; i < rounds; i++) {
+        for (let k = 0; k < paths.length; k++) {
+          const path = paths[(i + k) % paths.length]!
+          took.get(path)!.push(await round(proxies.get(path)!))
+        }
+      }
       for (const path of paths) {
         const t = took.get(path)!
         const f = { median: quantile(t, 0.5), p95: quantile(t, 0.95), mibPerSecond: await stream(proxies.get(path)!) }
@@ -325,6 +333,10 @@ async function main() {
   }
   console.log(`  server/floor  latency ${spread(ratios("server", "floor", (f) => f.median), 2)}x, throughput ${spread(ratios("server", "floor", (f) => f.mibPerSecond), 2)}x`)
   if (before !== undefined) console.log(`  server/before latency ${spread(ratios("server", "before", (f) => f.median), 2)}x, throughput ${spread(ratios("server", "before", (f) => f.mibPerSecond), 2)}x`)
+  // the target of issue 43 (DECISIONS 12): a relay makes two hops where a direct socket makes one, so the server is judged against a second hop that only copies bytes
+  const againstBytes = ratios("server", "bytes", (f) => f.median)
+  console.log(`  server/bytes  latency ${spread(againstBytes, 2)}x (target at most 1.25x) ${mid(againstBytes) <= 1.25 ? "met" : "NOT met"}, throughput ${spread(ratios("server", "bytes", (f) => f.mibPerSecond), 2)}x`)
+  if (before !== undefined) console.log(`  before/bytes  latency ${spread(ratios("before", "bytes", (f) => f.median), 2)}x`)
   console.log(`  server/direct latency ${spread(latency, 2)}x (target at most 1.5x) ${mid(latency) <= 1.5 ? "met" : "NOT met"}; throughput ${spread(throughput, 2)}x (target at least 0.7x) ${mid(throughput) >= 0.7 ? "met" : "NOT met"}`)
   process.exit(0)
 }

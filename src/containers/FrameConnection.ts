@@ -1,7 +1,7 @@
 import type { WebSocket } from "ws"
-import { takeOver, type DirectSend } from "./DirectWire.js"
 import { decodeFrame, empty, encodeFrame, FrameType, type Frame } from "./Frames.js"
 import { Inbox } from "./Inbox.js"
+import { WireSocket } from "./WebSocketWire.js"
 
 /**
  * One WebSocket in either role of docs/containers.md section 1: the `opener` opens scopes (a
@@ -122,17 +122,95 @@ export interface FrameConnectionOptions {
   readonly onAuth?: (token: Buffer) => boolean
   /** the connection ended (closed by either side, or failed) */
   readonly onClose?: (code: number) => void
-  /**
-   * read and write whole binary messages on the socket itself, not through ws (src/containers/DirectWire.ts):
-   * the server's connections, whose frames it relays
-   */
-  readonly direct?: boolean
 }
 
 /** what a connection may have waiting to be written before the connections feeding it are not read */
 export const highWater = 4 * 1024 * 1024
 
-type RawSocket = NodeJS.EventEmitter & { cork(): void; uncork(): void }
+/**
+ * What a connection needs of its WebSocket. The server's own (WebSocketWire.ts: its connections,
+ * whose frames it relays) writes a frame without building a message first and corks its socket;
+ * `ws`'s (clients, proxies, tests) is used through its public API only.
+ */
+interface MessageWire {
+  readonly isOpen: boolean
+  readonly bufferedAmount: number
+  sendFrame(type: FrameType, scope: number, channel: number, payload: Uint8Array): void
+  /** what is sent until the end of this tick goes in one write, where the socket allows */
+  corkTick(): void
+  whenUnder(limit: number): Promise<void>
+  pause(): void
+  resume(): void
+  close(code: number, reason: string): void
+  terminate(): void
+}
+
+const ownWire = (socket: WireSocket, onMessage: (payload: Buffer, isBinary: boolean) => void, onClose: (code: number) => void): MessageWire => {
+  socket.onMessage = onMessage
+  socket.onClose = onClose
+  let corked = false
+  const uncork = () => {
+    corked = false
+    socket.uncork()
+  }
+  return {
+    get isOpen() {
+      return socket.isOpen
+    },
+    get bufferedAmount() {
+      return socket.bufferedAmount
+    },
+    sendFrame: (type, scope, channel, payload) => socket.sendFrame(type, scope, channel, payload),
+    corkTick: () => {
+      // the frames a relay sends for one read of its peer's socket (often several) leave in one
+      // system call, right after that read's handling, instead of one call each
+      if (corked) return
+      corked = true
+      socket.cork()
+      process.nextTick(uncork)
+    },
+    whenUnder: (limit) => socket.whenUnder(limit),
+    pause: () => socket.pause(),
+    resume: () => socket.resume(),
+    close: (code, reason) => socket.close(code, reason),
+    terminate: () => socket.terminate()
+  }
+}
+
+const wsWire = (socket: WebSocket, onMessage: (payload: Buffer, isBinary: boolean) => void, onClose: (code: number) => void): MessageWire => {
+  socket.binaryType = "nodebuffer"
+  socket.on("message", (data, isBinary) => onMessage(data as Buffer, isBinary))
+  socket.on("close", (code) => onClose(code))
+  socket.on("error", () => onClose(1006))
+  // ws says when a message was written only through send's callback: each send gives one, which
+  // sees whether what waits has gone under a limit someone waits for
+  const waiting: Array<{ readonly limit: number; readonly resolve: () => void }> = []
+  const written = () => {
+    if (waiting.length === 0) return
+    for (let i = waiting.length - 1; i >= 0; i--) {
+      if (socket.readyState !== socket.OPEN || socket.bufferedAmount < waiting[i]!.limit) waiting.splice(i, 1)[0]!.resolve()
+    }
+  }
+  socket.on("close", () => {
+    for (const w of waiting.splice(0)) w.resolve()
+  })
+  return {
+    get isOpen() {
+      return socket.readyState === socket.OPEN
+    },
+    get bufferedAmount() {
+      return socket.bufferedAmount
+    },
+    sendFrame: (type, scope, channel, payload) => socket.send(encodeFrame(type, scope, channel, payload), { binary: true }, written),
+    corkTick: () => {},
+    whenUnder: (limit) =>
+      socket.readyState !== socket.OPEN || socket.bufferedAmount < limit ? Promise.resolve() : new Promise((resolve) => waiting.push({ limit, resolve })),
+    pause: () => socket.pause(),
+    resume: () => socket.resume(),
+    close: (code, reason) => socket.close(code, reason),
+    terminate: () => socket.terminate()
+  }
+}
 
 export class FrameConnection {
   readonly scopes = new Map<number, Scope>()
@@ -142,29 +220,25 @@ export class FrameConnection {
   private lastScope = 0
   private authed: boolean
   private closed = false
-  /** the socket is corked until the end of this tick: what is sent in one tick goes in one write */
-  private corked = false
-  private readonly direct: DirectSend | undefined
+  private readonly wire: MessageWire
 
   constructor(
-    readonly socket: WebSocket,
+    readonly socket: WebSocket | WireSocket,
     private readonly options: FrameConnectionOptions
   ) {
     this.authed = options.onAuth === undefined
-    socket.binaryType = "nodebuffer"
-    this.direct = options.direct === true ? takeOver(socket, (payload) => void (this.closed || this.receive(payload))) : undefined
-    socket.on("message", (data, isBinary) => {
+    const onMessage = (payload: Buffer, isBinary: boolean) => {
       if (this.closed) return
       if (!isBinary) return this.close(1003, "frames are binary messages")
-      this.receive(data as Buffer)
-    })
-    socket.on("close", (code) => this.ended(code))
-    socket.on("error", () => this.ended(1006))
+      this.receive(payload)
+    }
+    const onClose = (code: number) => this.ended(code)
+    this.wire = socket instanceof WireSocket ? ownWire(socket, onMessage, onClose) : wsWire(socket, onMessage, onClose)
   }
 
-  /** whether its frames are read and written directly (false: through ws, as asked or as fallen back to) */
+  /** whether its frames are read and written by the server's own framing (WebSocketWire.ts), not through ws */
   get isDirect(): boolean {
-    return this.direct !== undefined
+    return this.socket instanceof WireSocket
   }
 
   get isClosed(): boolean {
@@ -188,29 +262,9 @@ export class FrameConnection {
   }
 
   send(type: FrameType, scope: number, channel: number, payload?: Uint8Array): void {
-    if (this.closed || this.socket.readyState !== this.socket.OPEN) return
-    if (!this.corked) {
-      // the frames a relay sends for one read of its peer's socket (often several) leave in one
-      // system call, right after that read's handling, instead of one call each
-      const raw = this.raw
-      if (raw !== undefined) {
-        this.corked = true
-        raw.cork()
-        process.nextTick(this.uncork, raw)
-      }
-    }
-    if (this.direct !== undefined) this.direct(type, scope, channel, payload ?? empty)
-    else this.socket.send(encodeFrame(type, scope, channel, payload), { binary: true })
-  }
-
-  private readonly uncork = (raw: RawSocket) => {
-    this.corked = false
-    raw.uncork()
-  }
-
-  /** the TCP socket under the WebSocket (ws's own field: it offers no other way to cork or see a drain) */
-  private get raw(): RawSocket | undefined {
-    return (this.socket as unknown as { _socket?: RawSocket })._socket
+    if (this.closed || !this.wire.isOpen) return
+    this.wire.corkTick()
+    this.wire.sendFrame(type, scope, channel, payload ?? empty)
   }
 
   /**
@@ -219,7 +273,7 @@ export class FrameConnection {
    * dropped and nothing is timed out: the sender's own TCP window holds the rest.
    */
   throttle(source: FrameConnection): void {
-    if (source === this || this.closed || this.socket.bufferedAmount < highWater || this.waiting.has(source)) return
+    if (source === this || this.closed || this.wire.bufferedAmount < highWater || this.waiting.has(source)) return
     this.waiting.add(source)
     source.hold()
     if (this.waiting.size === 1) void this.whenDrained().then(() => {
@@ -230,17 +284,8 @@ export class FrameConnection {
 
   /** resolves once what waits to be written is under the high-water mark (or the connection closed) */
   whenDrained(): Promise<void> {
-    const raw = this.raw
-    if (this.closed || raw === undefined || this.socket.bufferedAmount < highWater) return Promise.resolve()
-    return new Promise((resolve) => {
-      const done = () => {
-        raw.removeListener("drain", done)
-        raw.removeListener("close", done)
-        resolve()
-      }
-      raw.once("drain", done)
-      raw.once("close", done)
-    })
+    if (this.closed) return Promise.resolve()
+    return this.wire.whenUnder(highWater)
   }
 
   /** whether this connection is not being read, held back by flow control */
@@ -249,19 +294,19 @@ export class FrameConnection {
   }
 
   private hold(): void {
-    if (this.holds++ === 0) this.socket.pause()
+    if (this.holds++ === 0) this.wire.pause()
   }
 
   private release(): void {
-    if (--this.holds === 0 && !this.closed) this.socket.resume()
+    if (--this.holds === 0 && !this.closed) this.wire.resume()
   }
 
   close(code = 1000, reason = ""): void {
     if (this.closed) return
     try {
-      this.socket.close(code, reason)
+      this.wire.close(code, reason)
     } catch {
-      this.socket.terminate()
+      this.wire.terminate()
     }
     this.ended(code)
   }

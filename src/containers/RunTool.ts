@@ -167,7 +167,7 @@ export class RunTool {
       socket.terminate()
       return this.end()
     }
-    const proxy = new FrameConnection(socket, { role: "opener", direct: true, onClose: () => void this.proxyEnded() })
+    const proxy = new FrameConnection(socket, { role: "opener", onClose: () => void this.proxyEnded() })
     this.proxy = proxy
     this.state = "beginning"
     const argumentsText = request.argumentsText

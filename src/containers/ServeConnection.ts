@@ -1,7 +1,7 @@
-import type { WebSocket } from "ws"
 import { FrameConnection, type Scope } from "./FrameConnection.js"
 import { RunTool } from "./RunTool.js"
 import type { ServerParts } from "./ServerParts.js"
+import type { WireSocket } from "./WebSocketWire.js"
 import { serveVolumeEndpoint } from "./VolumeEndpoints.js"
 import { Endpoint, errorAnswer, okAnswer } from "./Wire.js"
 
@@ -15,7 +15,7 @@ import { Endpoint, errorAnswer, okAnswer } from "./Wire.js"
 export const serverVersion = "ocx2-containers 1"
 
 export const serveConnection = (
-  socket: WebSocket,
+  socket: WireSocket,
   parts: ServerParts,
   runs: Set<RunTool>,
   identityOf: (token: Buffer) => string | undefined,
@@ -24,7 +24,6 @@ export const serveConnection = (
   let identity: string | undefined
   return new FrameConnection(socket, {
     role: "responder",
-    direct: true,
     onAuth: (token) => {
       identity = identityOf(token)
       return identity !== undefined

@@ -2,13 +2,13 @@ import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import type * as Http from "node:http"
 import * as Path from "node:path"
-import { WebSocketServer } from "ws"
 import type { FrameConnection } from "./FrameConnection.js"
 import { isIdentity } from "./Paths.js"
 import type { RunTool } from "./RunTool.js"
 import { serveConnection } from "./ServeConnection.js"
 import type { ServerParts } from "./ServerParts.js"
 import { warmUpRunPath } from "./WarmUp.js"
+import { acceptWebSocket, webSocketHttpServer } from "./WebSocketWire.js"
 
 /**
  * The tool-container server's WebSocket side (docs/containers.md sections 1 to 3): each
@@ -60,20 +60,26 @@ export const mintToken = (root: string, identity: string): string => {
   return token
 }
 
+/** the longest message a client may send: a frame past it closes the connection with 1009 */
+export const maxMessage = 256 * 1024 * 1024
+
 export const startContainersServer = async (options: ContainersServerOptions): Promise<ContainersServer> => {
   // the server's own path to the id gone through once before it listens (WarmUp.ts); never waited on for long
   await Promise.race([warmUpRunPath(options.parts.capabilities), new Promise<void>((resolve) => setTimeout(resolve, 2000).unref())])
   const runs = new Set<RunTool>()
-  const wss = options.server !== undefined
-    ? new WebSocketServer({ server: options.server, perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 })
-    : new WebSocketServer({ port: options.port ?? 0, host: options.host ?? "127.0.0.1", perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 })
-  if (options.server === undefined) await new Promise<void>((resolve) => wss.once("listening", resolve))
+  const http = options.server ?? webSocketHttpServer()
   const sockets = new Set<FrameConnection>()
-  wss.on("connection", (socket) => {
+  acceptWebSocket(http, (socket) => {
     const connection = serveConnection(socket, options.parts, runs, (token) => identityOfToken(options.root, token), () => sockets.delete(connection))
     sockets.add(connection)
-  })
-  const address = options.server?.address() ?? wss.address()
+  }, { maxPayload: maxMessage })
+  if (options.server === undefined) {
+    await new Promise<void>((resolve, reject) => {
+      http.once("error", reject)
+      http.listen(options.port ?? 0, options.host ?? "127.0.0.1", () => (http.removeListener("error", reject), resolve()))
+    })
+  }
+  const address = http.address()
   return {
     port: typeof address === "object" && address !== null ? address.port : 0,
     runs,
@@ -81,7 +87,8 @@ export const startContainersServer = async (options: ContainersServerOptions): P
       for (const c of sockets) c.close(1001, "the server is going away")
       await Promise.all([...runs].map((r) => r.end()))
       await options.parts.closeDeployer?.()
-      await new Promise<void>((resolve) => wss.close(() => resolve()))
+      // a server the caller gave stays the caller's to close
+      if (options.server === undefined) await new Promise<void>((resolve) => http.close(() => resolve()))
     }
   }
 }

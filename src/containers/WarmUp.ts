@@ -4,7 +4,7 @@ import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { WebSocket, WebSocketServer } from "ws"
+import { WebSocket } from "ws"
 import type { ObtainedImage } from "../../services/ImageSource.js"
 import type { Capabilities } from "./Capabilities.js"
 import { FrameConnection } from "./FrameConnection.js"
@@ -12,6 +12,7 @@ import { tagged } from "./Frames.js"
 import { listenProxy, proxyScopes, refuseScope } from "./proxy/ProxySide.js"
 import { Running } from "./Running.js"
 import type { RunTool } from "./RunTool.js"
+import { acceptWebSocket, webSocketHttpServer } from "./WebSocketWire.js"
 import { serveConnection } from "./ServeConnection.js"
 import type { ServerParts } from "./ServerParts.js"
 import { VolumeHolds } from "./VolumeHolds.js"
@@ -68,11 +69,10 @@ export const warmUpRunPath = async (capabilities: Capabilities): Promise<boolean
       stopDeployment: async () => {}
     }
     const token = Crypto.randomBytes(16)
-    const http = Http.createServer()
-    const wss = new WebSocketServer({ server: http, perMessageDeflate: false })
-    closing.push(() => (wss.close(), http.close()))
+    const http = webSocketHttpServer()
+    closing.push(() => http.close())
     const runs = new Set<RunTool>()
-    wss.on("connection", (socket) => {
+    acceptWebSocket(http, (socket) => {
       const connection = serveConnection(socket, parts, runs, (given) => (given.equals(token) ? "warm-up" : undefined))
       closing.push(() => connection.close())
     })

@@ -2,6 +2,7 @@ import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { describe, expect, it, vi } from "vitest"
+import type { WebSocket } from "ws"
 import type { ToolRun } from "../../src/containers/Client.js"
 import type { PeerChannel } from "../../src/containers/FrameConnection.js"
 import { highWater } from "../../src/containers/FrameConnection.js"
@@ -206,7 +207,9 @@ describe("tools::run: the end", () => {
     const w = await open()
     const client = await w.client()
     const finishes: Array<Buffer> = []
-    client.connection.socket.on("message", (data: Buffer) => {
+    // the client's connection is ws's
+    const socket = client.connection.socket as WebSocket
+    socket.on("message", (data: Buffer) => {
       if (data[0] === FrameType.ResponseFinish) finishes.push(data)
     })
     const run = client.run(request(img.digest), { images: held })

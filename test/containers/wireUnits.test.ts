@@ -5,6 +5,7 @@ import { WebSocket, WebSocketServer } from "ws"
 import { FrameConnection, type Scope } from "../../src/containers/FrameConnection.js"
 import { decodeFrame, encodeFrame, FrameType, headerLength, tagged } from "../../src/containers/Frames.js"
 import { memberText } from "../../src/containers/JsonText.js"
+import { acceptWebSocket, dialWebSocket, webSocketHttpServer, WireSocket } from "../../src/containers/WebSocketWire.js"
 import { decodeVolumeRefusal, volumeRefusalAnswer } from "../../src/containers/Wire.js"
 import { until } from "./world.js"
 
@@ -46,31 +47,47 @@ describe("the wire, unit by unit", () => {
 })
 
 /**
- * A relay, as the server's connections do (src/containers/DirectWire.ts), reads whole binary
+ * A relay, as the server's connections do (src/containers/WebSocketWire.ts), reads whole binary
  * messages off the socket itself, sends a received payload on under new headers without
  * copying it, and sends what it sends in one tick in one write: what arrives must still be every
  * payload verbatim, in order, once, whatever the sizes, and a payload sent twice must arrive
  * twice intact.
  */
 describe("a frame relayed as it came", () => {
-  /** a connection whose responder (ACCEPTED_DIRECT) or opener (OPENER_DIRECT) frames directly, as the server's */
+  /** a connection whose responder (ACCEPTED) or opener (OPENER) frames with the server's own framing, the other end ws */
   const pair = async (direct: { accepted?: boolean; opener?: boolean }) => {
-    const wss = new WebSocketServer({ port: 0, host: "127.0.0.1", perMessageDeflate: false })
-    await new Promise<void>((resolve) => wss.once("listening", resolve))
-    const accepted = new Promise<FrameConnection>((resolve) =>
-      wss.once("connection", (socket) => resolve(new FrameConnection(socket, { role: "responder", direct: direct.accepted === true, onScope: (s) => scopes.push(s) })))
-    )
     const scopes: Array<Scope> = []
-    // toward a server, the direct end masks with zeros, as the server's dial to a proxy does
-    const socket = new WebSocket(`ws://127.0.0.1:${(wss.address() as { port: number }).port}`, {
-      perMessageDeflate: false,
-      ...(direct.opener === true ? { generateMask: (mask: Buffer) => void mask.fill(0) } : {})
-    })
-    await new Promise<void>((resolve) => socket.once("open", () => resolve()))
-    const opener = new FrameConnection(socket, { role: "opener", direct: direct.opener === true })
-    const responder = await accepted
-    expect([responder.isDirect, opener.isDirect]).toEqual([direct.accepted === true, direct.opener === true])
-    return { wss, opener, responder, scopes }
+    let accepted!: (c: FrameConnection) => void
+    const acceptedConnection = new Promise<FrameConnection>((resolve) => (accepted = resolve))
+    const responder = (socket: WireSocket | WebSocket) => accepted(new FrameConnection(socket, { role: "responder", onScope: (s) => scopes.push(s) }))
+    let close: () => Promise<void>
+    let port: number
+    if (direct.accepted === true) {
+      const http = webSocketHttpServer()
+      acceptWebSocket(http, responder)
+      await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve))
+      port = (http.address() as { port: number }).port
+      close = () => new Promise<void>((resolve) => http.close(() => resolve()))
+    } else {
+      const wss = new WebSocketServer({ port: 0, host: "127.0.0.1", perMessageDeflate: false })
+      await new Promise<void>((resolve) => wss.once("listening", resolve))
+      wss.on("connection", responder)
+      port = (wss.address() as { port: number }).port
+      close = () => new Promise<void>((resolve) => wss.close(() => resolve()))
+    }
+    let socket: WireSocket | WebSocket
+    if (direct.opener === true) {
+      const dialled = await dialWebSocket(`ws://127.0.0.1:${port}`)
+      if (!(dialled instanceof WireSocket)) throw new Error(dialled.message)
+      socket = dialled
+    } else {
+      socket = new WebSocket(`ws://127.0.0.1:${port}`, { perMessageDeflate: false })
+      await new Promise<void>((resolve) => (socket as WebSocket).once("open", () => resolve()))
+    }
+    const opener = new FrameConnection(socket, { role: "opener" })
+    const responding = await acceptedConnection
+    expect([responding.isDirect, opener.isDirect]).toEqual([direct.accepted === true, direct.opener === true])
+    return { close, opener, responder: responding, scopes }
   }
 
   it("every payload, small or large, arrives verbatim, in order, once; one sent twice arrives twice", async () => {
@@ -118,7 +135,7 @@ describe("a frame relayed as it came", () => {
     } finally {
       for (const p of [ab, rb]) {
         p.opener.close()
-        await new Promise<void>((resolve) => p.wss.close(() => resolve()))
+        await p.close()
       }
     }
   })
