@@ -1,7 +1,10 @@
 // The MCP adapter: every tool MCP offers (seed 001's table: not node, hook or unhook, since a
-// sandbox has no served repository) as ocx.TOOL (the SDK takes dots in tool names), its
-// arguments the tool's input plus dry_run, its result the answer of runTool as JSON text and as
-// structuredContent, isError when the tool refused or failed. It decides nothing.
+// sandbox has no served repository) as ocx_TOOL, its arguments the tool's input plus dry_run, its
+// result the answer of runTool as JSON text and as structuredContent, isError when the tool
+// refused or failed. It decides nothing. Names match ^[a-zA-Z0-9_-]+$, which function-calling
+// clients require (they reject a list holding one name that does not); the names of the release
+// before (ocx.TOOL) are still taken for a call, for one release, but not listed, since a listed
+// ocx.TOOL is what those clients reject.
 // The stdio transport owns stdout: nothing here prints.
 //
 // Who calls: the program that started the server acts as its user, within its Fossil
@@ -21,7 +24,19 @@ import { type Answer, type Caller, notOfferedMessage, offeredBy, type Tool } fro
 import { fromObject } from "./Input.js"
 import { answerJsonSchema, inputJsonSchema } from "./JsonSchema.js"
 
-export const MCP_PREFIX = "ocx."
+export const MCP_PREFIX = "ocx_"
+/** The prefix of the release before: taken as an alias of MCP_PREFIX for a call, never listed. */
+export const OLD_MCP_PREFIX = "ocx."
+
+/**
+ * What a client may do without asking its user first: read-only tools change nothing; a tool
+ * marked destructive (stop, accept, rollback) ends or replaces what is there; the other tools only
+ * add to the record (MCP takes a tool that is not read-only as destructive unless told).
+ */
+const annotationsOf = (tool: Tool) =>
+  tool.readOnly === true
+    ? { readOnlyHint: true, openWorldHint: false }
+    : { readOnlyHint: false, destructiveHint: tool.destructive === true, openWorldHint: false }
 
 export interface McpOptions {
   /** The tools offered (those MCP offers among them); the registry's when not given. */
@@ -66,16 +81,16 @@ export const makeMcpServer = (tools: ReadonlyArray<Tool>, caller: Caller | (() =
     description: `${tool.summary}. ${tool.description}`,
     inputSchema: inputJsonSchema(tool),
     outputSchema: answerJsonSchema(tool),
-    // a client may call a reading tool without asking its user first
-    ...(tool.readOnly === true ? { annotations: { readOnlyHint: true, openWorldHint: false } } : {})
+    annotations: annotationsOf(tool)
   }))
 
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: offered }))
 
   server.setRequestHandler(CallToolRequestSchema, async (request) => {
     const requested = request.params.name
-    const name = requested.startsWith(MCP_PREFIX) ? requested.slice(MCP_PREFIX.length) : requested
-    const tool = tools.find((t) => `${MCP_PREFIX}${t.name}` === requested)
+    const prefix = [MCP_PREFIX, OLD_MCP_PREFIX].find((p) => requested.startsWith(p))
+    const name = prefix !== undefined ? requested.slice(prefix.length) : requested
+    const tool = prefix !== undefined ? tools.find((t) => t.name === name) : undefined
     if (tool === undefined) {
       return result({
         tool: name,

@@ -82,6 +82,8 @@ export interface Tool<I = any, IE = any, O = any, OE = any, R = ToolServices> {
    * marks it read-only; its dry run reads too.
    */
   readonly readOnly?: boolean
+  /** true: the tool ends or replaces what is there (stop, accept, rollback), and MCP marks it destructive. */
+  readonly destructive?: boolean
   /**
    * The command line's exit status for an answer that completed, when the tool gives one of its own
    * (watch --exit-status: the run's success); 0 when not given.

@@ -74,5 +74,6 @@ export const accept = defineTool({
   positional: [],
   output: AcceptOutput,
   allow: needsSetup("accept"),
+  destructive: true,
   handle: (input, context) => acceptRelease(input, context, process.argv[1])
 })

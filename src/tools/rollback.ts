@@ -68,5 +68,6 @@ export const rollback = defineTool({
   positional: [],
   output: RollbackOutput,
   allow: needsSetup("rollback"),
+  destructive: true,
   handle: (input, context) => rollbackRelease(input, context, process.argv[1])
 })

@@ -43,6 +43,7 @@ export const stop = defineTool({
   positional: ["run"],
   output: StopOutput,
   allow: needsAdminOrSetup("stop", "a node acts on a stop only from a user holding one of them"),
+  destructive: true,
   handle: (input, context) => {
     const act = recording(context.dryRun)
     return finish(

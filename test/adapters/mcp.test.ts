@@ -116,7 +116,7 @@ const expected = (tool: Tool, raw: unknown, caller: Caller, dryRun = false, repo
   runTool(tool, raw, { caller, dryRun, repository: repo, entryPoint: "mcp" })
 const named = (name: string) => tools.find((t) => t.name === name)!
 const textOf = (result: any) => JSON.parse(result.content[0].text)
-const mcpNames = offeredBy("mcp", tools).map((t) => `ocx.${t.name}`)
+const mcpNames = offeredBy("mcp", tools).map((t) => `ocx_${t.name}`)
 
 /** a complete run, as a node would take it (test/support/nodeWorld.ts shellRun's shape) */
 const runFields = () => ({
@@ -126,17 +126,17 @@ const runFields = () => ({
 })
 
 describe("ocx2-mcp", () => {
-  it("offers every tool MCP offers as ocx.TOOL, with JSON Schemas a validator compiles; not hook or unhook", async () => {
+  it("offers every tool MCP offers as ocx_TOOL, with JSON Schemas a validator compiles; not hook or unhook", async () => {
     const started = Date.now()
     const client = await as("alice")
     const { tools: offered } = await client.listTools()
     const ready = Date.now() - started
     expect(offered.map((t) => t.name)).toEqual(mcpNames)
-    expect(mcpNames).toContain("ocx.stage")
-    expect(mcpNames).toContain("ocx.post")
-    expect(mcpNames).not.toContain("ocx.hook")
-    expect(mcpNames).not.toContain("ocx.unhook")
-    expect(mcpNames).not.toContain("ocx.node")
+    expect(mcpNames).toContain("ocx_stage")
+    expect(mcpNames).toContain("ocx_post")
+    expect(mcpNames).not.toContain("ocx_hook")
+    expect(mcpNames).not.toContain("ocx_unhook")
+    expect(mcpNames).not.toContain("ocx_node")
     const validator = new AjvJsonSchemaValidator()
     for (const tool of offered) {
       expect(tool.inputSchema.type).toBe("object")
@@ -151,11 +151,11 @@ describe("ocx2-mcp", () => {
       expect(answer({ tool: tool.name.slice(4), operations: [], stopped: { reason: "refused", message: "x" } }).valid).toBe(true)
       expect(answer({ tool: tool.name.slice(4), operations: [], stopped: { reason: "maybe" } }).valid).toBe(false)
     }
-    const echoSchema = validator.getValidator(offered.find((t) => t.name === "ocx.echo")!.inputSchema as any)
+    const echoSchema = validator.getValidator(offered.find((t) => t.name === "ocx_echo")!.inputSchema as any)
     expect(echoSchema({ word: "x", flag: true, dry_run: true }).valid).toBe(true)
     expect(echoSchema({ word: 1 }).valid).toBe(false)
     expect(echoSchema({ word: "x", other: 1 }).valid).toBe(false)
-    const createSchema = validator.getValidator(offered.find((t) => t.name === "ocx.create")!.inputSchema as any)
+    const createSchema = validator.getValidator(offered.find((t) => t.name === "ocx_create")!.inputSchema as any)
     expect(createSchema({ title: "t", node: "lab", fields: runFields(), dry_run: true }).valid).toBe(true)
     expect(createSchema({ title: "t", fields: "not an object" }).valid).toBe(false)
     console.log(`ocx2-mcp: started and listed its tools in ${ready} ms`)
@@ -166,19 +166,35 @@ describe("ocx2-mcp", () => {
       const client = yield* Effect.promise(() => as("alice"))
       const { tools: offered } = yield* Effect.promise(() => client.listTools())
       const readOnly = offered.filter((t) => t.annotations?.readOnlyHint === true).map((t) => t.name)
-      expect(readOnly).toEqual(offeredBy("mcp", tools).filter((t) => t.readOnly === true).map((t) => `ocx.${t.name}`))
-      expect(readOnly).toEqual(expect.arrayContaining(["ocx.runs"]))
-      expect(readOnly).not.toContain("ocx.create")
+      expect(readOnly).toEqual(offeredBy("mcp", tools).filter((t) => t.readOnly === true).map((t) => `ocx_${t.name}`))
+      expect(readOnly).toEqual(expect.arrayContaining(["ocx_runs"]))
+      expect(readOnly).not.toContain("ocx_create")
       for (const tool of offered) expect(tool.description, tool.name).not.toMatch(/\b2\.\d{1,2}\b|section \d/)
-      const listed = yield* Effect.promise(() => client.callTool({ name: "ocx.runs", arguments: {} }))
+      const listed = yield* Effect.promise(() => client.callTool({ name: "ocx_runs", arguments: {} }))
       expect(listed.isError).toBe(false)
       expect(listed.structuredContent).toEqual(yield* expected(named("runs"), {}, callerOf("alice")))
+    }))
+
+  it.live("names every tool as function-calling clients take it, marks stop, accept and rollback destructive, and still takes the old names (issue 40)", () =>
+    Effect.gen(function*() {
+      const client = yield* Effect.promise(() => as("alice"))
+      const { tools: offered } = yield* Effect.promise(() => client.listTools())
+      for (const tool of offered) expect(tool.name).toMatch(/^[a-zA-Z0-9_-]+$/)
+      const destructive = offered.filter((t) => t.annotations?.destructiveHint === true).map((t) => t.name)
+      expect(destructive.sort()).toEqual(["ocx_accept", "ocx_rollback", "ocx_stop"])
+      // a tool that only adds to the record is not destructive, and says so (MCP's default is destructive)
+      expect(offered.find((t) => t.name === "ocx_create")!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: false })
+      // the release before's ocx.TOOL: taken for a call, not listed
+      expect(offered.map((t) => t.name).filter((n) => n.startsWith("ocx."))).toEqual([])
+      const old = yield* Effect.promise(() => client.callTool({ name: "ocx.echo", arguments: { word: "hello" } }))
+      expect(old.isError).toBe(false)
+      expect(old.structuredContent).toEqual(yield* expected(named("echo"), { word: "hello" }, callerOf("alice")))
     }))
 
   it.live("a call answers runTool's answer, as JSON text and as structuredContent", () =>
     Effect.gen(function*() {
       const client = yield* Effect.promise(() => as("alice"))
-      const result = yield* Effect.promise(() => client.callTool({ name: "ocx.echo", arguments: { word: "hello", option: "x", flag: true } }))
+      const result = yield* Effect.promise(() => client.callTool({ name: "ocx_echo", arguments: { word: "hello", option: "x", flag: true } }))
       const answer = yield* expected(named("echo"), { word: "hello", option: "x", flag: true }, callerOf("alice"))
       expect(result.isError).toBe(false)
       expect(result.structuredContent).toEqual(answer)
@@ -188,9 +204,9 @@ describe("ocx2-mcp", () => {
   it.live("dry_run is an argument of every tool", () =>
     Effect.gen(function*() {
       const client = yield* Effect.promise(() => as("alice"))
-      const result = yield* Effect.promise(() => client.callTool({ name: "ocx.echo", arguments: { word: "hello", dry_run: true } }))
+      const result = yield* Effect.promise(() => client.callTool({ name: "ocx_echo", arguments: { word: "hello", dry_run: true } }))
       expect(result.structuredContent).toEqual(yield* expected(named("echo"), { word: "hello" }, callerOf("alice"), true))
-      const bad = yield* Effect.promise(() => client.callTool({ name: "ocx.echo", arguments: { word: "hello", dry_run: "yes" } }))
+      const bad = yield* Effect.promise(() => client.callTool({ name: "ocx_echo", arguments: { word: "hello", dry_run: "yes" } }))
       expect(bad.isError).toBe(true)
       expect((bad.structuredContent as any).stopped).toEqual({ reason: "refused", message: `bad argument: dry_run: expected a boolean, not "yes"` })
     }))
@@ -198,30 +214,30 @@ describe("ocx2-mcp", () => {
   it.live("a bad argument and an unknown tool are refused, isError, in runTool's words", () =>
     Effect.gen(function*() {
       const client = yield* Effect.promise(() => as("alice"))
-      const bad = yield* Effect.promise(() => client.callTool({ name: "ocx.echo", arguments: { word: 3 } }))
+      const bad = yield* Effect.promise(() => client.callTool({ name: "ocx_echo", arguments: { word: 3 } }))
       expect(bad.isError).toBe(true)
       expect(bad.structuredContent).toEqual(yield* expected(named("echo"), { word: 3 }, callerOf("alice")))
-      const unknown = yield* Effect.promise(() => client.callTool({ name: "ocx.frobnicate", arguments: {} }))
+      const unknown = yield* Effect.promise(() => client.callTool({ name: "ocx_frobnicate", arguments: {} }))
       expect(unknown.isError).toBe(true)
-      expect(textOf(unknown).stopped.message).toBe(`no tool named "ocx.frobnicate"; the tools are ${mcpNames.join(", ")}`)
+      expect(textOf(unknown).stopped.message).toBe(`no tool named "ocx_frobnicate"; the tools are ${mcpNames.join(", ")}`)
     }))
 
   it("a tool MCP does not offer is refused, naming where it is offered; list and help show only MCP's tools", async () => {
     const client = await as("alice")
     const before = state()
     for (const name of ["hook", "unhook"]) {
-      const result = await client.callTool({ name: `ocx.${name}`, arguments: { dry_run: true } })
+      const result = await client.callTool({ name: `ocx_${name}`, arguments: { dry_run: true } })
       expect(result.isError).toBe(true)
       expect(textOf(result)).toEqual({ tool: name, operations: [], stopped: { reason: "refused", message: notOfferedMessage("mcp", named(name)) } })
       expect(textOf(result).stopped.message).toBe(
         `${name} is not offered by MCP: a sandbox has no served repository; it is offered by the command line (ocx2) and the OCX web page`
       )
-      const help = await client.callTool({ name: "ocx.help", arguments: { tool: name } })
+      const help = await client.callTool({ name: "ocx_help", arguments: { tool: name } })
       expect(textOf(help).stopped).toEqual({ reason: "refused", message: notOfferedMessage("mcp", named(name)) })
     }
-    const list = await client.callTool({ name: "ocx.list", arguments: {} })
-    expect(textOf(list).output.tools.map((t: { name: string }) => `ocx.${t.name}`)).toEqual(mcpNames)
-    const help = await client.callTool({ name: "ocx.help", arguments: { tool: "stage" } })
+    const list = await client.callTool({ name: "ocx_list", arguments: {} })
+    expect(textOf(list).output.tools.map((t: { name: string }) => `ocx_${t.name}`)).toEqual(mcpNames)
+    const help = await client.callTool({ name: "ocx_help", arguments: { tool: "stage" } })
     expect(textOf(help).output.name).toBe("stage")
     expect(state()).toBe(before)
   })
@@ -233,7 +249,7 @@ describe("create over MCP", () => {
       const client = yield* Effect.promise(() => as("alice"))
       const before = state()
       const input = { title: "from MCP", node: "lab", objective: "say hello", user: "builder", fields: runFields() }
-      const result = yield* Effect.promise(() => client.callTool({ name: "ocx.create", arguments: { ...input, dry_run: true } }))
+      const result = yield* Effect.promise(() => client.callTool({ name: "ocx_create", arguments: { ...input, dry_run: true } }))
       expect(result.isError).toBe(false)
       const answer = textOf(result)
       expect(answer.stopped).toEqual({ reason: "dry_run" })
@@ -248,7 +264,7 @@ describe("create over MCP", () => {
   it("is refused to a user without admin or setup, by the capabilities the repository gives, and nothing is written", async () => {
     const client = await as("builder")
     const before = state()
-    const result = await client.callTool({ name: "ocx.create", arguments: { title: "t", node: "lab", objective: "x", user: "builder", fields: runFields() } })
+    const result = await client.callTool({ name: "ocx_create", arguments: { title: "t", node: "lab", objective: "x", user: "builder", fields: runFields() } })
     expect(result.isError).toBe(true)
     expect(textOf(result).stopped).toEqual({
       reason: "refused",
@@ -263,15 +279,15 @@ describe("an MCP server acts as its user, within the capabilities its repository
     Effect.gen(function*() {
       const before = state()
       const withRepository = yield* Effect.promise(() => connect(withGuarded, { OCX_USER: "builder", OCX_CAPABILITIES: "s", OCX_REPOSITORY: repository }))
-      const refused = yield* Effect.promise(() => withRepository.callTool({ name: "ocx.guarded", arguments: { word: "builder" } }))
+      const refused = yield* Effect.promise(() => withRepository.callTool({ name: "ocx_guarded", arguments: { word: "builder" } }))
       expect(refused.isError).toBe(true)
       expect(textOf(refused)).toEqual(yield* expected(makeGuarded(marks), { word: "builder" }, callerOf("builder")))
       expect(textOf(refused).stopped).toEqual({ reason: "refused", message: "guarded is for a user with Setup (s)" })
       // without a repository the caller holds nothing, whoever it names
       const without = yield* Effect.promise(() => connect(withGuarded, { OCX_USER: "alice", OCX_CAPABILITIES: "s" }))
-      const alsoRefused = yield* Effect.promise(() => without.callTool({ name: "ocx.guarded", arguments: { word: "alice" } }))
+      const alsoRefused = yield* Effect.promise(() => without.callTool({ name: "ocx_guarded", arguments: { word: "alice" } }))
       expect(textOf(alsoRefused).stopped).toEqual({ reason: "refused", message: "guarded is for a user with Setup (s)" })
-      const status = yield* Effect.promise(() => without.callTool({ name: "ocx.status", arguments: {} }))
+      const status = yield* Effect.promise(() => without.callTool({ name: "ocx_status", arguments: {} }))
       expect(textOf(status).output.caller).toEqual({ user: "alice", capabilities: "" })
       expect(existsSync(marks)).toBe(false)
       expect(state()).toBe(before)
@@ -280,10 +296,10 @@ describe("an MCP server acts as its user, within the capabilities its repository
   it.live("lets a user with Setup use it: a dry run says what it would do, a call does it", () =>
     Effect.gen(function*() {
       const client = yield* Effect.promise(() => as("alice", withGuarded))
-      const dry = yield* Effect.promise(() => client.callTool({ name: "ocx.guarded", arguments: { word: "first", dry_run: true } }))
+      const dry = yield* Effect.promise(() => client.callTool({ name: "ocx_guarded", arguments: { word: "first", dry_run: true } }))
       expect(dry.structuredContent).toEqual(yield* expected(makeGuarded(marks), { word: "first" }, callerOf("alice"), true))
       expect(existsSync(marks)).toBe(false)
-      const done = yield* Effect.promise(() => client.callTool({ name: "ocx.guarded", arguments: { word: "first", times: 2, extra: { a: 1 } } }))
+      const done = yield* Effect.promise(() => client.callTool({ name: "ocx_guarded", arguments: { word: "first", times: 2, extra: { a: 1 } } }))
       expect(done.isError).toBe(false)
       expect(done.structuredContent).toEqual({
         tool: "guarded",
@@ -301,19 +317,19 @@ describe("an MCP server acts as its user, within the capabilities its repository
   it("reads the capabilities at each call: a change in the repository takes effect at once", async () => {
     const client = await as("carol")
     const input = { title: "t", node: "lab", objective: "x", user: "builder", fields: runFields(), dry_run: true }
-    expect(textOf(await client.callTool({ name: "ocx.create", arguments: input })).stopped.reason).toBe("refused")
+    expect(textOf(await client.callTool({ name: "ocx_create", arguments: input })).stopped.reason).toBe("refused")
     await fossil(["user", "capabilities", "carol", "a", "-R", repository])
     try {
-      expect(textOf(await client.callTool({ name: "ocx.create", arguments: input })).stopped.reason).toBe("dry_run")
+      expect(textOf(await client.callTool({ name: "ocx_create", arguments: input })).stopped.reason).toBe("dry_run")
     } finally {
       await fossil(["user", "capabilities", "carol", "oi", "-R", repository])
     }
-    expect(textOf(await client.callTool({ name: "ocx.create", arguments: input })).stopped.reason).toBe("refused")
+    expect(textOf(await client.callTool({ name: "ocx_create", arguments: input })).stopped.reason).toBe("refused")
   })
 
   it("on a clone, acts as the user the clone remembers, with the capabilities the clone gives that user", async () => {
     const client = await connect(real, { OCX_REPOSITORY: clone })
-    const status = textOf(await client.callTool({ name: "ocx.status", arguments: {} }))
+    const status = textOf(await client.callTool({ name: "ocx_status", arguments: {} }))
     expect(status.output.caller).toEqual({ user: "builder", capabilities: fullcap(clone, "builder") })
     // a clone lists its cloner as setup: its sandbox, not Fossil, limits a run's program
     expect(fullcap(clone, "builder")).toContain("s")
@@ -326,15 +342,15 @@ describe("ocx2 --mcp", () => {
       const client = yield* Effect.promise(() => connect(ocx2, {}, ["--repository", repository, "--user", "builder", "--mcp"]))
       const { tools: offered } = yield* Effect.promise(() => client.listTools())
       expect(offered.map((t) => t.name)).toEqual(mcpNames)
-      const echo = yield* Effect.promise(() => client.callTool({ name: "ocx.echo", arguments: { word: "hi" } }))
+      const echo = yield* Effect.promise(() => client.callTool({ name: "ocx_echo", arguments: { word: "hi" } }))
       expect(echo.structuredContent).toEqual(yield* expected(named("echo"), { word: "hi" }, callerOf("builder")))
-      const status = textOf(yield* Effect.promise(() => client.callTool({ name: "ocx.status", arguments: {} })))
+      const status = textOf(yield* Effect.promise(() => client.callTool({ name: "ocx_status", arguments: {} })))
       expect(status.output.caller).toEqual({ user: "builder", capabilities: fullcap(repository, "builder") })
       const before = state()
-      const create = yield* Effect.promise(() => client.callTool({ name: "ocx.create", arguments: { title: "t", node: "lab", objective: "x", user: "builder", fields: runFields() } }))
+      const create = yield* Effect.promise(() => client.callTool({ name: "ocx_create", arguments: { title: "t", node: "lab", objective: "x", user: "builder", fields: runFields() } }))
       expect(textOf(create).stopped.message).toMatch(/^create needs Fossil's admin \(a\) or setup \(s\) capability/)
       expect(state()).toBe(before)
-      const hook = yield* Effect.promise(() => client.callTool({ name: "ocx.hook", arguments: {} }))
+      const hook = yield* Effect.promise(() => client.callTool({ name: "ocx_hook", arguments: {} }))
       expect(textOf(hook).stopped.message).toBe(notOfferedMessage("mcp", named("hook")))
     }))
 })

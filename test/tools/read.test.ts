@@ -12,7 +12,7 @@ import { closeHookWorld, dist, makeHookWorld, type HookWorld, waitFor } from "..
 
 // read (issue 16): a thread, a run with its reports, a ticket, a check-in and a file of the code,
 // each as its user may read it, from the tool, the command line as shipped, the web page and MCP;
-// and an agent-like MCP client that creates a run, follows it with ocx.runs and reads its kept logs.
+// and an agent-like MCP client that creates a run, follows it with ocx_runs and reads its kept logs.
 
 let world: HookWorld
 let alice: WebSession
@@ -136,7 +136,7 @@ describe("read", () => {
     expect(anonymous.stopped.reason).toBe("refused")
   })
 
-  it("an agent-like MCP client creates a run, follows it with ocx.runs and reads its kept logs with ocx.read", async () => {
+  it("an agent-like MCP client creates a run, follows it with ocx_runs and reads its kept logs with ocx_read", async () => {
     const transport = new StdioClientTransport({
       command: process.execPath,
       args: [Path.join(dist, "ocx2-mcp.mjs")],
@@ -152,17 +152,17 @@ describe("read", () => {
         return result.structuredContent.output
       }
       const listed = await client.listTools()
-      for (const name of ["ocx.runs", "ocx.read"]) expect(listed.tools.find((t) => t.name === name)?.annotations?.readOnlyHint).toBe(true)
+      for (const name of ["ocx_runs", "ocx_read"]) expect(listed.tools.find((t) => t.name === name)?.annotations?.readOnlyHint).toBe(true)
       const { process: base, objective: _objective, ...rest } = shellRun(world, "echo agent-was-here >&2; exit 0", { user: users.stranger.login })
-      const created = await callTool("ocx.create", { title: "an agent's run", node: users.node.login, objective: "say hello", fields: { ...rest, process: base } })
+      const created = await callTool("ocx_create", { title: "an agent's run", node: users.node.login, objective: "say hello", fields: { ...rest, process: base } })
       const run = created.run as string
       const over = await waitFor(async () => {
-        const listed = await callTool("ocx.runs", { state: "over" })
+        const listed = await callTool("ocx_runs", { state: "over" })
         return listed.runs.find((r: { run: string }) => r.run === run)
       }, 60_000, 300)
       expect(over).toMatchObject({ state: "ended", outcome: "exited", exit: 0 })
       const kept = await waitFor(async () => {
-        const record = await callTool("ocx.read", { what: run })
+        const record = await callTool("ocx_read", { what: run })
         return record.posts.find((p: { kind: string }) => p.kind === "kept logs")
       }, 60_000, 300)
       expect(kept.text).toContain("agent-was-here")

@@ -127,7 +127,7 @@ describe("watch", () => {
     expect(ended.events.at(-1)).toMatchObject({ type: "end", state: "stopped" })
   }, 120_000)
 
-  it("through MCP: ocx.watch answers within its seconds with what happened, and offset goes on from there", async () => {
+  it("through MCP: ocx_watch answers within its seconds with what happened, and offset goes on from there", async () => {
     // "second" only once the first answer is in, however loaded the machine
     const run = await createRun("echo first; while [ ! -e $$workspace$$/go ]; do sleep 0.05; done; echo second", { user: users.runner.login })
     const transport = new StdioClientTransport({
@@ -140,7 +140,7 @@ describe("watch", () => {
     await client.connect(transport)
     try {
       const callWatch = async (args: Record<string, unknown>) => {
-        const result = await client.callTool({ name: "ocx.watch", arguments: { run, root: world.root, ...args } }) as unknown as { structuredContent: { output: WatchOutput; stopped: unknown } }
+        const result = await client.callTool({ name: "ocx_watch", arguments: { run, root: world.root, ...args } }) as unknown as { structuredContent: { output: WatchOutput; stopped: unknown } }
         expect(result.structuredContent.stopped).toEqual({ reason: "completed" })
         return result.structuredContent.output
       }

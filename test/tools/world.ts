@@ -188,7 +188,7 @@ export const makeToolsWorld = async (): Promise<ToolsWorld> => {
       }
     }
     const client = await mcpClient(login, repo)
-    const result: any = await client.callTool({ name: `ocx.${tool}`, arguments: { ...input, ...(dryRun ? { dry_run: true } : {}) } })
+    const result: any = await client.callTool({ name: `ocx_${tool}`, arguments: { ...input, ...(dryRun ? { dry_run: true } : {}) } })
     return JSON.parse(result.content[0].text) as Answer
   }
 
