@@ -15,7 +15,7 @@ import { runSuperviseCommand } from "../src/adapters/cli/SuperviseCommand.js"
 const isUsageError = (cause: Cause.Cause<unknown>) =>
   Option.exists(Cause.failureOption(cause), ValidationError.isValidationError)
 
-// Exit status: 0 done (a dry run too), 1 failed, 2 refused or bad usage; 130 interrupted.
+// Exit status: 0 done (a dry run too), 1 refused or failed, 2 bad usage alone; 130 interrupted.
 // `ocx2 containers ...` is a client of the tool-container server, not a tool of the repository;
 // its help is the registry's, as every command's (src/tools/containers.ts).
 // `ocx2 supervise ...` is the node's resident process, not a tool either.

@@ -31,7 +31,8 @@ export const globalOptions: ReadonlyArray<GlobalOption> = [
   {
     name: "user",
     metavar: "USER",
-    description: "the Fossil user to act as, on the served repository's host; by default the user the clone remembers, else $USER"
+    description: "the Fossil user to act as, on the served repository's host (one it does not have is an error); by default the " +
+      "user the clone remembers, else $USER"
   },
   {
     name: "mcp",
