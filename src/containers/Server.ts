@@ -8,7 +8,7 @@ import type { RunTool } from "./RunTool.js"
 import { serveConnection } from "./ServeConnection.js"
 import type { ServerParts } from "./ServerParts.js"
 import { warmUpRunPath } from "./WarmUp.js"
-import { acceptWebSocket, webSocketHttpServer } from "./WebSocketWire.js"
+import { acceptWebSocket, webSocketHttpServer, type WireSocket } from "./WebSocketWire.js"
 
 /**
  * The tool-container server's WebSocket side (docs/containers.md sections 1 to 3): each
@@ -68,10 +68,10 @@ export const startContainersServer = async (options: ContainersServerOptions): P
   await Promise.race([warmUpRunPath(options.parts.capabilities), new Promise<void>((resolve) => setTimeout(resolve, 2000).unref())])
   const runs = new Set<RunTool>()
   const http = options.server ?? webSocketHttpServer()
-  const sockets = new Set<FrameConnection>()
+  const sockets = new Map<FrameConnection, WireSocket>()
   acceptWebSocket(http, (socket) => {
     const connection = serveConnection(socket, options.parts, runs, (token) => identityOfToken(options.root, token), () => sockets.delete(connection))
-    sockets.add(connection)
+    sockets.set(connection, socket)
   }, { maxPayload: maxMessage })
   if (options.server === undefined) {
     await new Promise<void>((resolve, reject) => {
@@ -84,9 +84,13 @@ export const startContainersServer = async (options: ContainersServerOptions): P
     port: typeof address === "object" && address !== null ? address.port : 0,
     runs,
     close: async () => {
-      for (const c of sockets) c.close(1001, "the server is going away")
+      const wires = [...sockets.values()]
+      for (const c of sockets.keys()) c.close(1001, "the server is going away")
       await Promise.all([...runs].map((r) => r.end()))
       await options.parts.closeDeployer?.()
+      // the server's stop does not wait on a client that never answers its close: each socket
+      // is let go once the close has left, so that closing the HTTP server below can end
+      await Promise.all(wires.map((w) => w.whenFlushed().then(() => w.terminate())))
       // a server the caller gave stays the caller's to close
       if (options.server === undefined) await new Promise<void>((resolve) => http.close(() => resolve()))
     }

@@ -166,6 +166,15 @@ export class WireSocket {
     this.sendClose(code, reason)
   }
 
+  /** resolves once this side's close and FIN have been handed to the kernel (or the socket is gone) */
+  whenFlushed(): Promise<void> {
+    if (this.socket.writableFinished || this.socket.destroyed) return Promise.resolve()
+    return new Promise((resolve) => {
+      this.socket.once("finish", () => resolve())
+      this.socket.once("close", () => resolve())
+    })
+  }
+
   /** ends the connection at once, without a close */
   terminate(): void {
     this.closeSent = true

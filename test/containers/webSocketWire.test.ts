@@ -6,7 +6,7 @@ import { WebSocket, WebSocketServer } from "ws"
 import { FrameConnection, type Scope } from "../../src/containers/FrameConnection.js"
 import { encodeFrame, FrameType, tagged } from "../../src/containers/Frames.js"
 import { acceptWebSocket, dialWebSocket, webSocketHttpServer, WireSocket } from "../../src/containers/WebSocketWire.js"
-import { until } from "./world.js"
+import { makeWorld, until } from "./world.js"
 
 vi.setConfig({ testTimeout: 300_000 })
 
@@ -332,6 +332,26 @@ describe("the server's own WebSocket, against ws", () => {
       expect(gone).toMatchObject({ code: "ECONNREFUSED" })
     } finally {
       wss.close()
+    }
+  })
+})
+
+describe("the server's stop", () => {
+  it("does not wait on a client that never answers its close", { timeout: 60_000 }, async () => {
+    const w = await makeWorld()
+    // a client that keeps its side open and never reads: it will not answer the close
+    const raw = Net.connect({ port: w.server.port, host: "127.0.0.1", allowHalfOpen: true })
+    await new Promise<void>((resolve) => raw.once("connect", () => resolve()))
+    raw.write(`GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${Crypto.randomBytes(16).toString("base64")}\r\nSec-WebSocket-Version: 13\r\n\r\n`)
+    let answered = ""
+    raw.on("data", (d: Buffer) => (answered += d.toString("latin1")))
+    await until(() => answered.includes("\r\n\r\n"), "the handshake")
+    raw.pause()
+    try {
+      await w.close()
+      expect(answered).toMatch(/^HTTP\/1.1 101/)
+    } finally {
+      raw.destroy()
     }
   })
 })
