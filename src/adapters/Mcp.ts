@@ -17,7 +17,7 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 import * as Effect from "effect/Effect"
-import { resolveCaller } from "./cli/Caller.js"
+import { resolveCaller, resolveCallerOrProblem } from "./cli/Caller.js"
 import { tools as registryTools } from "../tools/Registry.js"
 import { runTool } from "../tools/RunTool.js"
 import { type Answer, type Caller, notOfferedMessage, offeredBy, type Tool } from "../tools/Tool.js"
@@ -61,6 +61,15 @@ export const mcpIdentity = (options: McpOptions, env: NodeJS.ProcessEnv = proces
 export const mcpCaller = (options: McpOptions, env: NodeJS.ProcessEnv = process.env): Promise<Caller> =>
   Effect.runPromise(resolveCaller(mcpIdentity(options, env), env))
 
+/**
+ * The caller, or why none can act: a user named (OCX_USER, --user) that the served repository does
+ * not have, which would otherwise act as nobody and find nothing, without a word.
+ */
+const mcpCallerOrProblem = (options: McpOptions, env: NodeJS.ProcessEnv = process.env): Promise<CallerOrProblem> =>
+  Effect.runPromise(resolveCallerOrProblem(mcpIdentity(options, env), env, { strict: false, unknownUser: true }))
+
+type CallerOrProblem = { readonly caller: Caller; readonly problem?: string }
+
 const result = (answer: Answer<unknown>) => ({
   content: [{ type: "text" as const, text: JSON.stringify(answer) }],
   structuredContent: answer as unknown as Record<string, unknown>,
@@ -72,7 +81,7 @@ const result = (answer: Answer<unknown>) => ({
  * A caller given as a function is asked at each call, so capabilities changed in the repository
  * take effect without restarting the server.
  */
-export const makeMcpServer = (tools: ReadonlyArray<Tool>, caller: Caller | (() => Promise<Caller>), repository?: string): Server => {
+export const makeMcpServer = (tools: ReadonlyArray<Tool>, caller: Caller | (() => Promise<Caller | CallerOrProblem>), repository?: string): Server => {
   const server = new Server({ name: "ocx2", version: "0.1.0" }, { capabilities: { tools: {} } })
   const mine = offeredBy("mcp", tools)
   const offered = mine.map((tool) => ({
@@ -108,7 +117,10 @@ export const makeMcpServer = (tools: ReadonlyArray<Tool>, caller: Caller | (() =
     if (decoded._tag === "Problem") {
       return result({ tool: tool.name, operations: [], stopped: { reason: "refused", message: `bad argument: ${decoded.message}` } })
     }
-    return result(await Effect.runPromise(runTool(tool, decoded.raw, { caller: typeof caller === "function" ? await caller() : caller, dryRun: decoded.dryRun, repository, entryPoint: "mcp" })))
+    const found = typeof caller === "function" ? await caller() : caller
+    const who = "caller" in found ? found : { caller: found }
+    if (who.problem !== undefined) return result({ tool: tool.name, operations: [], stopped: { reason: "refused", message: who.problem } })
+    return result(await Effect.runPromise(runTool(tool, decoded.raw, { caller: who.caller, dryRun: decoded.dryRun, repository, entryPoint: "mcp" })))
   })
   return server
 }
@@ -120,7 +132,7 @@ export const runMcpServer = async (options: McpOptions = {}): Promise<void> => {
     console[method] = (...args: Array<unknown>) => console.error(...args)
   }
   const { repository } = mcpIdentity(options)
-  const caller = options.caller ?? (() => mcpCaller(options))
+  const caller = options.caller ?? (() => mcpCallerOrProblem(options))
   const server = makeMcpServer(options.tools ?? registryTools, caller, repository)
   const transport = new StdioServerTransport()
   const closed = new Promise<void>((done) => {

@@ -327,6 +327,16 @@ describe("an MCP server acts as its user, within the capabilities its repository
     expect(textOf(await client.callTool({ name: "ocx_create", arguments: input })).stopped.reason).toBe("refused")
   })
 
+  it("refuses every call as a user the repository does not have, naming it, rather than answering as nobody (issue 40)", async () => {
+    const client = await connect(real, { OCX_USER: "ghost", OCX_REPOSITORY: repository })
+    const result = await client.callTool({ name: "ocx_runs", arguments: {} })
+    expect(result.isError).toBe(true)
+    expect(textOf(result).stopped).toEqual({
+      reason: "refused",
+      message: `no user ghost in the repository ${repository}: the user to act as (--user, OCX_USER for MCP) is one of its Fossil users (fossil user list -R ${repository})`
+    })
+  })
+
   it("on a clone, acts as the user the clone remembers, with the capabilities the clone gives that user", async () => {
     const client = await connect(real, { OCX_REPOSITORY: clone })
     const status = textOf(await client.callTool({ name: "ocx_status", arguments: {} }))

@@ -44,12 +44,13 @@ export const repositoryFileProblem = (repository: string): string | undefined =>
 /**
  * The caller, as resolveCaller finds them; with `strict` (the command line), a repository named
  * that is missing, cannot be read or holds no Fossil repository is the problem, naming the file,
- * instead of a caller holding nothing there; so is a --user the served repository does not have.
+ * instead of a caller holding nothing there; so is a --user the served repository does not have
+ * (with `unknownUser` alone, that only: MCP's OCX_USER).
  */
 export const resolveCallerOrProblem = (
   identity: CliIdentity,
   env: NodeJS.ProcessEnv = process.env,
-  options: { readonly strict: boolean } = { strict: true }
+  options: { readonly strict: boolean; readonly unknownUser?: boolean } = { strict: true }
 ): Effect.Effect<{ readonly caller: Caller; readonly problem?: string }> => {
   const account = accountOf(env)
   const sandboxed = env.OCX_SANDBOX === "1"
@@ -60,8 +61,8 @@ export const resolveCallerOrProblem = (
   return Effect.promise(() => import("./RepositoryCapabilities.js")).pipe(
     Effect.flatMap(({ identityIn }) => identityIn(repository, identity.user, account)),
     Effect.map(({ user, capabilities, unreadable, unknownUser }) => {
-      const problem = unreadable ?? unknownUser
-      return { caller: { user, capabilities, sandboxed }, ...(options.strict && problem !== undefined ? { problem } : {}) }
+      const problem = options.strict ? unreadable ?? unknownUser : options.unknownUser === true ? unknownUser : undefined
+      return { caller: { user, capabilities, sandboxed }, ...(problem !== undefined ? { problem } : {}) }
     })
   )
 }

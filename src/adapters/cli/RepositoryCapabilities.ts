@@ -59,7 +59,7 @@ export const identityIn = (repository: string, named: string | undefined, accoun
       const user = named ?? remembered ?? account
       const found = user === undefined ? undefined : Read.user(db, user)
       const unknown = named !== undefined && remembered === undefined && found === undefined
-        ? `no user ${named} in the repository ${repository}: --user names one of its Fossil users (fossil user list -R ${repository})`
+        ? `no user ${named} in the repository ${repository}: the user to act as (--user, OCX_USER for MCP) is one of its Fossil users (fossil user list -R ${repository})`
         : undefined
       return { user, capabilities: found?.fullcap ?? "", ...(unknown !== undefined ? { unknownUser: unknown } : {}) }
     } catch (e) {
