@@ -115,10 +115,11 @@ export const runSupervisor = async (argv: ReadonlyArray<string>, hosts: HostsSer
     process.stderr.write(`ocx2 supervise: ${args}\n`)
     return 2
   }
+  // exit 2 is for a wrong command line alone; a node this host does not have is a refusal (1)
   const config = resolveNode(args, program)
   if (typeof config === "string") {
     process.stderr.write(`ocx2 supervise: ${config}\n`)
-    return 2
+    return 1
   }
   const files = supervisorFilesOf(config.root, config.repository, config.nodeUser)
   if (args.stop) {
@@ -155,7 +156,7 @@ export const runSupervisor = async (argv: ReadonlyArray<string>, hosts: HostsSer
     process.stderr.write(`ocx2 supervise: ${locked === "busy"
       ? `a supervisor already runs for ${config.nodeUser} on ${config.repository}${other !== undefined ? ` (pid ${other.pid})` : ""}: ${files.lock}`
       : `could not take ${files.lock}: ${locked}`}\n`)
-    return locked === "busy" ? 2 : 1
+    return 1
   }
   return config.passwordsFile !== undefined ? superviseClone(config, files, lockFd, program, { shortCycle: args.shortCycle }, hosts) : supervise(config, files, lockFd, hosts)
 }
