@@ -25,8 +25,12 @@ if [ ! -f "$bsq/build/Release/better_sqlite3.node" ]; then
   mv "$bsq.tmp" "$bsq"
 fi
 "$node/bin/node" -e "new (require('$bsq'))(':memory:').prepare('select 1').get()" || { log "$bsq does not load in $("$node/bin/node" -v)"; exit 1; }
-staged=$cache/release-${commit:0:12}
-if [ -d "$staged/root/staged/${commit:0:12}" ]; then echo "$staged/root/staged/${commit:0:12}"; exit 0; fi
+# cached by what the release is made of (the host check's own files and the docs left out): a commit
+# that changed only those reuses the release staged before it
+key=$(git -C "$project" ls-tree -r "$commit" -- src bin layers services package.json package-lock.json tsconfig.json |
+  grep -v -P '\t(src/hosts/|bin/hosts)' | sha256sum | cut -c1-16)
+staged=$cache/release-$key
+if [ -f "$staged/name" ] && [ -d "$staged/root/staged/$(cat "$staged/name")" ]; then echo "$staged/root/staged/$(cat "$staged/name")"; exit 0; fi
 rm -rf "$staged" && mkdir -p "$staged/root"
 checkout=$staged/checkout
 git -C "$project" worktree add --detach "$checkout" "$commit" >&2
@@ -39,8 +43,9 @@ done
 # a scratch repository whose setup user stages (stage needs the caller to hold s)
 fossil init -A alice "$staged/scratch.fossil" >/dev/null
 log "stage $commit with $("$node/bin/node" -v): gate, build, copy, smoke (logs in $staged/root/staged/)"
-(cd "$checkout" && PATH="$node/bin:$PATH" "$node/bin/node" dist/ocx2.mjs --repository "$staged/scratch.fossil" --user alice stage "$checkout" --root "$staged/root" >&2) 2>&1 || {
+(cd "$checkout" && PATH="$node/bin:$PATH" "$node/bin/node" dist/ocx2.mjs --repository "$staged/scratch.fossil" --user alice stage "$checkout" --root "$staged/root" >&2) || {
   # no dist yet in the worktree: build it first, then stage
   (cd "$checkout" && PATH="$node/bin:$PATH" npm run -s build >&2 && PATH="$node/bin:$PATH" "$node/bin/node" dist/ocx2.mjs --repository "$staged/scratch.fossil" --user alice stage "$checkout" --root "$staged/root" >&2)
 }
+echo "${commit:0:12}" > "$staged/name"
 echo "$staged/root/staged/${commit:0:12}"

@@ -112,6 +112,9 @@ const readPids = (io: CgroupIo, dir: string): ReadonlyArray<number> => readWords
 
 const message = (e: unknown) => (e as Error).message
 
+/** the kernel's answer to enabling a controller in a group that holds processes (no internal processes; a thread root) */
+const holdsProcesses = (e: unknown): boolean => ["EBUSY", "ENOTSUP", "EOPNOTSUPP"].includes((e as NodeJS.ErrnoException).code ?? "")
+
 /** what to change where the kernel refuses a write for want of rights: the subtree is not delegated */
 const undelegated = (e: unknown): string =>
   ["EACCES", "EPERM"].includes((e as NodeJS.ErrnoException).code ?? "")
@@ -141,9 +144,8 @@ export const lookV2 = (host: V2Host, controller: V2Controller): string | undefin
 
 /**
  * Makes the base ready for launches' groups with `controllers`: enables each in its
- * cgroup.subtree_control; where the kernel refuses because the base holds processes (the no
- * internal processes rule), moves every process of it into the leaf `ocx2-node` first, then
- * enables. Undefined when ready, else why not. Doing it again changes nothing.
+ * cgroup.subtree_control; where the base holds processes (the no internal processes rule), moves
+ * every process of it into the leaf `ocx2-node` first, then enables. Undefined when ready, else why not. Doing it again changes nothing.
  */
 export const prepareV2 = (host: V2Host, controllers: ReadonlyArray<V2Controller>): string | undefined => {
   const io = host.io
@@ -157,11 +159,16 @@ export const prepareV2 = (host: V2Host, controllers: ReadonlyArray<V2Controller>
   const enable = () => {
     for (const c of missing()) io.write(control, `+${c}`)
   }
-  try {
-    enable()
-    return undefined
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== "EBUSY") return `cannot enable ${missing().join(" and ")} in ${control}: ${message(e)}${undelegated(e)}`
+  // A base (but the root) that holds processes is emptied into the leaf before anything is enabled:
+  // the kernel refuses it memory (EBUSY), and it would let it have pids, which makes it a thread
+  // root that refuses memory from then on (EOPNOTSUPP; Linux 6.1 on Debian 12, bin/hosts)
+  if (b.base === host.root || readPids(io, b.base).length === 0) {
+    try {
+      enable()
+      return undefined
+    } catch (e) {
+      if (!holdsProcesses(e)) return `cannot enable ${missing().join(" and ")} in ${control}: ${message(e)}${undelegated(e)}`
+    }
   }
   // the base holds processes: they go into the leaf, then the controllers can be enabled
   const leaf = Path.join(b.base, nodeLeaf)
@@ -188,7 +195,7 @@ export const prepareV2 = (host: V2Host, controllers: ReadonlyArray<V2Controller>
       return undefined
     } catch (e) {
       last = e
-      if ((e as NodeJS.ErrnoException).code !== "EBUSY") break
+      if (!holdsProcesses(e)) break
     }
   }
   return `cannot enable ${missing().join(" and ")} in ${control}: ${message(last)}`

@@ -3,7 +3,9 @@
  * v2 decisions (src/sandbox/CgroupsV2.ts) are tested against on a host that mounts v1 alone.
  * Files have the kernel's names and contents; writes follow cgroup-v2.rst: a controller is
  * enabled in cgroup.subtree_control only when the parent gives it and (but at the root) the group
- * holds no process; a process joins no group with controllers enabled for its children; a
+ * holds no process, except a threaded controller (pids), which makes a group holding processes a
+ * thread root that then refuses a domain controller (memory) with EOPNOTSUPP, as Linux 6.1 does
+ * (seen on Debian 12 by bin/hosts); a process joins no group with domain controllers enabled for its children; a
  * controller's files exist only where the parent enabled it; rmdir refuses a group with a process
  * or a child; cgroup.kill ends every process of a group and its descendants.
  */
@@ -11,6 +13,9 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import type { CgroupIo, V2Host } from "../../src/sandbox/CgroupsV2.js"
+
+/** the controllers Linux lets a group with processes give its children (cgroup_dfl_threaded_ss_mask) */
+const threaded = ["cpu", "cpuset", "perf_event", "pids"]
 
 const errno = (code: string, what: string) => Object.assign(new Error(`${code}: ${what}`), { code })
 const words = (text: string) => text.split(/\s+/).filter((w) => w !== "")
@@ -126,7 +131,11 @@ export class FakeCgroup2 {
         const c = w.slice(1)
         if (w.startsWith("+")) {
           if (!given.includes(c)) throw errno("ENOENT", `${c} is not in ${dir}/cgroup.controllers`)
-          if (!isRoot && this.procs(dir).length > 0) throw errno("EBUSY", `${dir} holds processes (no internal processes)`)
+          if (!isRoot && this.procs(dir).length > 0 && !threaded.includes(c)) {
+            // a group holding processes that gives a threaded controller is a thread root: no domain controller there
+            if (now.some((x) => threaded.includes(x))) throw errno("ENOTSUP", `${dir} is a thread root (processes and ${now.join(" ")}): no domain controller`)
+            throw errno("EBUSY", `${dir} holds processes (no internal processes)`)
+          }
           if (!now.includes(c)) now = [...now, c]
         } else if (w.startsWith("-")) {
           now = now.filter((x) => x !== c)
@@ -147,7 +156,7 @@ export class FakeCgroup2 {
       const pid = Number(value.trim())
       const from = this.holding(pid)
       if (from === undefined) throw errno("ESRCH", `no process ${pid}`)
-      if (!isRoot && words(this.read(dir, "cgroup.subtree_control")).length > 0) {
+      if (!isRoot && words(this.read(dir, "cgroup.subtree_control")).some((c) => !threaded.includes(c))) {
         throw errno("EBUSY", `${dir} enables controllers for its children (no internal processes)`)
       }
       this.setProcs(from, this.procs(from).filter((p) => p !== pid))

@@ -17,7 +17,8 @@ detail() { echo "  $*" | tee -a $OUT/log; }
 verdict() { # NAME START STATUS WHAT
   if [ "$3" = 0 ]; then say "PASS $1 ($(since "$2") s): $4"; else say "FAIL $1 ($(since "$2") s): $4"; fi
 }
-ocx() { runuser -u fossil -- "$ROOT/current/ocx2" --repository $REPO --user alice "$@"; }
+# the release's ocx2 as the account that runs the server, signed in as the setup user alice
+ocx() { local p=$ROOT/current/ocx2; [ -e "$p" ] || p=$ROOT/next/ocx2; runuser -u fossil -- "$p" --repository $REPO --user alice "$@"; }
 # the run's fields: a shell script in the sandbox, as the tests' shellRun writes them
 runFields() { # SCRIPT LIMITS-JSON
   printf '{"clone":"%s","objective":"host check","workspace":[{"step":"directory","at":"$$root$$/work/$$run$$"}],"sandbox":{"uid":1000,"gid":1000,"linux_capabilities":[],"network":false,"isolate_terminal":true,"ends_with_parent":true,"proc":"/proc","dev":"/dev","tmp":"/tmp","read_only":["/usr","/bin","/lib","/lib64","/etc"],"read_write":["$$workspace$$"],"homes":[],"created_files":[]},"limits":%s,"process":{"user":"builder","command":["sh","-c",%s],"env":{"PATH":"/usr/bin:/bin"}}}' \
@@ -56,7 +57,7 @@ if [ "$state" = fresh ]; then
     runuser -u fossil -- fossil sql -R $REPO "UPDATE user SET cap='' WHERE login='lab'; UPDATE user SET cap='oi' WHERE login='builder'"
     runuser -u fossil -- fossil settings email-url $URL -R $REPO
     # the release root, with the release bin/hosts staged (ocx2 stage) on the host: ROOT/staged/NAME, next
-    name=$(basename "$(readlink -f $S/release)")
+    name=$(cat $S/release-name)
     install -d -o fossil -g fossil -m 755 $ROOT $ROOT/staged
     cp -a $S/release $ROOT/staged/$name
     # the programs name the Node that staged them: here it is the guest's (the same release, another path)
