@@ -84,9 +84,11 @@ export default class SummaryReporter implements Reporter {
       failed += testsFailed > 0 ? testsFailed : module.state() === "failed" ? 1 : 0
     }
     const project = Path.join(import.meta.dirname, "..")
+    // a module a test of this reporter makes has no diagnostic: its time is then unknown, not a throw
     this.files = modules.map((module) => {
-      const d = module.diagnostic()
-      return { file: Path.relative(project, module.moduleId), seconds: (d.setupDuration + d.collectDuration + d.duration) / 1000, state: module.state() }
+      const d = typeof module.diagnostic === "function" ? module.diagnostic() : undefined
+      const seconds = d === undefined ? 0 : (d.setupDuration + d.collectDuration + d.duration) / 1000
+      return { file: typeof module.moduleId === "string" ? Path.relative(project, module.moduleId) : "(unnamed)", seconds, state: module.state() }
     }).sort((a, b) => b.seconds - a.seconds)
     this.passed = passed
     this.failed = failed

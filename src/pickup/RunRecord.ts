@@ -10,7 +10,7 @@ import { decodeEnded, decodeStarted, type StartedContent } from "../protocol/Mes
 import type { EndedContent } from "../protocol/Outcomes.js"
 import { compareServerOrder, replyCounts, type ReplyKind, type Sender } from "../protocol/Senders.js"
 import { processUserOf } from "./RunCheck.js"
-import { tolessAnswerer } from "../node/TolessAnswerer.js"
+import { tolessAnswerer } from "../root/TolessAnswerer.js"
 
 export type RunPlace =
   | { readonly _tag: "Thread"; readonly root: string }

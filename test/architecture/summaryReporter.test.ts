@@ -10,14 +10,17 @@ import SummaryReporter from "../summary-reporter.js"
 const moduleOf = (state: string, tests: ReadonlyArray<string>) =>
   ({ state: () => state, children: { allTests: () => tests.map((s) => ({ result: () => ({ state: s }) })) } }) as unknown as TestModule
 
-const lineOf = async (modules: ReadonlyArray<TestModule>): Promise<string> => {
+const printedBy = async (modules: ReadonlyArray<TestModule>): Promise<ReadonlyArray<string>> => {
   let printed = ""
   vi.spyOn(process.stdout, "write").mockImplementation((chunk) => ((printed += String(chunk)), true))
   const reporter = new SummaryReporter()
   reporter.onTestRunEnd(modules, [])
   await reporter.onFinished()
-  return printed.trim()
+  return printed.trim().split("\n")
 }
+
+/** the line CI reads: the last */
+const lineOf = async (modules: ReadonlyArray<TestModule>): Promise<string> => (await printedBy(modules)).at(-1)!
 
 describe("the summary line", () => {
   afterEach(() => {
@@ -34,5 +37,11 @@ describe("the summary line", () => {
 
   it("counts a file that failed to import, with no tests, as one failure", async () => {
     expect(await lineOf([moduleOf("failed", [])])).toBe("0 passed, 1 failed")
+  })
+
+  it("prints the suite's health before it, never after", async () => {
+    const lines = await printedBy([moduleOf("passed", ["passed"])])
+    expect(lines.at(-1)).toBe("1 passed, 0 failed")
+    expect(lines.slice(0, -1).some((l) => /^suite: wall \d+\.\d s; CPU /.test(l)), lines.join("\n")).toBe(true)
   })
 })

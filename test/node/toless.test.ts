@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Effect from "effect/Effect"
 import { writeMessage } from "../../src/protocol/Envelope.js"
-import { rootOfHookCommand, shellWords, tolessAnswerer } from "../../src/node/TolessAnswerer.js"
+import { rootOfHookCommand, shellWords, tolessAnswerer } from "../../src/root/TolessAnswerer.js"
 import { hookCommandOf } from "../../src/node/HookInstall.js"
 import { hook } from "../../src/tools/hook.js"
 import { webLogin, webNewThread, type WebSession } from "../support/fossilServer.js"

@@ -10,7 +10,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { openDatabase } from "../fossil/Sqlite.js"
 import { rootOfProgram } from "../release/ReleasePaths.js"
-import { canonicalRepository, nodeOf } from "../root/HookFiles.js"
+import { canonicalRepository, nodeOf } from "./HookFiles.js"
 
 interface HookEntry {
   readonly cmd?: unknown
