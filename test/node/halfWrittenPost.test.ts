@@ -214,17 +214,21 @@ describe("the read after a cursor, in a snapshot holding a post's blob without i
     const one = await world.reply(users.admin.login, root, "read whole one")
     const two = await world.reply(users.admin.login, root, "read whole two")
     const putBack = holdRow(one)
+    // what an earlier case's runs add meanwhile (their nodes' replies) may come before or after
+    // them: the posts of this thread are what is looked at, and where the cursor stands
+    const ours = (hashes: ReadonlyArray<string>) => hashes.filter((h) => h === one || h === two)
+    const before1 = (c: Cursor, p: Cursor) => c.rcvid < p.rcvid || (c.rcvid === p.rcvid && c.rid < p.rid)
     // both ways of reading (by rid when few arrived, by one pass when many) stop there
     for (const fewArtifacts of [2000, 0]) {
       const batch = readAfter(before, { senders: true, fewArtifacts }, receivedAt(two) + 1000)
-      expect(batch.items.map((i) => i.hash), `fewArtifacts ${fewArtifacts}`).toEqual([])
-      expect(batch.cursor, `fewArtifacts ${fewArtifacts}`).toEqual(before)
+      expect(ours(batch.items.map((i) => i.hash)), `fewArtifacts ${fewArtifacts}`).toEqual([])
+      expect(before1(batch.cursor, placeOf(one)) && !before1(batch.cursor, before), `fewArtifacts ${fewArtifacts}: ${JSON.stringify(batch.cursor)}`).toBe(true)
       expect(batch.unread, `fewArtifacts ${fewArtifacts}`).toEqual(placeOf(one))
     }
     putBack()
     const batch = readAfter(before)
-    expect(batch.items.map((i) => i.hash)).toEqual([one, two])
-    expect(batch.cursor).toEqual(placeOf(two))
+    expect(ours(batch.items.map((i) => i.hash))).toEqual([one, two])
+    expect(before1(batch.cursor, placeOf(two)), JSON.stringify(batch.cursor)).toBe(false)
     expect(batch.unread).toBeUndefined()
   }, 120_000)
 
