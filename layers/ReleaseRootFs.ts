@@ -272,14 +272,27 @@ const make: ReleaseRootService = {
       return plan instanceof CheckoutUnfit ? Effect.fail(plan) : Effect.succeed(plan)
     }),
 
-  runScript: (checkout, script, log) =>
+  runScript: (checkout, script, log, output) =>
     Effect.gen(function*() {
       const started = Date.now()
       const fd = yield* io(log, () => openLog(log, `$ npm run -s ${script}   (in ${checkout}, ${new Date(started).toISOString()})`))
-      const exit = yield* runProcess("npm", ["run", "-s", script], { cwd: checkout, stdio: ["ignore", fd, fd] }).pipe(
-        // the child holds its own copy of the descriptor; the log grows as it writes
-        Effect.ensuring(Effect.sync(() => Fs.closeSync(fd)))
-      )
+      // without a watcher the child holds its own copy of the descriptor and the log grows as it
+      // writes; with one its output comes through a pipe, written into the log and handed on
+      // chunk by chunk, as it comes
+      const tee = output === undefined ? undefined : (chunk: Buffer) => {
+        try {
+          Fs.writeSync(fd, chunk)
+        } catch {
+          // the log is a courtesy, as appendLog's
+        }
+        output(chunk.toString("utf8"))
+      }
+      const exit = yield* runProcess(
+        "npm",
+        ["run", "-s", script],
+        { cwd: checkout, stdio: tee === undefined ? ["ignore", fd, fd] : ["ignore", "pipe", "pipe"] },
+        tee
+      ).pipe(Effect.ensuring(Effect.sync(() => Fs.closeSync(fd))))
       const seconds = ((Date.now() - started) / 1000).toFixed(1)
       appendLog(log, `\n${script} ended: ${endedHow(exit, "")} after ${seconds} s`)
       if (exit.code !== 0) return yield* new StepFailed({ step: script, log, reason: endedHow(exit, "") })

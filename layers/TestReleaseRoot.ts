@@ -143,9 +143,10 @@ export const make = (options: TestReleaseRootOptions = {}): TestReleaseRoot => {
         const plan = checkout(path)?.plan ?? { externals: [], packages: [] }
         return typeof plan === "string" ? Effect.fail(new CheckoutUnfit({ path, reason: plan })) : Effect.succeed(plan)
       }),
-    runScript: (path, script, log) =>
+    runScript: (path, script, log, output) =>
       Effect.suspend(() => {
         steps.push(`${script} ${path}`)
+        output?.(`${script} of ${path}\n`)
         const failed = checkout(path)?.fails?.[script]
         return failed === undefined ? Effect.void : Effect.fail(new StepFailed({ step: script, log, reason: failed }))
       }),

@@ -116,8 +116,16 @@ export interface ReleaseRootService {
   readonly checkinOf: (checkout: string) => Effect.Effect<Checkin, NotACheckout>
   /** Reads the checkout's package.json and node_modules: what stage will copy beside the bundles. */
   readonly planCopy: (checkout: string) => Effect.Effect<CopyPlan, CheckoutUnfit>
-  /** Runs `npm run -s SCRIPT` in the checkout, its output written into `log` as it runs. */
-  readonly runScript: (checkout: string, script: "gate" | "build", log: string) => Effect.Effect<void, StepFailed | ReleaseRootError>
+  /**
+   * Runs `npm run -s SCRIPT` in the checkout, its output written into `log` as it runs, and given
+   * to `output` as it comes (for a person watching at a terminal), when one is given.
+   */
+  readonly runScript: (
+    checkout: string,
+    script: "gate" | "build",
+    log: string,
+    output?: (text: string) => void
+  ) => Effect.Effect<void, StepFailed | ReleaseRootError>
   /**
    * Assembles a release in `into`: each dist/NAME.mjs as the executable NAME, package.json, the
    * packages; a build that left no dist/ocx2.mjs fails as the build, naming its log.

@@ -53,6 +53,12 @@ export interface ToolContext {
    * at a terminal; absent, it only answers at the end.
    */
   readonly progress?: (stream: "stdout" | "stderr", text: string) => void
+  /**
+   * Where a tool that takes long (stage) says each step as it starts and ends, and what the
+   * programs it runs print, as it happens, for a person at a terminal; absent, it only answers at
+   * the end. The command line gives it standard error, with --json too (the answer is on stdout).
+   */
+  readonly steps?: (text: string) => void
 }
 
 /**

@@ -1,8 +1,9 @@
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Path from "node:path"
 import * as Schema from "effect/Schema"
 import { ReleaseRoot } from "../../services/ReleaseRoot.js"
-import { finish, recording, refuse } from "../operations/Operations.js"
+import { type Act, finish, recording, refuse } from "../operations/Operations.js"
 import { releaseNameOf, releasePaths } from "../release/ReleasePaths.js"
 import { rootToActOn } from "../release/Served.js"
 import { smokeArguments } from "../release/SmokeAnswer.js"
@@ -31,7 +32,8 @@ export type StageOutput = typeof StageOutput.Type
 
 /** stage CHECKOUT: gate, build, copy, smoke, and offer the copy as next. */
 export const stageRelease = (input: StageInput, context: ToolContext, programPath: string | undefined) => {
-  const act = recording(context.dryRun)
+  const recorded = recording(context.dryRun)
+  const { act, printed } = narrated(recorded, context.dryRun ? undefined : context.steps)
   return finish(
     act,
     Effect.scoped(Effect.gen(function*() {
@@ -64,12 +66,12 @@ export const stageRelease = (input: StageInput, context: ToolContext, programPat
       yield* act(
         "gate",
         `npm run -s gate in ${checkout}, its output written to ${paths.gateLog} as it runs`,
-        releases.runScript(checkout, "gate", paths.gateLog)
+        releases.runScript(checkout, "gate", paths.gateLog, printed("gate"))
       )
       yield* act(
         "build",
         `npm run -s build in ${checkout}, its output written to ${paths.buildLog}`,
-        releases.runScript(checkout, "build", paths.buildLog)
+        releases.runScript(checkout, "build", paths.buildLog, printed("build"))
       )
       const partial = paths.partial(name)
       const programs = yield* act(
@@ -108,6 +110,50 @@ export const stageRelease = (input: StageInput, context: ToolContext, programPat
       return output
     }))
   )
+}
+
+/**
+ * Stage's steps said as they happen, through `say` (the command line's standard error): each
+ * note, each step's start and its end with its time, and what the gate and the build print, line
+ * by line with the step's name before it. The answer's operations log is the same with or without.
+ */
+const narrated = (act: Act, say: ((text: string) => void) | undefined) => {
+  if (say === undefined) return { act, printed: (_step: string) => undefined }
+  const open = new Map<string, { rest: string }>()
+  const printed = (step: string) => (text: string) => {
+    const lines = open.get(step) ?? { rest: "" }
+    open.set(step, lines)
+    const parts = (lines.rest + text).split("\n")
+    lines.rest = parts.pop() ?? ""
+    for (const line of parts) say(`  ${step} | ${line}\n`)
+  }
+  const flush = (step: string) => {
+    const lines = open.get(step)
+    if (lines !== undefined && lines.rest !== "") say(`  ${step} | ${lines.rest}\n`)
+    open.delete(step)
+  }
+  const seconds = (since: number) => `${((Date.now() - since) / 1000).toFixed(1)} s`
+  const told = <A, E, R>(op: string, detail: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A | undefined, E, R> =>
+    act(op, detail, Effect.suspend(() => {
+      const started = Date.now()
+      say(`stage: ${op}: ${detail}\n`)
+      return Effect.onExit(effect, (exit) =>
+        Effect.sync(() => {
+          flush(op)
+          say(Exit.isSuccess(exit) ? `stage: ${op} done (${seconds(started)})\n` : `stage: ${op} stopped after ${seconds(started)}\n`)
+        }))
+    }))
+  return {
+    act: Object.assign(told, {
+      note: (op: string, detail: string) => {
+        say(`stage: ${op}: ${detail}\n`)
+        act.note(op, detail)
+      },
+      operations: act.operations,
+      dryRun: act.dryRun
+    }) as Act,
+    printed
+  }
 }
 
 export const stage = defineTool({

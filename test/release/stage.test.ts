@@ -1,4 +1,4 @@
-import { execFile } from "node:child_process"
+import { execFile, spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { promisify } from "node:util"
@@ -201,5 +201,60 @@ describe("stage", { timeout: 60_000 }, () => {
     const answer = await call(stage, { checkout, root: missing })
     expect(answer.stopped).toEqual({ reason: "refused", message: `the release root ${missing} cannot be used: no such directory` })
     expect(Fs.existsSync(missing)).toBe(false)
+  })
+})
+
+describe("stage on the command line", { timeout: 90_000 }, () => {
+  // issue 40: stage printed nothing for minutes, then everything at once. The fake gate prints its
+  // first line, then waits for a file this test makes only once that line has reached the CLI's
+  // standard error: so the line came while the gate was still running.
+  it("says each step and the gate's output as they happen; the answer stays JSON on stdout", async () => {
+    const root = freshRoot()
+    const repository = Path.join(base, "cli.fossil")
+    if (!Fs.existsSync(repository)) await promisify(execFile)("fossil", ["init", repository], { env: { ...process.env, USER: "maintainer" } })
+    const name = commit(checkout, "staged from the command line")
+    control(checkout, "gate-waits", true)
+    try {
+      const program = Path.resolve(import.meta.dirname, "../../dist/ocx2.mjs")
+      const child = spawn(process.execPath, [program, "--json", "--repository", repository, "--user", "maintainer", "stage", checkout, "--root", root], {
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      let stdout = ""
+      let stderr = ""
+      child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c))
+      const ended = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
+      let exited = false
+      void ended.then(() => (exited = true))
+      const seen = new Promise<void>((resolve) => {
+        child.stderr.setEncoding("utf8").on("data", (c: string) => {
+          stderr += c
+          if (stderr.includes("gate | gate: first check passed\n")) resolve()
+        })
+      })
+      await Promise.race([seen, ended.then(() => {
+        throw new Error(`the CLI ended without printing the gate's first line as it ran; stderr:\n${stderr}\nstdout:\n${stdout}`)
+      })])
+      // the gate is still running (it waits for gate-go): its last line has not come, nor the answer
+      expect(exited).toBe(false)
+      expect(stderr).toContain(`stage: gate: npm run -s gate in ${checkout}`)
+      expect(stderr).not.toContain("all checks passed")
+      expect(stdout).toBe("")
+      control(checkout, "gate-go", true)
+      expect(await ended).toBe(0)
+      const lines = stderr.split("\n")
+      const at = (text: string) => lines.findIndex((l) => l.includes(text))
+      for (const step of ["gate", "build", "copy", "smoke", "place", "link"]) {
+        expect(at(`stage: ${step}: `), step).toBeGreaterThanOrEqual(0)
+        expect(at(`stage: ${step} done (`), step).toBeGreaterThan(at(`stage: ${step}: `))
+      }
+      expect(at("gate | gate: all checks passed")).toBeLessThan(at("stage: gate done ("))
+      expect(at("build | build: bundled")).toBeGreaterThan(at("stage: build: "))
+      const answer = JSON.parse(stdout) as { stopped: unknown; output: { staged: string } }
+      expect(answer.stopped).toEqual({ reason: "completed" })
+      expect(answer.output.staged).toBe(name)
+    } finally {
+      control(checkout, "gate-waits", false)
+      control(checkout, "gate-go", false)
+    }
   })
 })

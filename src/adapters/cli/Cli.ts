@@ -137,7 +137,9 @@ const commandOf = (tool: Tool) => {
         repository: Option.getOrUndefined(global.repository),
         entryPoint: "cli",
         // as text, what a tool follows is printed as it happens; --json prints the answer alone
-        ...(global.json ? {} : { progress: (stream: "stdout" | "stderr", text: string) => void process[stream].write(text) })
+        ...(global.json ? {} : { progress: (stream: "stdout" | "stderr", text: string) => void process[stream].write(text) }),
+        // a long tool's steps as it takes them (stage), on standard error, with --json too
+        steps: (text: string) => void process.stderr.write(text)
       })
       yield* printAnswer(tool, answer, global.json)
     })).pipe(Command.withDescription(`${tool.summary}. ${tool.description}`))
