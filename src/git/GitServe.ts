@@ -25,6 +25,39 @@ const refusal = (status: number, text: string, headers: Readonly<Record<string, 
   status, headers: { "Content-Type": "text/plain; charset=utf-8", ...headers }, body: `${text}\n`
 })
 
+/** The served Fossil repository's URL, as the request reached its extension root (BASE/ext/git/...). */
+const fossilUrlOf = (env: NodeJS.ProcessEnv): string | undefined => {
+  const host = env["HTTP_HOST"]
+  if (host === undefined || host === "") return undefined
+  const https = (env["HTTPS"] ?? "").toLowerCase() === "on" || env["REQUEST_SCHEME"] === "https"
+  const top = (env["SCRIPT_NAME"] ?? "").replace(/\/ext(?:\/.*)?$/, "")
+  return `${https ? "https" : "http"}://${host}${top}`
+}
+
+/** What a push is told: the export is read-only, and where to push instead. */
+const readOnly = (env: NodeJS.ProcessEnv): string => {
+  const url = fossilUrlOf(env)
+  return `this git export is read-only: push to the Fossil repository instead (${url === undefined ? "fossil push" : `fossil push ${url}`}, or fossil commit in a checkout of it)`
+}
+
+/** One pkt-line of git's protocol: four hex digits of its length, then the line. */
+export const pktLine = (text: string): string => `${(Buffer.byteLength(text) + 4).toString(16).padStart(4, "0")}${text}`
+
+/**
+ * A push refused in git's own words: git's smart HTTP has a server speak to the user by an `ERR`
+ * pkt-line, which git prints as "fatal: remote error: ..." (or "remote: ..."), where a status of
+ * 403 shows only "The requested URL returned error: 403" (Fossil puts a failed extension's text in
+ * its skin, which git never shows). For info/refs, the advertisement's service line first, as git
+ * expects of a smart server; for the POST (a client that skipped info/refs), the result alone.
+ */
+const pushRefused = (env: NodeJS.ProcessEnv, what: "advertisement" | "result"): Reply => ({
+  status: 200,
+  headers: { "Content-Type": `application/x-git-receive-pack-${what}`, "Cache-Control": "no-cache" },
+  body: what === "advertisement"
+    ? `${pktLine("# service=git-receive-pack\n")}0000${pktLine(`ERR ${readOnly(env)}\n`)}`
+    : pktLine(`ERR ${readOnly(env)}\n`)
+})
+
 /** Why a request takes this route, or the route: info/refs, the upload-pack exchange, or a file of the dumb protocol. */
 export type Route =
   | { readonly _tag: "Route"; readonly name: string; readonly rest: string }
@@ -43,16 +76,22 @@ export const route = (env: NodeJS.ProcessEnv): Route => {
   } catch {
     return { _tag: "Refused", reply: refusal(400, "the URL is not well formed") }
   }
-  // a push by any route: the smart protocol's, a dumb-HTTP (WebDAV) one, or another method
-  if (/receive-pack/i.test(decoded) || !["GET", "HEAD", "POST"].includes(method)) {
-    return { _tag: "Refused", reply: refusal(403, "this git export is read-only: push to the Fossil repository itself; git fetch and git clone are served here") }
-  }
   const m = /^\/([A-Za-z0-9._-]+)\.git(\/.*)?$/.exec(pathInfo)
+  // git push's own two requests are answered as git's smart HTTP lets a server speak to the user,
+  // so git prints why and what to do instead ("remote error: ..."), not a bare 403
+  const service = new URLSearchParams(query).get("service")
+  if (m !== null && m[2] === "/info/refs" && (method === "GET" || method === "HEAD") && service === "git-receive-pack") {
+    return { _tag: "Refused", reply: pushRefused(env, "advertisement") }
+  }
+  if (m !== null && m[2] === "/git-receive-pack" && method === "POST") return { _tag: "Refused", reply: pushRefused(env, "result") }
+  // a push by any other route: a dumb-HTTP (WebDAV) one, or another method
+  if (/receive-pack/i.test(decoded) || !["GET", "HEAD", "POST"].includes(method)) {
+    return { _tag: "Refused", reply: refusal(403, `${readOnly(env)}; git fetch and git clone are served here`) }
+  }
   if (m === null || m[1]!.startsWith(".")) {
     return { _tag: "Refused", reply: refusal(404, "not a git export: fetch NAME.git, such as git clone BASE/ext/git/NAME.git") }
   }
   const rest = m[2] ?? "/"
-  const service = new URLSearchParams(query).get("service")
   const allowed =
     (rest === "/info/refs" && (method === "GET" || method === "HEAD") && (service === null || service === "git-upload-pack")) ||
     (rest === "/git-upload-pack" && method === "POST") ||
@@ -159,7 +198,7 @@ export const writeReply = (output: NodeJS.WritableStream, reply: Reply): void =>
 }
 
 const statusText: Record<number, string> = {
-  400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 413: "Content Too Large", 500: "Internal Server Error"
+  200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 413: "Content Too Large", 500: "Internal Server Error"
 }
 
 /** One request, answered on `output`; resolves when the answer is written. */

@@ -74,14 +74,30 @@ describe("git clone and fetch from the extension root", () => {
     Fs.writeFileSync(Path.join(into, "pushed-by-git.txt"), "no\n")
     git(["add", "pushed-by-git.txt"], { cwd: into })
     git(["-c", "user.name=b", "-c", "user.email=b@example.com", "commit", "--quiet", "-m", "a git push"], { cwd: into })
+    // git prints the refusal, naming where to push instead (issue 40: it showed only "403")
+    const told = `remote error: this git export is read-only: push to the Fossil repository instead (fossil push ${world.server.url.replace(/\/$/, "")}, or fossil commit in a checkout of it)`
     const pushed = git([...as(builder), "push", "origin", "HEAD:refs/heads/master"], { cwd: into, allowFail: true })
     expect(pushed.code).not.toBe(0)
+    expect(pushed.stderr).toContain(told)
+    console.log(`git push printed:\n${pushed.stderr.trim()}`)
     const admin = await webLogin(world.server.url, users.admin.login, users.admin.password)
     const pushedAsAdmin = git([...as(admin), "push", "origin", "HEAD:refs/heads/other"], { cwd: into, allowFail: true })
     expect(pushedAsAdmin.code).not.toBe(0)
+    expect(pushedAsAdmin.stderr).toContain(told)
+    const anonymous = git(["push", world.gitUrl, "HEAD:refs/heads/other"], { cwd: into, allowFail: true })
+    expect(anonymous.code).not.toBe(0)
+    expect(anonymous.stderr).toContain(told)
+    // git push's own two requests are answered in git's protocol, an ERR line that git prints
+    for (const [method, suffix, type] of [
+      ["GET", "/info/refs?service=git-receive-pack", "application/x-git-receive-pack-advertisement"],
+      ["POST", "/git-receive-pack", "application/x-git-receive-pack-result"]
+    ] as const) {
+      const r = await fetch(world.gitUrl + suffix, { method, headers: { Cookie: admin.cookie }, ...(method === "GET" ? {} : { body: "0000" }) })
+      expect(r.status, `${method} ${suffix}`).toBe(200)
+      expect(r.headers.get("content-type")).toBe(type)
+      expect(await r.text()).toMatch(/[0-9a-f]{4}ERR this git export is read-only: push to the Fossil repository instead/)
+    }
     for (const [method, suffix] of [
-      ["GET", "/info/refs?service=git-receive-pack"],
-      ["POST", "/git-receive-pack"],
       ["PUT", "/objects/aa/bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"],
       ["POST", "/info/refs?service=git-upload-pack"]
     ] as const) {

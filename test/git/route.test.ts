@@ -1,7 +1,7 @@
 import { Readable } from "node:stream"
 import * as Zlib from "node:zlib"
 import { describe, expect, it } from "vitest"
-import { readBody, requestBound, route, servedName } from "../../src/git/GitServe.js"
+import { pktLine, readBody, requestBound, route, servedName } from "../../src/git/GitServe.js"
 
 // What the git program lets through to git http-backend, decided before anything is read.
 
@@ -19,10 +19,24 @@ describe("the git program's routes", () => {
     expect(status(routed("GET", `/served.git/objects/pack/pack-${"d".repeat(40)}.pack`))).toBe(200)
   })
 
+  it("refuses git push's own requests in git's protocol, naming where to push instead", () => {
+    const env = { HTTP_HOST: "fossil.example.org:8080", SCRIPT_NAME: "/top/ext/git" }
+    const advertised = route({ ...env, REQUEST_METHOD: "GET", PATH_INFO: "/served.git/info/refs", QUERY_STRING: "service=git-receive-pack" })
+    const told = "ERR this git export is read-only: push to the Fossil repository instead (fossil push http://fossil.example.org:8080/top, or fossil commit in a checkout of it)\n"
+    expect(advertised._tag === "Refused" && advertised.reply).toEqual({
+      status: 200,
+      headers: { "Content-Type": "application/x-git-receive-pack-advertisement", "Cache-Control": "no-cache" },
+      body: `001f# service=git-receive-pack\n0000${pktLine(told)}`
+    })
+    const posted = route({ ...env, REQUEST_METHOD: "POST", PATH_INFO: "/served.git/git-receive-pack" })
+    expect(posted._tag === "Refused" && posted.reply).toMatchObject({ status: 200, body: pktLine(told) })
+    expect(pktLine("ERR x\n")).toBe("000aERR x\n")
+  })
+
   it("refuses a push by any route, and every other method or file", () => {
-    expect(status(routed("GET", "/served.git/info/refs", "service=git-receive-pack"))).toBe(403)
-    expect(status(routed("GET", "/served.git/info/refs", "service=git%2Dreceive%2Dpack"))).toBe(403)
-    expect(status(routed("POST", "/served.git/git-receive-pack"))).toBe(403)
+    expect(routed("GET", "/served.git/info/refs", "service=git%2Dreceive%2Dpack")).toMatchObject({ _tag: "Refused", reply: { status: 200 } })
+    expect(status(routed("POST", "/served.git/info/refs", "service=git-receive-pack"))).toBe(403)
+    expect(status(routed("GET", "/served.git/git-receive-pack"))).toBe(403)
     expect(status(routed("POST", "/served.git/info/refs", "service=git-upload-pack"))).toBe(403)
     expect(status(routed("GET", "/served.git/git-upload-pack"))).toBe(403)
     for (const method of ["PUT", "MKCOL", "DELETE", "PROPFIND", "LOCK", "MOVE"]) expect(status(routed(method, "/served.git/HEAD")), method).toBe(403)
