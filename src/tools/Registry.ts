@@ -5,6 +5,7 @@ import { audit } from "./audit.js"
 import { containers } from "./containers.js"
 import { supervise } from "./supervise.js"
 import { create } from "./create.js"
+import { doctor } from "./doctor.js"
 import { echo } from "./echo.js"
 import { gitExport } from "./export.js"
 import { hook } from "./hook.js"
@@ -28,6 +29,7 @@ export const tools: ReadonlyArray<Tool> = [
   makeList(() => tools),
   makeHelp(() => tools),
   status,
+  doctor,
   echo,
   create,
   run,

@@ -2,6 +2,7 @@
 
 import { tools } from "../../tools/Registry.js"
 import { stateWords } from "../OutputPages.js"
+import type { DoctorOutput } from "../../tools/doctor.js"
 import type { ReadOutput } from "../../tools/read.js"
 import type { RunsOutput } from "../../tools/runs.js"
 import type { WatchOutput } from "../../tools/watch.js"
@@ -28,8 +29,16 @@ const renderOutput = (tool: Tool, output: any, look: Look): string => {
   if (tool.name === "runs") return runsTable(output)
   if (tool.name === "read") return recordText(output)
   if (tool.name === "watch") return watchText(output)
+  if (tool.name === "doctor") return doctorText(output)
   return renderValue(output)
 }
+
+/** One line a finding: "ok: ..." or "FAIL: ... — fix: ...", then whether all hold. */
+const doctorText = (output: DoctorOutput): string =>
+  [
+    ...output.findings.map((f) => f.ok ? `ok: ${f.check}: ${f.words}` : `FAIL: ${f.check}: ${f.words}${f.fix !== undefined ? ` — fix: ${f.fix}` : ""}`),
+    ...(output.findings.length > 0 ? [output.ok ? "every check holds" : `${output.findings.filter((f) => !f.ok).length} of ${output.findings.length} checks FAIL`] : [])
+  ].join("\n")
 
 /** One line a run, newest first, as a CI's list of builds reads: hash, state, node, sender, when, how long, what for. */
 const runsTable = (output: RunsOutput): string => {
