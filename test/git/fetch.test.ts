@@ -99,7 +99,8 @@ describe("git clone and fetch from the extension root", () => {
     }
     for (const [method, suffix] of [
       ["PUT", "/objects/aa/bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"],
-      ["POST", "/info/refs?service=git-upload-pack"]
+      ["POST", "/info/refs?service=git-upload-pack"],
+      ["GET", "/git-receive-pack"]
     ] as const) {
       const r = await fetch(world.gitUrl + suffix, { method, headers: { Cookie: admin.cookie }, ...(method === "GET" ? {} : { body: "0000" }) })
       await r.arrayBuffer()
