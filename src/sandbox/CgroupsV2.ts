@@ -16,10 +16,12 @@
  *
  * The base is found from our own group (the `0::/PATH` line): when it is the leaf `ocx2-node`,
  * its parent; otherwise our own group, whose processes are then moved into its new leaf
- * `ocx2-node` before the controllers are enabled. A systemd service's own group too: under a
- * systemd older than 254 (Debian 12 ships 252) `DelegateSubgroup=` is ignored and the unit's
- * processes start in its group itself; with `Delegate=yes` the group is the unit's to manage, and
- * the kernel lets it move its own processes into the leaf (bin/hosts proves it on Debian 12).
+ * `ocx2-node` before the controllers are enabled. Never a systemd service's own group: systemd
+ * starts the unit's next processes there (Restart=, a timer's next call), which the kernel refuses
+ * once the group enables memory, and the unit fails to start (status=219/CGROUP): bin/hosts saw
+ * systemd 252 on Debian 12 fail so after the supervisor was SIGKILLed. There the unit needs
+ * `DelegateSubgroup=ocx2-node` (systemd 254 or later), or the node run in a delegated scope of its
+ * own (`systemd-run --scope -p Delegate=yes`, the shipped units), which is never started again.
  * Without delegation the writes are refused, and the answer names `Delegate=yes`.
  */
 import * as Fs from "node:fs"
@@ -112,6 +114,15 @@ const readPids = (io: CgroupIo, dir: string): ReadonlyArray<number> => readWords
 
 const message = (e: unknown) => (e as Error).message
 
+/** why base must not become an inner group: it is a systemd service's own group */
+const systemdUnitProblem = (b: V2Base): string | undefined =>
+  b.own === b.base && /\.service$/.test(Path.basename(b.base))
+    ? `our own cgroup ${b.base} is a systemd service's: systemd starts the unit's next processes there, which it could not ` +
+      `once the cgroup hands memory to its children (status=219/CGROUP); run the node in a delegated scope of its own ` +
+      `(ExecStart=/usr/bin/systemd-run --scope -p Delegate=yes ..., as docs/systemd's units do), or give the unit ` +
+      `Delegate=yes and DelegateSubgroup=${nodeLeaf} (systemd 254 or later)`
+    : undefined
+
 /** the kernel's answer to enabling a controller in a group that holds processes (no internal processes; a thread root) */
 const holdsProcesses = (e: unknown): boolean => ["EBUSY", "ENOTSUP", "EOPNOTSUPP"].includes((e as NodeJS.ErrnoException).code ?? "")
 
@@ -139,7 +150,7 @@ export const lookV2 = (host: V2Host, controller: V2Controller): string | undefin
   const b = baseOf(host)
   if (typeof b === "string") return b
   if (readWords(host.io, Path.join(b.base, "cgroup.subtree_control")).includes(controller)) return undefined
-  return notGivenProblem(host.io, b.base, [controller])
+  return notGivenProblem(host.io, b.base, [controller]) ?? (readPids(host.io, b.base).length > 0 ? systemdUnitProblem(b) : undefined)
 }
 
 /**
@@ -171,6 +182,8 @@ export const prepareV2 = (host: V2Host, controllers: ReadonlyArray<V2Controller>
     }
   }
   // the base holds processes: they go into the leaf, then the controllers can be enabled
+  const unit = systemdUnitProblem(b)
+  if (unit !== undefined) return unit
   const leaf = Path.join(b.base, nodeLeaf)
   try {
     if (!io.exists(leaf)) io.mkdir(leaf)

@@ -166,23 +166,38 @@ describe("cgroup v2: a launch's group in a delegated subtree (Delegate=yes)", ()
     expect(c.removeNow()).toBe(true)
   })
 
-  it("systemd 252 (no DelegateSubgroup=): a delegated service's processes start in its own group; they move into the leaf, the controllers are enabled", () => {
+  it("systemd 252 (no DelegateSubgroup=): a service's own group holding its processes is refused, naming the scope and DelegateSubgroup; nothing is enabled", () => {
     const f = fake()
     const service = f.group(unit, [90, 91])
     const host = v2Only(f, unit, 90)
-    // before the node measures: status says the group can give both (it is given them: Delegate=yes)
-    expect(lookV2(f.host(unit, 90), "memory")).toBeUndefined()
-    expect(describeController("pids", host)).toBe("cgroup v2 pids")
-    // pids first, as the node measures: the kernel would let pids be enabled with the processes in the
-    // group, which then (a thread root) refuses memory with EOPNOTSUPP; they are moved out first
+    // pids first, as the node measures: the kernel would take it with the processes there, and the
+    // unit's next start would still be placed in the group; memory would then make it fail (219/CGROUP)
+    const problem = probeController("pids", host)
+    expect(problem).toMatch(/systemd service's/)
+    expect(problem).toMatch(/systemd-run --scope -p Delegate=yes/)
+    expect(problem).toMatch(/DelegateSubgroup=ocx2-node/)
+    expect(probeController("memory", host)).toMatch(/systemd service's/)
+    expect(lookV2(f.host(unit, 90), "memory")).toMatch(/systemd service's/)
+    expect(f.procs(service)).toEqual([90, 91])
+    expect(read(service, "cgroup.subtree_control")).toBe("")
+    expect(f.groups(service)).toEqual([service])
+  })
+
+  it("the node in a delegated scope of its own (systemd-run --scope -p Delegate=yes, the units on systemd 252): pids then memory, its processes moved first", () => {
+    const f = fake()
+    const scopePath = "/system.slice/run-r1234.scope"
+    const scope = f.group(scopePath, [90, 91])
+    const host = v2Only(f, scopePath, 90)
+    // pids first, as the node measures: enabled with the processes still there, the scope would be
+    // a thread root that refuses memory (EOPNOTSUPP, Linux 6.1); they are moved out first
     expect(probeController("pids", host)).toBeUndefined()
     expect(probeController("memory", host)).toBeUndefined()
-    const leaf = Path.join(service, nodeLeaf)
-    expect(f.procs(service)).toEqual([])
+    const leaf = Path.join(scope, nodeLeaf)
+    expect(f.procs(scope)).toEqual([])
     expect(f.procs(leaf)).toEqual([90, 91])
-    expect(words(read(service, "cgroup.subtree_control")).sort()).toEqual(["memory", "pids"])
+    expect(words(read(scope, "cgroup.subtree_control")).sort()).toEqual(["memory", "pids"])
     const c = LaunchCgroups.make("ocx2-run-y", { pids: true, pidsMax: 3, memoryBytes: 2 << 20 }, host)
-    expect(c.dirs()).toEqual([Path.join(service, "ocx2-run-y")])
+    expect(c.dirs()).toEqual([Path.join(scope, "ocx2-run-y")])
     expect(c.removeNow()).toBe(true)
   })
 

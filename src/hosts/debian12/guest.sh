@@ -22,6 +22,7 @@ detail() { echo "  $*" | tee -a $OUT/log; }
 verdict() { # NAME START STATUS WHAT
   if [ "$3" = 0 ]; then say "PASS $1 ($(since "$2") s): $4"; else say "FAIL $1 ($(since "$2") s): $4"; fi
 }
+ROOT_OCX=/usr/local/sbin/ocx-hostcheck
 # the release's ocx2 as the account that runs the server, signed in as the setup user alice
 ocx() { local p=$ROOT/current/ocx2; [ -e "$p" ] || p=$ROOT/next/ocx2; runuser -u $ACCOUNT -- "$p" --repository $REPO --user alice "$@"; }
 # the run's fields: a shell script in the sandbox as uid 65534, as the tests' shellRun writes them
@@ -31,10 +32,10 @@ runFields() { # SCRIPT LIMITS-JSON
 }
 post() { # TITLE SCRIPT LIMITS: the run's full hash
   local prefix
-  prefix=$($NODE $S/post.mjs post $URL alice alice-pw "$1" "$(runFields "$2" "$3")") || return 1
+  prefix=$(timeout 120 $NODE $S/post.mjs post $URL alice alice-pw "$1" "$(runFields "$2" "$3")") || { detail "post of '$1' failed or hung"; return 1; }
   runuser -u $ACCOUNT -- fossil sql -R $REPO "SELECT uuid FROM blob WHERE uuid GLOB '$prefix*'" | tr -d "'" | tee -a $OUT/runs
 }
-thread() { ocx --json read "$1" --thread 2>/dev/null | $NODE $S/post.mjs thread; }
+thread() { timeout 60 $ROOT_OCX --json read "$1" --thread 2>/dev/null | $NODE $S/post.mjs thread; }
 waitFor() { # SECONDS COMMAND...: until the command succeeds
   local end=$(( $(date +%s) + $1 )); shift
   until "$@"; do [ "$(date +%s)" -ge $end ] && return 1; sleep 1; done
@@ -53,6 +54,8 @@ if [ "$state" = fresh ]; then
     set -ex
     install -D -m 755 $S/node/bin/node $NODE
     ln -sf $NODE /usr/local/bin/node
+    printf '#!/bin/sh\np=%s/current/ocx2; [ -e "$p" ] || p=%s/next/ocx2\nexec runuser -u %s -- "$p" --repository %s --user alice "$@"\n' $ROOT $ROOT $ACCOUNT $REPO > $ROOT_OCX
+    chmod 755 $ROOT_OCX
     useradd --system --create-home --home-dir /var/lib/fossil --shell /bin/sh fossil
     chown $ACCOUNT: /var/lib/fossil && chmod 755 /var/lib/fossil
     runuser -u $ACCOUNT -- fossil init -A alice $REPO
@@ -78,12 +81,17 @@ if [ "$state" = fresh ]; then
     mkdir -p /etc/ocx2
     echo "OCX2_ROOT=$ROOT" > /etc/ocx2/supervise.env
     install -m 644 $S/systemd/*.service $S/systemd/*.timer /etc/systemd/system/
-    if [ $ACCOUNT != fossil ]; then
-      for u in fossil-server@ ocx2-backoffice@ ocx2-supervise@; do
-        mkdir -p /etc/systemd/system/$u.service.d
-        printf '[Service]\nUser=%s\nEnvironment=USER=%s\n' $ACCOUNT $ACCOUNT > /etc/systemd/system/$u.service.d/account.conf
-      done
-    fi
+    # drop-ins as docs/operations.md says ("systemd older than 254"): the account, and on systemd 252
+    # the node in a delegated scope of its own (the unit's group, started again at each restart,
+    # must never hand memory to children)
+    for u in fossil-server@ ocx2-backoffice@ ocx2-supervise@; do
+      mkdir -p /etc/systemd/system/$u.service.d
+      [ $ACCOUNT != fossil ] && printf '[Service]\nUser=%s\nEnvironment=USER=%s\n' $ACCOUNT $ACCOUNT > /etc/systemd/system/$u.service.d/account.conf
+      if [ "$(systemctl --version | head -1 | cut -d' ' -f2)" -lt 254 ]; then
+        cmd=$(grep '^ExecStart=' /etc/systemd/system/$u.service | cut -d= -f2-)
+        printf '[Service]\nExecStart=\nExecStart=/usr/bin/systemd-run --scope --quiet --collect -p Delegate=yes %s\n' "$cmd" > /etc/systemd/system/$u.service.d/scope.conf
+      fi
+    done
     systemctl daemon-reload
     systemctl enable --now fossil-server@served.service ocx2-backoffice@served.service $SUP
   ) > $OUT/install.log 2>&1
@@ -117,22 +125,28 @@ if [ "$state" = fresh ]; then
   # ---------------------------------------------------------------- proof 2: systemd 252 without DelegateSubgroup
   t=$(now)
   G=$(group $SUP)
+  mp=$(systemctl show -P MainPID $SUP)
+  B=/sys/fs/cgroup$(cut -d: -f3 /proc/$mp/cgroup); B=${B%/ocx2-node}
   {
     echo "systemctl show -p Delegate,DelegateSubgroup,ControlGroup $SUP:"; systemctl show -p Delegate,DelegateSubgroup,ControlGroup $SUP
-    echo "$G/cgroup.controllers: $(cat $G/cgroup.controllers)"
-    echo "$G/cgroup.subtree_control: $(cat $G/cgroup.subtree_control)"
-    echo "$G/cgroup.procs: $(cat $G/cgroup.procs | tr '\n' ' ')"
-    echo "$G/ocx2-node/cgroup.procs: $(cat $G/ocx2-node/cgroup.procs 2>/dev/null | tr '\n' ' ')"
-    journalctl -b -u $SUP --no-pager | grep -i delegatesubgroup | tail -2
+    echo "the unit's group: $G: cgroup.procs [$(cat $G/cgroup.procs | tr '\n' ' ')] cgroup.subtree_control [$(cat $G/cgroup.subtree_control)]"
+    echo "the supervisor (pid $mp) is in $(cut -d: -f3 /proc/$mp/cgroup); the node's base: $B"
+    echo "$B/cgroup.controllers: $(cat $B/cgroup.controllers)"
+    echo "$B/cgroup.subtree_control: $(cat $B/cgroup.subtree_control)"
+    echo "$B/cgroup.procs: $(cat $B/cgroup.procs | tr '\n' ' ')"
+    echo "$B/ocx2-node/cgroup.procs: $(cat $B/ocx2-node/cgroup.procs 2>/dev/null | tr '\n' ' ')"
+    journalctl -b -u $SUP --no-pager | grep -i delegatesubgroup | tail -1
   } > $OUT/cgroups.txt 2>&1
   while read -r l; do detail "$l"; done < $OUT/cgroups.txt
   ok=0
   grep -q 'Delegate=yes' $OUT/cgroups.txt || ok=1
-  echo " $(cat $G/cgroup.subtree_control) " | grep -q ' memory ' || ok=1
-  echo " $(cat $G/cgroup.subtree_control) " | grep -q ' pids ' || ok=1
-  [ -z "$(cat $G/cgroup.procs)" ] || ok=1
-  grep -qx "$(systemctl show -P MainPID $SUP)" $G/ocx2-node/cgroup.procs || ok=1
-  verdict "2 systemd $(systemctl --version | head -1 | cut -d' ' -f2) Delegate=yes without DelegateSubgroup" "$t" $ok "the supervisor moved into $SUP/ocx2-node, memory and pids enabled in its unit's group, which holds no process"
+  echo " $(cat $B/cgroup.subtree_control) " | grep -q ' memory ' || ok=1
+  echo " $(cat $B/cgroup.subtree_control) " | grep -q ' pids ' || ok=1
+  [ -z "$(cat $B/cgroup.procs)" ] || ok=1
+  grep -qx "$mp" $B/ocx2-node/cgroup.procs || ok=1
+  # the unit's own group never hands memory down: systemd can start the unit there again
+  echo " $(cat $G/cgroup.subtree_control) " | grep -q ' memory ' && ok=1
+  verdict "2 systemd $(systemctl --version | head -1 | cut -d' ' -f2) Delegate=yes without DelegateSubgroup" "$t" $ok "the supervisor in ocx2-node of its delegated base ($B), memory and pids enabled there, the base holding no process; the unit's own group gives no memory"
   # ---------------------------------------------------------------- proof 3: the supervisor SIGKILLed
   t=$(now)
   # the supervisor alone (--kill-who=main): its watchers, in the unit's leaf, go on; then the whole
@@ -144,6 +158,10 @@ if [ "$state" = fresh ]; then
   waitFor 30 sh -c "[ \"\$(systemctl show -P NRestarts $SUP)\" -gt $before ] && systemctl is-active -q $SUP"
   waitFor 120 endedIn "$main"
   m=$(thread "$main"); detail "after systemctl kill -s KILL --kill-who=main: $main: $m"
+  np=$(systemctl show -P MainPID $SUP)
+  detail "restarted: MainPID $np in $(cut -d: -f3 /proc/$np/cgroup 2>/dev/null); the unit's group: procs [$(cat $(group $SUP)/cgroup.procs | tr '\n' ' ')] subtree_control [$(cat $(group $SUP)/cgroup.subtree_control)]"
+  journalctl -b -u $SUP --no-pager | tail -5 | while read -r l; do detail "journal: $l"; done
+  tail -5 $ROOT/node/supervisor.log 2>/dev/null | while read -r l; do detail "supervisor.log: ${l:0:200}"; done
   echo "$m" | grep -q 'started=1 ended=1 outcome=exited exit=0' || k3=1
   before=$(systemctl show -P NRestarts $SUP)
   long=$(post "runs through its unit's SIGKILL" 'sleep 20; echo done' '{"wall":"2m"}')
