@@ -314,7 +314,7 @@ export const doctorCheck = (input: DoctorInput, context: ToolContext, programPat
         keep: { stdout: 4096, stderr: 4096 }
       }
       const given = [caps.processes ? `processes: ${limits.processes}` : undefined, caps.memory ? `memory: ${limits.memory}` : undefined].filter((w) => w !== undefined)
-      const missing = [caps.processes ? undefined : `processes ${limits.processes}`, caps.memory ? undefined : `memory ${limits.memory}`].filter((w) => w !== undefined)
+      const missing = [caps.processes ? undefined : `processes (${limits.processes})`, caps.memory ? undefined : `memory (${limits.memory})`].filter((w) => w !== undefined)
       const result = yield* launcher.run(spec).pipe(Effect.either)
       if (result._tag === "Left") return { ok: false, words: `the probe was not launched: ${result.left.message}` }
       const ending = result.right.ending
@@ -374,6 +374,7 @@ export const doctorCheck = (input: DoctorInput, context: ToolContext, programPat
       }
     }
     if (role === "clone" && clone !== undefined) {
+      const at = clone.serverUrl.replace(/\/+$/, "")
       const read = readPasswordsFile(clone.passwordsFile)
       if (read._tag === "Refused") {
         found("clone password", false, read.why, `write {"user": "${clone.user}", "password": "..."} to ${clone.passwordsFile}, chmod 600 (docs/operations.md, "A node on another host")`)
@@ -384,12 +385,12 @@ export const doctorCheck = (input: DoctorInput, context: ToolContext, programPat
           Effect.either
         )
         if (signedIn._tag === "Left") {
-          found("clone password", false, `signing in to ${clone.serverUrl} as ${read.passwords.user} with ${read.passwords.file}: ${firstLine(signedIn.left)}`,
+          found("clone password", false, `signing in to ${at} as ${read.passwords.user} with ${read.passwords.file}: ${firstLine(signedIn.left)}`,
             `set the password on the server (fossil user password ${read.passwords.user} ... -R REPO) and write it to ${read.passwords.file}`)
         } else if (signedIn.right === undefined) {
-          found("clone password", false, `${clone.serverUrl} has no user ${read.passwords.user}`, `make the user on the server, holding o and i`)
+          found("clone password", false, `${at} has no user ${read.passwords.user}`, `make the user on the server, holding o and i`)
         } else {
-          found("clone password", true, `${read.passwords.file} signs in to ${clone.serverUrl} as ${read.passwords.user}`)
+          found("clone password", true, `${read.passwords.file} signs in to ${at} as ${read.passwords.user}`)
           const caps = signedIn.right
           if (/[as]/.test(caps)) {
             found("node user", false, `${read.passwords.user} holds admin or setup on the server (${caps}): the node refuses to start as it`,

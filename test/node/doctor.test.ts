@@ -5,9 +5,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { hook } from "../../src/tools/hook.js"
 import { unhook } from "../../src/tools/unhook.js"
 import type { DoctorOutput } from "../../src/tools/doctor.js"
+import { webLogin } from "../support/fossilServer.js"
 import { users } from "../support/nodeWorld.js"
 import { closeHookWorld, makeHookWorld, type HookWorld } from "./hookWorld.js"
-import { startSupervisor, stopSupervisor, type RunningSupervisor } from "./supervisorWorld.js"
+import { startSupervisor, stopSupervisor, supervisorInfo, type RunningSupervisor } from "./supervisorWorld.js"
 
 // ocx2 doctor (issue 40), as an operator runs it on the server's host: the installed program
 // ROOT/current/ocx2, a real fossil server serving the release's pages from its extension root, the
@@ -66,6 +67,22 @@ describe("ocx2 doctor", () => {
     expect(dry.stdout).not.toMatch(/^(ok|FAIL): /m)
   }, 180_000)
 
+  it("is the web page's for setup users alone: they get the findings, others a refusal", async () => {
+    const page = (cookie?: string) =>
+      fetch(`${world.server.url.replace(/\/+$/, "")}/ext/ocx2-cgi/doctor?format=json`, cookie !== undefined ? { headers: { cookie } } : {})
+        .then(async (r) => ({ status: r.status, answer: (await r.json()) as { output?: DoctorOutput; stopped: { reason: string; message?: string } } }))
+    const alice = await webLogin(world.server.url, users.admin.login, users.admin.password)
+    const setup = await page(alice.cookie)
+    expect(setup.answer.stopped).toEqual({ reason: "completed" })
+    expect(setup.answer.output?.root).toBe(Fs.realpathSync(world.root))
+    expect(setup.answer.output?.findings.map((f) => f.check)).toEqual(checks)
+    const builder = await webLogin(world.server.url, users.builder.login, users.builder.password)
+    for (const other of [await page(builder.cookie), await page()]) {
+      expect(other.answer.stopped).toEqual({ reason: "refused", message: "doctor needs Fossil's setup capability (s)" })
+      expect(other.answer.output).toBeUndefined()
+    }
+  }, 180_000)
+
   it("FAILs release.json of another ABI, with the fix, exit 1", () => {
     const file = Path.join(world.root, "current", "release.json")
     Fs.writeFileSync(file, JSON.stringify({ node: { version: "v18.0.0", modules: "108", execPath: process.execPath } }))
@@ -82,6 +99,27 @@ describe("ocx2 doctor", () => {
       Fs.rmSync(file)
     }
     expect(findings().status).toBe(0)
+  }, 180_000)
+
+  it("FAILs limits when the node's measure finds no sandbox; a limit the host lacks is named, not failed", () => {
+    // the node's own measure (ROOT/node/capabilities.json), what its launcher and refusal 6 go by
+    const file = Path.join(world.root, "node", "capabilities.json")
+    const measure = (caps: object) =>
+      Fs.writeFileSync(file, JSON.stringify({ sandbox: true, wall: true, cpu: true, file_size: true, processes: true, memory: true, notes: [], ...caps }))
+    try {
+      measure({ sandbox: false, notes: ["sandbox: setpriv: setresuid failed"] })
+      const { status, output } = findings()
+      expect(status).toBe(1)
+      expect(failing(output)).toEqual(["limits"])
+      expect(finding(output, "limits")?.words).toBe("this host gives no sandbox: sandbox: setpriv: setresuid failed")
+      expect(finding(output, "limits")?.fix).toContain("Delegate=yes")
+      measure({ memory: false, notes: ["memory: no memory controller"] })
+      const without = findings()
+      expect(without.status).toBe(0)
+      expect(finding(without.output, "limits")?.words).toMatch(/^\/bin\/true exited 0 in a sandbox under processes: cgroup v[12] pids; runs asking for memory \(not available: no memory controller\) are refused \(refusal 6\)$/)
+    } finally {
+      Fs.rmSync(file, { force: true })
+    }
   }, 180_000)
 
   it("FAILs a node user holding setup, with the fix, exit 1", () => {
@@ -165,6 +203,30 @@ describe("ocx2 doctor", () => {
     } finally {
       process.kill(started.pid!, "SIGTERM")
     }
+  }, 180_000)
+
+  it("FAILs a supervisor running another release than ROOT/current serves, with the fix, exit 1", async () => {
+    // a supervisor started from a release the root does not serve (a release staged beside it) keeps running
+    await stopSupervisor(supervisor)
+    supervisor = undefined
+    const served = Fs.realpathSync(Path.join(world.root, "current"))
+    const other = Path.join(world.root, "staged", "bbbbbbbbbbbb")
+    Fs.cpSync(served, other, { recursive: true, verbatimSymlinks: true })
+    const child = ChildProcess.spawn(Path.join(other, "ocx2-supervise"), ["--node", users.node.login, "--root", world.root], { detached: true, stdio: "ignore" })
+    const exited = new Promise((resolve) => child.once("exit", resolve))
+    try {
+      await world.waitFor("the other release's supervisor", () => supervisorInfo(world)?.pid === child.pid ? true : undefined)
+      const { status, output } = findings()
+      expect(status).toBe(1)
+      expect(failing(output)).toEqual(["supervisor"])
+      expect(finding(output, "supervisor")?.words).toBe(`the supervisor (pid ${child.pid}) runs ${other}, not the current release ${served}`)
+      expect(finding(output, "supervisor")?.fix).toContain(`systemctl restart ocx2-supervise@${users.node.login}.service`)
+    } finally {
+      child.kill("SIGTERM")
+      await exited
+    }
+    supervisor = await startSupervisor(world)
+    expect(findings().status).toBe(0)
   }, 180_000)
 
   it("FAILs a supervisor absent while fast mode is off, with the fix, exit 1", async () => {

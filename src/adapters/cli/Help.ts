@@ -96,7 +96,7 @@ const exitCodes = (look: Look): Array<string> => [
   heading(look, "Exit status:"),
   ...entry(look, "0", "done (a dry run too)", 6),
   ...entry(look, "1", "refused or failed (a repository file that cannot be read, a --user it does not have, a capability " +
-    "missing; watch --exit-status: the run did not exit 0)", 6),
+    "missing; watch --exit-status: the run did not exit 0; doctor: a check FAILs)", 6),
   ...entry(look, "2", "bad usage: an unknown option or tool, a missing or extra argument, a value the tool does not take, " +
     "a JSON argument that does not parse", 6)
 ]
