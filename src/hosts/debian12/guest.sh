@@ -118,7 +118,7 @@ if [ "$state" = fresh ]; then
   ok=0
   # the ended names the limit in its note (2.9)
   echo "$m" | grep -qE 'started=1 ended=1 outcome=budget .*(limit=memory|note="memory")' || ok=1
-  echo "$f" | grep -q 'started=1 ended=1 outcome=exited exit=2' || ok=1
+  echo "$f" | grep -q 'started=1 ended=1 outcome=exited limit= exit=2' || ok=1
   echo "$status" | grep -qE 'memory: cgroup v2 memory' || ok=1
   echo "$status" | grep -qE 'processes: cgroup v2 pids' || ok=1
   verdict "1 limits" "$t" $ok "memory 64M run ended budget naming memory; fork bomb under processes 16 ended exited 2 (its stderr: ${forkErr:-no fork error kept}); status names cgroup v2 for memory and processes"
@@ -162,7 +162,7 @@ if [ "$state" = fresh ]; then
   detail "restarted: MainPID $np in $(cut -d: -f3 /proc/$np/cgroup 2>/dev/null); the unit's group: procs [$(cat $(group $SUP)/cgroup.procs | tr '\n' ' ')] subtree_control [$(cat $(group $SUP)/cgroup.subtree_control)]"
   journalctl -b -u $SUP --no-pager | tail -5 | while read -r l; do detail "journal: $l"; done
   tail -5 $ROOT/node/supervisor.log 2>/dev/null | while read -r l; do detail "supervisor.log: ${l:0:200}"; done
-  echo "$m" | grep -q 'started=1 ended=1 outcome=exited exit=0' || k3=1
+  echo "$m" | grep -q 'started=1 ended=1 outcome=exited limit= exit=0' || k3=1
   before=$(systemctl show -P NRestarts $SUP)
   long=$(post "runs through its unit's SIGKILL" 'sleep 20; echo done' '{"wall":"2m"}')
   waitFor 120 startedIn "$long"
@@ -210,7 +210,7 @@ if [ "$state" = rebooted ]; then
   echo "$s" | grep -q 'started=1 ended=1 outcome=lost' || ok=1
   waitFor 120 endedIn "$next"
   n=$(thread "$next"); detail "$next: $n"
-  echo "$n" | grep -q 'started=1 ended=1 outcome=exited exit=0' || ok=1
+  echo "$n" | grep -q 'started=1 ended=1 outcome=exited limit= exit=0' || ok=1
   # nothing answered twice, across the whole check
   sleep 5
   all=$(cat $OUT/runs)
