@@ -88,7 +88,7 @@ const probeIds = () => {
 }
 
 /** The stream server's settings as ROOT/settings/stream gives them: each value that would be passed over named. */
-const streamSettingsProblems = (file: string): { readonly problems: ReadonlyArray<string>; readonly words: string } => {
+const streamSettingsProblems = (file: string): { readonly problems: ReadonlyArray<string>; readonly words: string; readonly url?: string } => {
   let text: string
   try {
     text = Fs.readFileSync(file, "utf8")
@@ -122,7 +122,11 @@ const streamSettingsProblems = (file: string): { readonly problems: ReadonlyArra
   if (unknown.length > 0) problems.push(`${unknown.join(", ")}: not a setting of the stream server`)
   const host = typeof given.host === "string" ? given.host : "127.0.0.1"
   const port = typeof given.port === "number" && given.port !== 0 ? String(given.port) : "a port the system chooses"
-  return { problems, words: `${file}: listens on ${host}, ${port}${typeof given.url === "string" ? `; pages give browsers ${given.url}` : ""}` }
+  return {
+    problems,
+    words: `${file}: listens on ${host}, ${port}${typeof given.url === "string" ? `; pages give browsers ${given.url}` : ""}`,
+    ...(typeof given.url === "string" && url(given.url) ? { url: given.url.replace(/\/+$/, "") } : {})
+  }
 }
 
 /** The checks, in the order they are made; each one's words for a dry run. */
@@ -355,6 +359,16 @@ export const doctorCheck = (input: DoctorInput, context: ToolContext, programPat
         if ("error" in answer) {
           found("stream", false, `the stream server (pid ${running.pid}) does not answer on ${host}:${running.port}: ${answer.error}`,
             `end it (kill ${running.pid}): the next run page starts another`)
+        } else if (stream.url !== undefined) {
+          // where browsers reach it through a proxy: asked there too
+          const proxied = yield* get(`${stream.url}/`)
+          if ("error" in proxied || proxied.status >= 500) {
+            found("stream", false, `the stream server answers on ${host}:${running.port}, but not at ${stream.url}, where the pages send browsers: ` +
+              ("error" in proxied ? proxied.error : `HTTP ${proxied.status}`),
+              `forward ${stream.url} to ${host}:${running.port} (a fixed port in ${Path.join(paths.settings, "stream")}), unbuffered, or remove its url`)
+          } else {
+            found("stream", true, `${stream.words}; it runs (pid ${running.pid}) and answers on ${host}:${running.port} and at ${stream.url}`)
+          }
         } else {
           found("stream", true, `${stream.words}; it runs (pid ${running.pid}) and answers on ${host}:${running.port}`)
         }

@@ -200,7 +200,16 @@ describe("ocx2 doctor", () => {
       const { status, output } = findings()
       expect(status).toBe(0)
       expect(finding(output, "stream")?.words).toContain(`it runs (pid ${state.pid}) and answers on 127.0.0.1:${state.port}`)
+      // a url where browsers reach it that leads nowhere
+      Fs.writeFileSync(settings, JSON.stringify({ url: "http://127.0.0.1:9" }))
+      const proxied = findings()
+      expect(proxied.status).toBe(1)
+      expect(failing(proxied.output)).toEqual(["stream"])
+      expect(finding(proxied.output, "stream")?.words).toContain(`answers on 127.0.0.1:${state.port}, but not at http://127.0.0.1:9, where the pages send browsers`)
+      Fs.writeFileSync(settings, JSON.stringify({ url: `http://127.0.0.1:${state.port}` }))
+      expect(finding(findings().output, "stream")?.words).toContain(`and at http://127.0.0.1:${state.port}`)
     } finally {
+      Fs.rmSync(settings, { force: true })
       process.kill(started.pid!, "SIGTERM")
     }
   }, 180_000)
