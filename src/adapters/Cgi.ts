@@ -54,15 +54,28 @@ export interface CgiRequest {
 
 export interface CgiResponse {
   readonly status: number
-  readonly contentType: "text/html" | "application/json"
+  /** text/html and application/json; a document tool's own type (metrics: text/plain; version=0.0.4) */
+  readonly contentType: string
   readonly body: string
+  readonly headers?: Readonly<Record<string, string>>
 }
 
-const reasons: Record<number, string> = { 200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error" }
+const reasons: Record<number, string> = { 200: "OK", 401: "Unauthorized", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error" }
+
+/**
+ * Fossil (2.21, extcgi.c and doc.c's document_render) keeps only the media type of an extension's
+ * answer, and puts an answer of exactly `text/plain` inside its skin as an HTML page; any type it
+ * does not render it passes on as it is. Media types are case-insensitive (RFC 9110 8.3.1), so
+ * plain text is written `Text/Plain`: Fossil passes it on, and a client (a Prometheus scrape)
+ * reads it as text/plain.
+ */
+const fossilPassesOn = (contentType: string): string => contentType.replace(/^text\/plain\b/i, "Text/Plain")
 
 /** The CGI reply as Fossil reads it: header lines, a blank line, the body. */
 export const formatCgiResponse = (response: CgiResponse): string =>
-  `Status: ${response.status} ${reasons[response.status] ?? ""}\r\nContent-Type: ${response.contentType}; charset=utf-8\r\n\r\n${response.body}`
+  `Status: ${response.status} ${reasons[response.status] ?? ""}\r\nContent-Type: ${fossilPassesOn(response.contentType)}; charset=utf-8\r\n${
+    Object.entries(response.headers ?? {}).map(([name, value]) => `${name}: ${value}\r\n`).join("")
+  }\r\n${response.body}`
 
 const wantsJson = (request: CgiRequest, params: URLSearchParams | undefined): boolean =>
   new URLSearchParams(request.query).get(FORMAT) === "json" ||
@@ -116,7 +129,25 @@ export interface CgiOptions {
 }
 
 /** The tools whose release root is the page's own, never the request's (seed 001). */
-const releaseTools: ReadonlyArray<string> = ["accept", "rollback", "hook", "unhook", "status"]
+const releaseTools: ReadonlyArray<string> = ["accept", "rollback", "hook", "unhook", "status", "metrics"]
+
+/**
+ * A document tool's GET (metrics): its document as it is, in its own type, for a program that
+ * reads it (a Prometheus scrape); a refusal is plain text, 401 when the request brought neither a
+ * login nor a token, 403 when what it brought may not read it.
+ */
+const documentAnswer = (tool: Tool, answer: Answer<unknown>, caller: Caller): CgiResponse => {
+  const text = (status: number, body: string, headers?: Record<string, string>): CgiResponse =>
+    ({ status, contentType: "text/plain", body: `${body}\n`, ...(headers !== undefined ? { headers } : {}) })
+  if (answer.stopped.reason === "completed" && answer.output !== undefined) {
+    return { status: 200, contentType: tool.document!.contentType, body: tool.document!.body(answer.output) }
+  }
+  const message = answer.stopped.message ?? answer.stopped.reason
+  if (answer.stopped.reason === "failed") return text(500, message)
+  return caller.user === undefined && caller.token === undefined
+    ? text(401, message, { "WWW-Authenticate": 'Bearer realm="ocx2"' })
+    : text(403, message)
+}
 
 /** The CGI as a function of the tool list: one request in, one response out, never a throw. */
 export const makeCgi = (allTools: ReadonlyArray<Tool>, options: CgiOptions = {}): Cgi => async (request) => {
@@ -169,6 +200,11 @@ export const makeCgi = (allTools: ReadonlyArray<Tool>, options: CgiOptions = {})
   if (method !== "POST") {
     // a reading tool runs on a GET once its required fields are given (its form is a GET too)
     const reads = tool.readOnly === true && fieldsOf(tool).every((f) => f.optional || f.kind === "boolean" || (query.get(f.name) ?? "") !== "")
+    if (tool.document !== undefined && reads && !wantsJson(request, undefined)) {
+      const decoded = fromForm(tool, withoutFormat(query))
+      if (decoded._tag === "Problem") return { status: 400, contentType: "text/plain", body: `${decoded.message}\n` }
+      return documentAnswer(tool, await Effect.runPromise(runTool(tool, decoded.raw, context(false))), request.caller)
+    }
     if (!wantsJson(request, undefined)) {
       if (!reads) return html(200, toolPage(tool, page, query, undefined, request.caller, pageOptions))
       const decoded = fromForm(tool, withoutFormat(query))
@@ -223,6 +259,7 @@ export const requestFromEnv = (env: NodeJS.ProcessEnv, body: string): CgiRequest
   const host = env.HTTP_HOST ??
     `${env.SERVER_NAME ?? "localhost"}${env.SERVER_PORT !== undefined && env.SERVER_PORT !== defaultPort ? `:${env.SERVER_PORT}` : ""}`
   const user = env.FOSSIL_USER !== undefined && env.FOSSIL_USER !== "" ? env.FOSSIL_USER : undefined
+  const token = tokenOf(env)
   return {
     method: env.REQUEST_METHOD ?? "GET",
     scriptName: env.SCRIPT_NAME ?? "",
@@ -233,11 +270,28 @@ export const requestFromEnv = (env: NodeJS.ProcessEnv, body: string): CgiRequest
     accept: env.HTTP_ACCEPT,
     contentType: env.CONTENT_TYPE,
     body,
-    caller: { user, capabilities: env.FOSSIL_CAPABILITIES ?? "", sandboxed: false },
+    caller: { user, capabilities: env.FOSSIL_CAPABILITIES ?? "", sandboxed: false, ...(token !== undefined ? { token } : {}) },
     // relative when the server was started with a relative path; the CGI runs in the server's directory
     repository: env.FOSSIL_REPOSITORY !== undefined && env.FOSSIL_REPOSITORY !== "" ? resolve(env.FOSSIL_REPOSITORY) : undefined,
     nonce: env.FOSSIL_NONCE !== undefined && env.FOSSIL_NONCE !== "" ? env.FOSSIL_NONCE : undefined
   }
+}
+
+/**
+ * The token the request carried for a tool that takes one (metrics): `Authorization: Bearer TOKEN`
+ * where the server passes it on (AUTH_TYPE and AUTH_CONTENT, as later Fossils hand an extension the
+ * header, or HTTP_AUTHORIZATION), else the cookie `ocx2-metrics-token`: Fossil 2.21 passes an
+ * extension no Authorization header at all, but the request's cookies (HTTP_COOKIE) it does.
+ */
+const tokenOf = (env: NodeJS.ProcessEnv): string | undefined => {
+  const whole = env.AUTH_TYPE !== undefined && env.AUTH_TYPE !== "" ? `${env.AUTH_TYPE} ${env.AUTH_CONTENT ?? ""}` : env.HTTP_AUTHORIZATION
+  const bearer = /^\s*Bearer\s+(\S+)\s*$/i.exec(whole ?? "")?.[1]
+  if (bearer !== undefined) return bearer
+  for (const part of (env.HTTP_COOKIE ?? "").split(";")) {
+    const m = /^\s*ocx2-metrics-token=(\S+?)\s*$/.exec(part)
+    if (m !== null) return m[1]
+  }
+  return undefined
 }
 
 /** The origin as URL normalizes it (lower-case host, default port dropped), as a Referer's is. */

@@ -10,6 +10,7 @@ import { echo } from "./echo.js"
 import { gitExport } from "./export.js"
 import { hook } from "./hook.js"
 import { gitImport } from "./import.js"
+import { metrics } from "./metrics.js"
 import { node } from "./node.js"
 import { post } from "./post.js"
 import { read } from "./read.js"
@@ -35,6 +36,7 @@ export const tools: ReadonlyArray<Tool> = [
   run,
   stop,
   runs,
+  metrics,
   read,
   watch,
   attach,

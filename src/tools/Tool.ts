@@ -37,6 +37,12 @@ export interface Caller {
   readonly capabilities: string
   /** Whether the call comes from inside a run's sandbox. */
   readonly sandboxed: boolean
+  /**
+   * A token the request carried for a tool that takes one (the metrics page's scrapers:
+   * `Authorization: Bearer TOKEN`, or the cookie `ocx2-metrics-token`), as the entry point received
+   * it: no capability by itself; the tool compares it.
+   */
+  readonly token?: string
 }
 
 export interface ToolContext {
@@ -95,6 +101,12 @@ export interface Tool<I = any, IE = any, O = any, OE = any, R = ToolServices> {
    * (watch --exit-status: the run's success); 0 when not given.
    */
   readonly exitStatus?: (output: O) => number | undefined
+  /**
+   * A tool whose answer is a document of its own kind (metrics: Prometheus' text format): the
+   * command line prints the document as its text, and the web page answers a GET with it as it is,
+   * in this content type, not an HTML page (JSON with format=json, as every page).
+   */
+  readonly document?: { readonly contentType: string; readonly body: (output: O) => string }
   readonly handle: (input: I, context: ToolContext) => Effect.Effect<Handled<O>, never, R>
 }
 

@@ -126,14 +126,14 @@ describe("which entry points offer a tool", () => {
       ...(entryPoint !== undefined ? { entryPoint } : {})
     }).pipe(Effect.map((answer) => answer.output.tools.map((t: { name: string }) => t.name)))
 
-  it.effect("follows seed 001's table: stage, post and node not on the web, node, hook, unhook, export and import not on MCP, attach, containers and supervise on the command line alone, all on the command line", () =>
+  it.effect("follows seed 001's table: stage, post and node not on the web, node, hook, unhook, export, import and metrics not on MCP, attach, containers and supervise on the command line alone, all on the command line", () =>
     Effect.gen(function*() {
       const all = tools.map((t) => t.name)
       const without = (...out: Array<string>) => all.filter((n) => !out.includes(n))
       expect(names("cli")).toEqual(all)
       // node is in the registry once its helper's work lands; it is offered by the command line alone
       expect(names("cgi")).toEqual(without("stage", "post", "node", "attach", "containers", "supervise"))
-      expect(names("mcp")).toEqual(without("node", "hook", "unhook", "attach", "export", "import", "containers", "supervise"))
+      expect(names("mcp")).toEqual(without("node", "hook", "unhook", "attach", "export", "import", "containers", "supervise", "metrics"))
       expect(yield* listed("cli")).toEqual(all)
       expect(yield* listed("cgi")).toEqual(names("cgi"))
       expect(yield* listed("mcp")).toEqual(names("mcp"))

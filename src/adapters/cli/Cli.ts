@@ -85,7 +85,10 @@ const exitCodeOf = (tool: Tool, answer: Answer<unknown>, usage: boolean) => {
 const printAnswer = (tool: Tool, answer: Answer<unknown>, json: boolean, usage = false) =>
   Effect.gen(function*() {
     if (json) yield* Console.log(JSON.stringify(answer))
-    else {
+    else if (tool.document !== undefined && answer.stopped.reason === "completed" && answer.output !== undefined) {
+      // a document tool's text is its document, as its page answers it (metrics: Prometheus' text format)
+      yield* Effect.sync(() => void process.stdout.write(tool.document!.body(answer.output)))
+    } else {
       const text = renderText(tool, answer, lookOf())
       if (answer.stopped.reason === "refused" || answer.stopped.reason === "failed") yield* Console.error(text)
       else if (text.length > 0) yield* Console.log(text)
