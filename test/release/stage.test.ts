@@ -249,6 +249,7 @@ describe("stage on the command line", { timeout: 90_000 }, () => {
       }
       expect(at("gate | gate: all checks passed")).toBeLessThan(at("stage: gate done ("))
       expect(at("build | build: bundled")).toBeGreaterThan(at("stage: build: "))
+      console.log(`stage printed on standard error:\n${stderr}`)
       const answer = JSON.parse(stdout) as { stopped: unknown; output: { staged: string } }
       expect(answer.stopped).toEqual({ reason: "completed" })
       expect(answer.output.staged).toBe(name)
