@@ -149,8 +149,9 @@ if [ "$state" = fresh ]; then
   verdict "2 systemd $(systemctl --version | head -1 | cut -d' ' -f2) Delegate=yes without DelegateSubgroup" "$t" $ok "the supervisor in ocx2-node of its delegated base ($B), memory and pids enabled there, the base holding no process; the unit's own group gives no memory"
   # ---------------------------------------------------------------- proof 3: the supervisor SIGKILLed
   t=$(now)
-  # the supervisor alone (--kill-who=main): its watchers, in the unit's leaf, go on; then the whole
-  # unit (systemctl kill's default, --kill-who=all): the watchers too, whose runs are answered lost
+  # the supervisor alone (--kill-who=main): its watchers go on; then the whole unit (systemctl kill's
+  # default, --kill-who=all): where the watchers are in the unit's group they die too, and their runs
+  # are answered lost; in the node's scope (systemd < 254) they are not the unit's and go on
   before=$(systemctl show -P NRestarts $SUP); pid=$(systemctl show -P MainPID $SUP)
   main=$(post "runs through its supervisor's SIGKILL" 'sleep 15; echo done' '{"wall":"2m"}')
   waitFor 120 startedIn "$main"
@@ -182,7 +183,7 @@ if [ "$state" = fresh ]; then
   [ "$(systemctl show -P NRestarts $SUP)" -gt "$before" ] || ok=1
   [ -z "${k3:-}" ] || ok=1
   thread "$after" | grep -qE 'outcome=budget .*(limit=memory|note="memory")' || { ok=1; detail "the memory limit after the restart: $(thread "$after")"; }
-  verdict "3 systemctl kill -s KILL $SUP" "$t" $ok "Restart=always brought it back both times; the run through the supervisor's SIGKILL ended exited 0, the one through the unit's was answered lost, a run after it still got its memory limit (budget); every run has exactly one started and one ended"
+  verdict "3 systemctl kill -s KILL $SUP" "$t" $ok "Restart=always brought it back both times (--kill-who=main, then all: the unit's processes; the watchers, in the node's scope, are not the unit's); the run through the supervisor's SIGKILL ended exited 0, a run after the restarts still got its memory limit (budget); every run has exactly one started and one ended"
   # ---------------------------------------------------------------- proof 4, first half: reboot with a run in flight
   t=$(now)
   flight=$(post "in flight across a reboot" 'sleep 600' '{"wall":"15m"}')
