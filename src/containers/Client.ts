@@ -32,6 +32,8 @@ export interface RunOptions {
   readonly onLater?: (payload: Buffer) => void
   /** every server channel, before it is answered (tests watch the order) */
   readonly onServerChannel?: (channel: PeerChannel) => void
+  /** the server asked to hold the scope (true: its proxy is behind) or to go on (false) */
+  readonly onHold?: (held: boolean) => void
 }
 
 export type FirstAnswer =
@@ -59,6 +61,12 @@ export class ToolRun {
   readonly finished: Promise<void>
   /** the FUSE handlers by mount id: those of the request, and those fuseMount added */
   readonly fuse: Map<string, FuseHandler>
+  /**
+   * Whether the server asked this scope to hold (its proxy is behind) and not yet to go on: a
+   * client sends nothing more on the scope meanwhile (docs/containers.md section 1, "Flow
+   * control"); what it answers by itself here is small.
+   */
+  held = false
 
   constructor(
     readonly scope: Scope,
@@ -85,7 +93,15 @@ export class ToolRun {
         resolveFinished()
       }
     )
-    scope.peerOpened.listen((channel) => answerServerChannel(channel, options, this.fuse), () => {})
+    scope.peerOpened.listen((channel) => {
+      const tag = channel.request[0]
+      if (tag !== ServerChannel.hold && tag !== ServerChannel.goOn) return answerServerChannel(channel, options, this.fuse)
+      // each answered by its finish alone; the newest says how the scope stands
+      options.onServerChannel?.(channel)
+      channel.finish()
+      this.held = tag === ServerChannel.hold
+      options.onHold?.(this.held)
+    }, () => {})
   }
 
   /** the client's stop channel */

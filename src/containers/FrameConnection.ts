@@ -128,6 +128,21 @@ export interface FrameConnectionOptions {
 export const highWater = 4 * 1024 * 1024
 
 /**
+ * Per-scope flow control (docs/containers.md section 1, "Flow control"): past this much waiting
+ * to be written to a run's proxy, the run's scope alone is held (the server opens a hold channel
+ * on it, and a go-on channel once that proxy has written what waits), so a slow proxy does not
+ * stop the client's other scopes.
+ */
+export const scopeHighWater = 4 * 1024 * 1024
+
+/**
+ * What a run's proxy may have waiting before the client's whole connection is not read: the
+ * bound of a scope whose client does not hold it when asked. Four times the scope's mark, so that
+ * what a holding client had in flight when the hold reached it fits below it.
+ */
+export const connectionHighWater = 4 * scopeHighWater
+
+/**
  * What a connection needs of its WebSocket. The server's own (WebSocketWire.ts: its connections,
  * whose frames it relays) writes a frame without building a message first and corks its socket;
  * `ws`'s (clients, proxies, tests) is used through its public API only.
@@ -272,8 +287,8 @@ export class FrameConnection {
    * high-water mark SOURCE is not read until this one has written what waits. Nothing is
    * dropped and nothing is timed out: the sender's own TCP window holds the rest.
    */
-  throttle(source: FrameConnection): void {
-    if (source === this || this.closed || this.wire.bufferedAmount < highWater || this.waiting.has(source)) return
+  throttle(source: FrameConnection, limit = highWater): void {
+    if (source === this || this.closed || this.wire.bufferedAmount < limit || this.waiting.has(source)) return
     this.waiting.add(source)
     source.hold()
     if (this.waiting.size === 1) void this.whenDrained().then(() => {
@@ -284,8 +299,18 @@ export class FrameConnection {
 
   /** resolves once what waits to be written is under the high-water mark (or the connection closed) */
   whenDrained(): Promise<void> {
+    return this.whenUnder(highWater)
+  }
+
+  /** resolves once what waits to be written is under LIMIT bytes (or the connection closed) */
+  whenUnder(limit: number): Promise<void> {
     if (this.closed) return Promise.resolve()
-    return this.wire.whenUnder(highWater)
+    return this.wire.whenUnder(limit)
+  }
+
+  /** what waits to be written on this connection */
+  get bufferedAmount(): number {
+    return this.closed ? 0 : this.wire.bufferedAmount
   }
 
   /** whether this connection is not being read, held back by flow control */

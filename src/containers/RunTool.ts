@@ -1,7 +1,7 @@
 import * as Crypto from "node:crypto"
 import type { Deployment, ResolvedMount } from "../../services/Deployer.js"
 import type { ClientImages, ObtainedImage } from "../../services/ImageSource.js"
-import { FrameConnection, type Channel, type PeerChannel, type Scope } from "./FrameConnection.js"
+import { connectionHighWater, FrameConnection, scopeHighWater, type Channel, type PeerChannel, type Scope } from "./FrameConnection.js"
 import { tagged } from "./Frames.js"
 import { memberText } from "./JsonText.js"
 import { dialProxy } from "./ProxyDial.js"
@@ -89,6 +89,7 @@ export class RunTool {
       `proxy connection ${proxy}`,
       `begin ${this.begin === undefined ? "none" : this.begin.isEnded ? "ended" : `open, ${this.begin.channels.size} of its channels unfinished`}`,
       `mounts made ${this.mountScopes.length}`,
+      `scope ${this.scopeHeld ? "held" : "not held"} for its proxy`,
       `ending ${this.ending !== undefined}`
     ].join(", ")
   }
@@ -295,9 +296,30 @@ export class RunTool {
     if (this.proxy !== undefined) this.scope.connection.throttle(this.proxy)
   }
 
-  /** and the other way */
+  /**
+   * And the other way, per scope: the proxy's connection is this run's own, so what waits on it is
+   * this scope's buffer. Past the scope's mark the client is asked to hold this scope; only past
+   * the connection's bound (a client that does not hold it) is the client's whole connection not
+   * read, as before (docs/containers.md section 1, "Flow control").
+   */
   private toProxy(): void {
-    this.proxy?.throttle(this.scope.connection)
+    const proxy = this.proxy
+    if (proxy === undefined) return
+    if (!this.scopeHeld && proxy.bufferedAmount >= scopeHighWater) this.holdScope(proxy)
+    proxy.throttle(this.scope.connection, connectionHighWater)
+  }
+
+  /** whether the client was asked to hold this scope and not yet to go on */
+  private scopeHeld = false
+
+  /** the hold channel now, the go-on channel once the proxy has written what waits for it */
+  private holdScope(proxy: FrameConnection): void {
+    this.scopeHeld = true
+    this.scope.openChannel(tagged(ServerChannel.hold))
+    void proxy.whenUnder(scopeHighWater).then(() => {
+      this.scopeHeld = false
+      if (!this.scope.isEnded && !proxy.isClosed) this.scope.openChannel(tagged(ServerChannel.goOn))
+    })
   }
 
   private relayMountAsks(mount: Scope): void {
@@ -380,7 +402,8 @@ export class RunTool {
         return scope.finish()
       }
       const out = tree.openChannel(channel.request)
-      this.proxy?.throttle(scope.connection)
+      // a tree's asks are small; only past the connection's bound is the client held for them
+      this.proxy?.throttle(scope.connection, connectionHighWater)
       out.responses.listen(
         (payload) => {
           channel.respond(payload)

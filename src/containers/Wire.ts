@@ -39,7 +39,7 @@ export const Answer = {
 } as const
 
 export const ClientChannel = { stop: 0, secrets: 1, fuseMount: 2 } as const
-export const ServerChannel = { ociHas: 1, ociManifest: 2, ociBlob: 3, registration: 4, writeData: 5 } as const
+export const ServerChannel = { ociHas: 1, ociManifest: 2, ociBlob: 3, registration: 4, writeData: 5, hold: 6, goOn: 7 } as const
 export const ProxyScope = { begin: 1, mount: 2, tree: 3 } as const
 export const ProxyChannel = { stopTree: 0, secrets: 1 } as const
 

@@ -5,7 +5,7 @@ import { describe, expect, it, vi } from "vitest"
 import type { WebSocket } from "ws"
 import type { ToolRun } from "../../src/containers/Client.js"
 import type { PeerChannel } from "../../src/containers/FrameConnection.js"
-import { highWater } from "../../src/containers/FrameConnection.js"
+import { connectionHighWater } from "../../src/containers/FrameConnection.js"
 import { FrameType, headerLength, tagged } from "../../src/containers/Frames.js"
 import { Answer, Endpoint, ProxyScope } from "../../src/containers/Wire.js"
 import { images, makeImage, request, until, type World, worldPerCase } from "./world.js"
@@ -369,10 +369,10 @@ describe("containers::fuse_serve naming a running container", () => {
 })
 
 describe("the relay's flow control", () => {
-  it("a proxy that does not read holds the client back: the server is not the buffer; every byte arrives, in order, once", async () => {
+  it("a proxy that does not read holds back a client that does not hold its scope: the server is not the buffer; every byte arrives, in order, once", async () => {
     const w = await open()
     const frame = Buffer.alloc(64 * 1024, 5)
-    const count = 1024 // 64 MiB, sixteen times the high-water mark
+    const count = 1024 // 64 MiB, four times the connection's bound
     let clientSocket: { bufferedAmount: number } | undefined
     const { proxy } = await started(w, {}, (c) => {
       clientSocket = c.scope.connection.socket
@@ -384,11 +384,12 @@ describe("the relay's flow control", () => {
     })
     proxy.connection!.socket.pause()
     const ask = await proxy.ask(tagged(16, "send me a lot"))
-    // the server stops reading the client while the proxy is behind: what the client sent waits on
-    // the client's side, and what the server holds for the proxy stays near the high-water mark
+    // this client sends all at once, asked to hold the scope or not: past the connection's bound the
+    // server stops reading it while the proxy is behind, what it sent waits on its side, and what
+    // the server holds for the proxy stays near that bound
     const run = [...w.server.runs][0]!
     await until(() => run.connections.client.isHeld, "the client held back")
-    expect(run.connections.proxy!.socket.bufferedAmount).toBeLessThan(highWater + 2 * 1024 * 1024)
+    expect(run.connections.proxy!.socket.bufferedAmount).toBeLessThan(connectionHighWater + 2 * 1024 * 1024)
     expect(clientSocket!.bufferedAmount).toBeGreaterThan(16 * 1024 * 1024)
     proxy.connection!.socket.resume()
     for (let i = 0; i < count; i++) {
