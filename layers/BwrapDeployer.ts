@@ -24,6 +24,7 @@ import { proxyKit, volumesMount, type ProxyKit } from "../src/containers/deploy/
 import { sandboxArgs } from "../src/containers/deploy/SandboxArgs.js"
 import { readShapes, shapesFile, SparePool, type SpareShape } from "../src/containers/deploy/SparePool.js"
 import { holdUserNamespace, type HeldNamespace } from "../src/containers/deploy/UserNamespace.js"
+import type { WithProgramOutput } from "../src/containers/ProgramOutput.js"
 import { encodeLaunch, proxyPort, type Launch } from "../src/containers/proxy/Launch.js"
 import { ByteTail } from "../src/sandbox/ByteTail.js"
 import { LaunchCgroups } from "../src/sandbox/Cgroups.js"
@@ -88,7 +89,17 @@ interface Standing {
   readonly bindVolumes: (mounts: ReadonlyArray<ResolvedMount>) => Promise<string | undefined>
   /** calls F once the relay reached the proxy (at once when it did) */
   readonly whenReached: (f: () => void) => void
+  /** the program's stdout and stderr: the read ends of the pipes the proxy hands it (launch's output) */
+  readonly output: { readonly stdout: NodeJS.ReadableStream; readonly stderr: NodeJS.ReadableStream }
 }
+
+/**
+ * Where the sandbox gets the pipes of its program's stdout and stderr, and so the proxy (the
+ * launch file names them): past the info descriptor (3) and the user namespace's (4).
+ */
+const programOutputFds = { stdout: 5, stderr: 6 } as const
+
+const outputPipe = (sandbox: ChildProcess.ChildProcess, fd: number): NodeJS.ReadableStream => (sandbox.stdio as ReadonlyArray<unknown>)[fd] as NodeJS.ReadableStream
 
 /** the memory cgroup's file counting the kernel's out-of-memory kills (v1 memory.oom_control, v2 memory.events) */
 const memoryEventsOf = (groups: ReadonlyArray<string>): string | undefined => {
@@ -138,6 +149,11 @@ export const make = (options: BwrapDeployerOptions) => {
             // gone
           }
           await exited(sandbox)
+          // output pipes nobody kept (a spare's, a run that ended first) read to their end, so they close
+          for (const fd of [programOutputFds.stdout, programOutputFds.stderr]) {
+            const pipe = outputPipe(sandbox, fd) as NodeJS.ReadableStream & { readableFlowing?: boolean | null }
+            if (pipe !== undefined && pipe !== null && pipe.readableFlowing !== true) pipe.resume()
+          }
         }
         if (relay !== undefined) {
           relay.kill("SIGKILL")
@@ -166,7 +182,7 @@ export const make = (options: BwrapDeployerOptions) => {
       // an image's User other than root: a namespace that maps it, held until the sandbox joins it
       if (plan.launch.user !== undefined) userns = await holdUserNamespace()
       const launchFile = Path.join(dir, "launch.json")
-      Fs.writeFileSync(launchFile, encodeLaunch(plan.launch), { mode: 0o444 })
+      Fs.writeFileSync(launchFile, encodeLaunch({ ...plan.launch, output: programOutputFds }), { mode: 0o444 })
       const args = sandboxArgs({
         merged: Path.join(dir, "merged"),
         kit: kit.dir,
@@ -182,7 +198,8 @@ export const make = (options: BwrapDeployerOptions) => {
       sandbox = ChildProcess.spawn("/bin/sh", ["-c", wrapper, "ocx2-container", ...cgroups.procsFiles(), "--", options.bwrap ?? "bwrap", ...args], {
         env: wrapperEnv,
         cwd: "/",
-        stdio: userns === undefined ? ["ignore", "pipe", "pipe", "pipe"] : ["ignore", "pipe", "pipe", "pipe", userns.fd]
+        // the program's output pipes at 5 and 6 (programOutputFds), kept by the server (docs/containers.md section 11)
+        stdio: ["ignore", "pipe", "pipe", "pipe", userns === undefined ? "ignore" : userns.fd, "pipe", "pipe"]
       })
       sandbox.stdout!.on("data", (d: Buffer) => tail.push(d))
       sandbox.stderr!.on("data", (d: Buffer) => tail.push(d))
@@ -246,7 +263,8 @@ export const make = (options: BwrapDeployerOptions) => {
           const args = mounts.flatMap((m) => [m.readOnly ? "ro" : "rw", m.hostPath, m.containerPath])
           return exec(volumesProgram, [String(childPid), staging, volumesMount, ...args]).then(() => undefined, (e: Error) => e.message)
         },
-        whenReached: (f) => (reached ? f() : void onReached.push(f))
+        whenReached: (f) => (reached ? f() : void onReached.push(f)),
+        output: { stdout: outputPipe(sandbox, programOutputFds.stdout), stderr: outputPipe(sandbox, programOutputFds.stderr) }
       }
     } catch (e) {
       await stop()
@@ -297,7 +315,9 @@ export const make = (options: BwrapDeployerOptions) => {
     }
     const standing = taken ?? (await standUp(plan, spec, kit, trace, false))
     standing.whenReached(() => spares.used(shape))
-    return { proxyUrl: `ws+unix:${standing.socket}:/`, stop: Effect.promise(standing.stop) }
+    // the program's output beside the Deployment's fields: the server keeps it (src/containers/ProgramOutput.ts)
+    const deployment: Deployment & WithProgramOutput = { proxyUrl: `ws+unix:${standing.socket}:/`, stop: Effect.promise(standing.stop), output: standing.output }
+    return deployment
   }
 
   return {

@@ -1,5 +1,6 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Stream from "node:stream"
 import { DeployError, Deployer, type DeploySpec } from "../services/Deployer.js"
 import { InProcessProxy, type ProxyBehaviour } from "../src/containers/InProcessProxy.js"
 
@@ -14,6 +15,15 @@ export interface InProcessDeployerOptions {
   /** a deploy that does not complete, with why */
   readonly fail?: (spec: DeploySpec) => string | undefined
   readonly onDeploy?: (spec: DeploySpec, proxy: InProcessProxy) => void
+  /** what this deploy's program writes on stdout and stderr (it has no program: the streams say it, then end) */
+  readonly output?: (spec: DeploySpec) => { readonly stdout: string | Uint8Array; readonly stderr: string | Uint8Array } | undefined
+}
+
+/** a stream that says BYTES and ends */
+const saying = (bytes: string | Uint8Array): Stream.PassThrough => {
+  const stream = new Stream.PassThrough()
+  stream.end(bytes)
+  return stream
 }
 
 export interface DeployRecord {
@@ -33,7 +43,9 @@ export const make = (options: InProcessDeployerOptions = {}, records: Array<Depl
         const record: DeployRecord = { spec, proxy, stops: 0 }
         records.push(record)
         options.onDeploy?.(spec, proxy)
+        const output = options.output?.(spec)
         return {
+          ...(output !== undefined ? { output: { stdout: saying(output.stdout), stderr: saying(output.stderr) } } : {}),
           proxyUrl,
           stop: Effect.promise(async () => {
             record.stops++

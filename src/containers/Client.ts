@@ -235,6 +235,13 @@ export class ContainersClient {
     return Buffer.concat(r.responses.map((p) => p.subarray(1)))
   }
 
+  /** what the program of a container this identity ran wrote on STREAM, as the server kept it (its last part) */
+  output = async (id: string, stream: "stdout" | "stderr"): Promise<Buffer> => {
+    const r = await this.call(Endpoint.containersOutput, JSON.stringify({ id, stream }))
+    okBody(r)
+    return Buffer.concat(r.responses.map((p) => p.subarray(1)))
+  }
+
   /** any of the operations as the server answers it: the responses, raw */
   operation = (tag: number, body: object) => this.call(tag, JSON.stringify(body))
 

@@ -24,6 +24,7 @@ export const makeServerParts = (root: string, onRunEnded?: ServerParts["onRunEnd
     const capabilities = narrowCapabilities(given)
     const volumes = new VolumeStore(root)
     const parts: ServerParts = {
+      root,
       volumes,
       holds: new VolumeHolds(capabilities),
       running: new Running(),

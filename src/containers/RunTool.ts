@@ -4,6 +4,7 @@ import type { ClientImages, ObtainedImage } from "../../services/ImageSource.js"
 import { connectionHighWater, FrameConnection, scopeHighWater, type Channel, type PeerChannel, type Scope } from "./FrameConnection.js"
 import { tagged } from "./Frames.js"
 import { memberText } from "./JsonText.js"
+import { KeptOutput } from "./ProgramOutput.js"
 import { dialProxy } from "./ProxyDial.js"
 import { decodeRunRequest, mountPathsProblem, refusal, type FuseMount, type RunRequest } from "./RunRequest.js"
 import type { ServerParts } from "./ServerParts.js"
@@ -41,6 +42,8 @@ export class RunTool {
   private request: RunRequest | undefined
   private hold: RunHold | undefined
   private deployment: Deployment | undefined
+  /** the program's stdout and stderr, kept from the deploy on (ProgramOutput.ts) */
+  private output: KeptOutput | undefined
   private proxy: FrameConnection | undefined
   private begin: Scope | undefined
   private id: string | undefined
@@ -159,6 +162,7 @@ export class RunTool {
     if (typeof deployed === "string") return this.fail(`the deploy did not complete: ${deployed}`)
     if (this.ending !== undefined) return this.parts.stopDeployment(deployed)
     this.deployment = deployed
+    if (this.parts.root !== undefined) this.output = KeptOutput.of(this.parts.root, this.identity, deployed)
 
     // 6. exactly one connection to the proxy, and the begin scope first on it
     this.state = "connecting"
@@ -186,6 +190,7 @@ export class RunTool {
     this.state = "registering-and-mounting"
     const id = this.parts.running.mint(() => Crypto.randomBytes(32).toString("base64url"))
     this.id = id
+    this.output?.named(id)
     this.parts.running.enter({ id, identity: this.identity, serveTree: (scope) => void this.serveTree(scope) })
     // The begin answered Begun, so the container is registered and gets its id even when its
     // program has ended meanwhile (a /bin/true ends before the server reads Begun): the begin's
@@ -468,7 +473,11 @@ export class RunTool {
       this.mountedResolve(false)
       this.proxy?.close(1000, "the run ended")
       if (this.deployment !== undefined) await this.parts.stopDeployment(this.deployment)
+      // the container stopped, every writer of its output is gone: what it printed is kept before the finish
+      await this.output?.ended
       if (this.id !== undefined) this.parts.running.leave(this.id)
+      // a run whose id was never sent: nobody can ask for what its program printed
+      if (!this.idSent) this.output?.forget()
       this.hold?.release()
       this.scope.finish()
       this.state = "ended"

@@ -1,4 +1,5 @@
 import { FrameConnection, type Scope } from "./FrameConnection.js"
+import { readOutput, type OutputStream } from "./ProgramOutput.js"
 import { RunTool } from "./RunTool.js"
 import type { ServerParts } from "./ServerParts.js"
 import type { WireSocket } from "./WebSocketWire.js"
@@ -53,12 +54,42 @@ const serveScope = (parts: ServerParts, identity: string, scope: Scope, runs: Se
     }
     return container.serveTree(scope)
   }
+  if (tag === Endpoint.containersOutput) return serveOutput(parts, identity, scope)
   if (tag === Endpoint.version) {
     if (scope.request.length !== 3 || scope.request.toString("utf8", 1) !== "{}") return scope.finish()
     scope.respond(okAnswer(JSON.stringify({ version: serverVersion, capabilities: parts.capabilities })))
     return scope.finish()
   }
   void serveVolumeEndpoint(parts, identity, scope).catch(() => scope.finish())
+}
+
+/**
+ * containers::output (docs/containers.md section 3): what a container the identity ran wrote on
+ * one stream, kept under ROOT/output/IDENTITY/ID; another identity's is not found.
+ */
+const serveOutput = (parts: ServerParts, identity: string, scope: Scope): void => {
+  const asked = decodeOutputBody(scope.request)
+  if (asked === undefined) return scope.finish()
+  const bytes = parts.root === undefined ? undefined : readOutput(parts.root, identity, asked.id, asked.stream)
+  if (bytes === undefined) scope.respond(errorAnswer(`you ran no container ${JSON.stringify(asked.id)} whose output is kept`))
+  else for (let at = 0; at < bytes.length || at === 0; at += outputPiece) {
+    scope.respond(okAnswer(bytes.subarray(at, at + outputPiece)))
+    if (bytes.length === 0) break
+  }
+  scope.finish()
+}
+
+/** the bytes of one response of containers::output */
+const outputPiece = 64 * 1024
+
+const decodeOutputBody = (payload: Buffer): { readonly id: string; readonly stream: OutputStream } | undefined => {
+  try {
+    const v = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(payload.subarray(1))) as Record<string, unknown>
+    if (typeof v !== "object" || v === null || Object.keys(v).sort().join() !== "id,stream" || typeof v.id !== "string") return undefined
+    return v.stream === "stdout" || v.stream === "stderr" ? { id: v.id, stream: v.stream } : undefined
+  } catch {
+    return undefined
+  }
 }
 
 const decodeIdBody = (payload: Buffer): string | undefined => {

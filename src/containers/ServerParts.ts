@@ -8,6 +8,8 @@ import type { VolumeStore } from "./VolumeStore.js"
 
 /** What every scope of the server shares: its volumes, holds, running containers and services. */
 export interface ServerParts {
+  /** ROOT: where a container program's output is kept (ProgramOutput.ts); none, none kept */
+  readonly root?: string
   readonly volumes: VolumeStore
   readonly holds: VolumeHolds
   readonly running: Running

@@ -16,7 +16,8 @@ export const Endpoint = {
   volumesFuseServe: 11,
   containersFuseServe: 12,
   imagesCheck: 13,
-  version: 14
+  version: 14,
+  containersOutput: 15
 } as const
 
 /** the first byte of a response */

@@ -68,6 +68,14 @@ const startProblem = (e: Error, workingDir: string): string => {
   }
 }
 
+const closeQuietly = (fd: number): void => {
+  try {
+    Fs.closeSync(fd)
+  } catch {
+    // closed already
+  }
+}
+
 const readBody = (request: Http.IncomingMessage): Promise<Buffer> =>
   new Promise((resolve, reject) => {
     const chunks: Array<Buffer> = []
@@ -128,14 +136,19 @@ export class ContainerProxy {
 
   private startProgram(): void {
     const [command, ...args] = this.options.launch.command
+    // the program's stdout and stderr go to the pipes the server keeps (the launch's output), not
+    // to the proxy's own, which carry the proxy's log
+    const output = this.options.launch.output
     const child = ChildProcess.spawn(command!, args, {
       env: envRecord(this.options.launch.env),
       cwd: this.options.launch.workingDir,
-      stdio: ["ignore", "inherit", "inherit"],
+      stdio: ["ignore", output?.stdout ?? "inherit", output?.stderr ?? "inherit"],
       // the image's User: the deployer mapped it in the container's user namespace
       ...(this.options.launch.user !== undefined ? { uid: this.options.launch.user.uid, gid: this.options.launch.user.gid } : {})
     })
     this.program = child
+    // the program has its copies: the proxy keeps none open (the server sees the stream end with the program)
+    if (output !== undefined) for (const fd of [output.stdout, output.stderr]) closeQuietly(fd)
     child.once("error", (e) => this.programEnded(`the program ${command} could not be started: ${startProblem(e, this.options.launch.workingDir)}`))
     child.once("exit", (code, signal) => {
       if (code === 0) return this.programEnded(undefined)

@@ -15,6 +15,11 @@ export interface Launch {
   readonly secrets: string
   /** the user and group the program runs as, the image's User resolved (absent: root, 0 and 0) */
   readonly user?: { readonly uid: number; readonly gid: number }
+  /**
+   * the descriptors the deployer opened in the proxy for the program's stdout and stderr (pipes the
+   * server keeps, docs/containers.md section 11); absent: the program shares the proxy's own
+   */
+  readonly output?: { readonly stdout: number; readonly stderr: number }
 }
 
 /** the highest user or group id a container maps (0 to 65535): an image's User beyond it cannot be run */
@@ -55,12 +60,20 @@ export const decodeLaunch = (text: string): Launch | string => {
     return "the launch's secrets is not JSON"
   }
   const id = (n: unknown) => Number.isInteger(n) && (n as number) >= 0 && (n as number) <= maxMappedId
+  const fd = (n: unknown) => Number.isInteger(n) && (n as number) > 2 && (n as number) < 1024
+  let output: Launch["output"]
+  if (o.output !== undefined) {
+    const out = o.output as Record<string, unknown> | null
+    if (typeof out !== "object" || out === null || !fd(out.stdout) || !fd(out.stderr)) return "the launch's output is not {stdout, stderr}, each a descriptor 3 to 1023"
+    output = { stdout: out.stdout as number, stderr: out.stderr as number }
+  }
+  const base = { command: o.command, env: o.env, workingDir: o.workingDir, secrets: o.secrets, ...(output !== undefined ? { output } : {}) }
   if (o.user !== undefined) {
     const u = o.user as Record<string, unknown> | null
     if (typeof u !== "object" || u === null || !id(u.uid) || !id(u.gid)) return `the launch's user is not {uid, gid}, each 0 to ${maxMappedId}`
-    return { command: o.command, env: o.env, workingDir: o.workingDir, secrets: o.secrets, user: { uid: u.uid as number, gid: u.gid as number } }
+    return { ...base, user: { uid: u.uid as number, gid: u.gid as number } }
   }
-  return { command: o.command, env: o.env, workingDir: o.workingDir, secrets: o.secrets }
+  return base
 }
 
 export const encodeLaunch = (launch: Launch): string => JSON.stringify(launch)

@@ -88,6 +88,8 @@ export const listenProxy = async (options: ListenOptions): Promise<ProxyListener
   const wss = new WebSocketServer({
     server: http,
     perMessageDeflate: false,
+    // the server relays a client's message of up to 256 MiB as it came (docs/containers.md section 1); ws's default is 100 MiB
+    maxPayload: 256 * 1024 * 1024,
     ...(options.accept !== undefined ? { verifyClient: options.accept } : {})
   })
   wss.on("connection", (socket) => options.onConnection(socket))

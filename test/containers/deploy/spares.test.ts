@@ -154,7 +154,8 @@ describe("the spares", () => {
     expect(written.length).toBeGreaterThan(0)
     for (const { p, stat } of written) expect({ p, made: p === ".proxy" || p.startsWith(".proxy/"), size: stat.isFile() ? stat.size : 0 }).toEqual({ p, made: true, size: 0 })
     const launch = Fs.readFileSync(Path.join(dir, "launch.json"), "utf8")
-    expect(launch).toBe(encodeLaunch((imageLaunch(image) as { launch: Parameters<typeof encodeLaunch>[0] }).launch))
+    // the image's launch, and the deployer's own pipes for the program's output (docs/containers.md section 12)
+    expect(launch).toBe(encodeLaunch({ ...(imageLaunch(image) as { launch: Parameters<typeof encodeLaunch>[0] }).launch, output: { stdout: 5, stderr: 6 } }))
     expect(launch).not.toMatch(/first-client|secret-template/)
     // taken, its FUSE mount is made then, the second client's
     expect(await withToken("second-client")).toEqual(["second-client"])
