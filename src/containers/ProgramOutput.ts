@@ -72,6 +72,35 @@ const openNew = (file: string): number => {
   return Fs.openSync(file, c.O_RDWR | c.O_CREAT | c.O_EXCL | c.O_NOFOLLOW, 0o600)
 }
 
+/** How many containers' output each identity keeps: the newest; with each stream bounded, about 50 MiB an identity at most. */
+export const outputsKept = 100
+/** A run's output not yet named by an id (`.run-…`) that is this old was left by a server that died. */
+const unnamedKeptMs = 24 * 60 * 60 * 1000
+
+/**
+ * Keeps the newest `keep` containers' output of one identity (by when each was made or named) and
+ * removes the rest, and what a dead server left unnamed: without it ROOT/output grew with every run.
+ */
+export const pruneOutputs = (top: string, keep = outputsKept, now = Date.now()): number => {
+  let entries: Array<{ readonly path: string; readonly named: boolean; readonly mtime: number }>
+  try {
+    entries = Fs.readdirSync(top).flatMap((name) => {
+      const path = Path.join(top, name)
+      try {
+        return [{ path, named: isContainerId(name), mtime: Fs.lstatSync(path).mtimeMs }]
+      } catch {
+        return []
+      }
+    })
+  } catch {
+    return 0
+  }
+  const named = entries.filter((e) => e.named).sort((a, b) => b.mtime - a.mtime)
+  const gone = [...named.slice(keep), ...entries.filter((e) => !e.named && now - e.mtime > unnamedKeptMs)]
+  for (const e of gone) Fs.rmSync(e.path, { recursive: true, force: true })
+  return gone.length
+}
+
 /**
  * The output of one run, kept from the deploy on: written first under a name of its own
  * (`.run-RANDOM`, since the id is minted only after the proxy's Begun, and a program may print
@@ -89,6 +118,8 @@ export class KeptOutput {
     output: ProgramOutput
   ) {
     Fs.mkdirSync(top, { recursive: true, mode: 0o700 })
+    // room for this one among the identity's newest (one fewer kept, since this one joins them)
+    pruneOutputs(top, outputsKept - 1)
     this.dir = Path.join(top, `.run-${Crypto.randomBytes(8).toString("hex")}`)
     Fs.mkdirSync(this.dir, { mode: 0o700 })
     this.keep(output.stdout, "stdout")
