@@ -48,4 +48,6 @@ log "stage $commit with $("$node/bin/node" -v): gate, build, copy, smoke (logs i
   (cd "$checkout" && PATH="$node/bin:$PATH" npm run -s build >&2 && PATH="$node/bin:$PATH" "$node/bin/node" dist/ocx2.mjs --repository "$staged/scratch.fossil" --user alice stage "$checkout" --root "$staged/root" >&2)
 }
 echo "${commit:0:12}" > "$staged/name"
+# the releases staged for earlier code are not kept
+for old in "$cache"/release-*/; do [ "${old%/}" = "$staged" ] || rm -rf "$old"; done
 echo "$staged/root/staged/${commit:0:12}"
