@@ -33,6 +33,8 @@ import { type Answer, type Caller, notOfferedMessage, offeredBy, type Tool } fro
 import { ocxPage, problemPage, toolPage } from "./Html.js"
 import { fieldsOf } from "../tools/Fields.js"
 import { FORMAT, fromForm, fromObject, type Decoded } from "./Input.js"
+import { answerFor } from "./Redact.js"
+import { isNoRun } from "../watch/Follow.js"
 
 export interface CgiRequest {
   readonly method: string
@@ -152,6 +154,9 @@ const documentAnswer = (tool: Tool, answer: Answer<unknown>, caller: Caller): Cg
 /** The CGI as a function of the tool list: one request in, one response out, never a throw. */
 export const makeCgi = (allTools: ReadonlyArray<Tool>, options: CgiOptions = {}): Cgi => async (request) => {
   const tools = offeredBy("cgi", allTools)
+  // every answer as the caller may see it: server paths for setup users only
+  const ask = async (tool: Tool, raw: unknown, dryRun: boolean): Promise<Answer<unknown>> =>
+    answerFor(await Effect.runPromise(runTool(tool, raw, { caller: request.caller, dryRun, repository: request.repository, entryPoint: "cgi", origin: request.origin })), request.caller)
   // which release serves the pages: on every page when it is a release, else on the release tools' pages
   const release = options.release === undefined ? undefined : servingLine(options.release.serving)
   const inRoot = options.release?.serving !== undefined
@@ -173,7 +178,7 @@ export const makeCgi = (allTools: ReadonlyArray<Tool>, options: CgiOptions = {})
     if (wantsJson(request, undefined)) {
       const list = tools.find((t) => t.name === "list")
       if (list === undefined) return json(404, refusal("list", "this OCX offers no list tool"))
-      return json(200, await Effect.runPromise(runTool(list, {}, { caller: request.caller, dryRun: true, repository: request.repository, entryPoint: "cgi" })))
+      return json(200, answerFor(await Effect.runPromise(runTool(list, {}, { caller: request.caller, dryRun: true, repository: request.repository, entryPoint: "cgi" })), request.caller))
     }
     return html(200, ocxPage(tools, base, request.caller, inRoot ? release : undefined))
   }
@@ -209,16 +214,17 @@ export const makeCgi = (allTools: ReadonlyArray<Tool>, options: CgiOptions = {})
       if (!reads) return html(200, toolPage(tool, page, query, undefined, request.caller, pageOptions))
       const decoded = fromForm(tool, withoutFormat(query))
       if (decoded._tag === "Problem") return html(400, problemPage("Bad request", decoded.message, page))
-      const answer = await Effect.runPromise(runTool(tool, decoded.raw, context(decoded.dryRun)))
+      const answer = await ask(tool, decoded.raw, decoded.dryRun)
       // a page opened with nothing asked shows its form, not a refusal of nothing (receipt needs an artifact or a user)
       const asked = fieldsOf(tool).some((f) => query.has(f.name))
       const shown = !asked && answer.stopped.reason === "refused" ? undefined : answer
-      return html(200, toolPage(tool, page, query, shown, request.caller, { ...pageOptions, base, nonce: request.nonce }))
+      return html(statusOf(answer), toolPage(tool, page, query, shown, request.caller, { ...pageOptions, base, nonce: request.nonce }))
     }
     const decoded = fromForm(tool, withoutFormat(query))
     if (decoded._tag === "Problem") return json(400, refusal(tool.name, decoded.message))
     // A GET only ever runs a dry run, or a tool that only reads: see the rules at the top of this file.
-    return json(200, await Effect.runPromise(runTool(tool, decoded.raw, context(tool.readOnly === true ? decoded.dryRun : true))))
+    const answer = await ask(tool, decoded.raw, tool.readOnly === true ? decoded.dryRun : true)
+    return json(statusOf(answer), answer)
   }
 
   const body = postParams(request)
@@ -232,9 +238,13 @@ export const makeCgi = (allTools: ReadonlyArray<Tool>, options: CgiOptions = {})
   if (decoded._tag === "Problem") {
     return asJson ? json(400, refusal(tool.name, decoded.message)) : html(400, problemPage("Bad request", decoded.message, page))
   }
-  const answer = await Effect.runPromise(runTool(tool, decoded.raw, context(decoded.dryRun)))
+  const answer = await ask(tool, decoded.raw, decoded.dryRun)
   return asJson ? json(200, answer) : html(200, toolPage(tool, page, body.params, answer, request.caller, { ...pageOptions, base, nonce: request.nonce }))
 }
+
+/** A run that does not exist is not found (404), as a page that does not exist is. */
+const statusOf = (answer: Answer<unknown>): number =>
+  answer.stopped.reason === "refused" && isNoRun(answer.stopped.message) ? 404 : 200
 
 const withoutFormat = (params: URLSearchParams): URLSearchParams => {
   const copy = new URLSearchParams(params)

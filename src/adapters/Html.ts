@@ -149,12 +149,15 @@ export const answerHtml = (answer: Answer<unknown>, base = "", nonce?: string): 
   [
     `<div class="ocx-answer ocx-${escapeHtml(answer.stopped.reason)}" id="ocx-answer" data-reason="${escapeHtml(answer.stopped.reason)}">`,
     stoppedLine(answer),
+    answer.output !== undefined ? `<div class="ocx-output">${outputHtml(answer, base, nonce)}</div>` : "",
+    // what was done, step by step, and the answer as JSON: for whoever wants them, folded
+    `<details class="ocx-details ocx-did"><summary>details</summary>`,
     answer.operations.length > 0
       ? `<ul class="ocx-operations">${answer.operations.map((op) =>
         `<li>${op.done ? "did" : "would"}: ${escapeHtml(op.op)} ${escapeHtml(op.detail)}</li>`).join("")}</ul>`
       : "",
-    answer.output !== undefined ? `<div class="ocx-output">${outputHtml(answer, base, nonce)}</div>` : "",
     `<details><summary>JSON</summary><pre class="ocx-json">${escapeHtml(JSON.stringify(answer, null, 2))}</pre></details>`,
+    `</details>`,
     `</div>`
   ].filter((part) => part.length > 0).join("\n")
 
@@ -180,12 +183,16 @@ export const toolPage = (
   page(
     `OCX: ${tool.name}`,
     [
-      `<p>${escapeHtml(tool.summary)}. ${escapeHtml(tool.description)}</p>`,
-      `<p><code>${escapeHtml(usage(tool))}</code></p>`,
+      `<p class="ocx-summary">${escapeHtml(tool.summary)}.</p>`,
       answer !== undefined ? answerHtml(answer, options.base, options.nonce) : "",
+      form(tool, action, values, options.hidden),
+      // the CLI's help, who acts and which release serves: folded, for whoever wants them
+      `<details class="ocx-details ocx-help-fold"><summary>details</summary>`,
+      `<p>${escapeHtml(tool.description)}</p>`,
+      `<p><code>${escapeHtml(usage(tool))}</code></p>`,
       releaseLine(options.release),
       who(caller),
-      form(tool, action, values, options.hidden)
+      `</details>`
     ].filter((part) => part.length > 0).join("\n")
   )
 

@@ -160,6 +160,8 @@ export const watch = defineTool({
             try: () => readRunSummary(file, input.run),
             catch: (e) => new CallRefused({ message: `the repository ${file.path} cannot be read: ${(e as Error).message}` })
           })
+          // a run the served repository does not hold is said first, whatever else is amiss (the pages answer it 404)
+          if ("problem" in found && file.role === "served") return yield* refuse(found.problem)
           const care = yield* careDirOf(input, context)
           const careDir = "care" in care ? care.care : undefined
           const events: Array<WatchEventOut> = []

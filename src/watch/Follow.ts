@@ -24,6 +24,11 @@ export interface RunLocation {
   readonly role: "served" | "clone"
 }
 
+/** What a name that holds no run is told; the pages answer it 404 (isNoRun). */
+export const noRunProblem = (name: string): string => `${name} names no run: no post or ticket change holding a run has that hash`
+export const isNoRun = (message: string | undefined): boolean =>
+  message !== undefined && / names no run: no post or ticket change holding a run has that hash$/.test(message)
+
 /** The run's summary as the record holds it now, or a problem naming why there is none. */
 export const readRunSummary = (repository: RunLocation, name: string): { readonly summary: RunSummary } | { readonly problem: string } => {
   const db = openDatabase(repository.path, { readonly: true, fileMustExist: true })
@@ -57,7 +62,7 @@ export const readRunSummary = (repository: RunLocation, name: string): { readonl
     const summary = hash === undefined
       ? undefined
       : summarizeRuns(rows, (r) => (served ? r.sender : r.user || undefined), capabilitiesReader(db)).find((s) => s.run === hash)
-    return summary === undefined ? { problem: `${name} names no run: no post or ticket change holding a run has that hash` } : { summary }
+    return summary === undefined ? { problem: noRunProblem(name) } : { summary }
   } finally {
     db.close()
   }

@@ -130,6 +130,9 @@ describe("the OCX pages in Chromium", () => {
     await page.fill("#f-extra", `{"note": "a long value that should wrap rather than push the page sideways on a narrow screen"}`)
     await Promise.all([page.waitForNavigation(), page.click("form.ocx-form button[type=submit]")])
     expect(await page.locator("#ocx-answer").getAttribute("data-reason")).toBe("completed")
+    // the did: lines are folded under "details" (issue 40): hidden until opened
+    expect(await page.locator("#ocx-answer .ocx-operations").isVisible()).toBe(false)
+    await page.click("#ocx-answer details.ocx-did > summary")
     expect(await page.locator("#ocx-answer .ocx-operations").innerText()).toContain("did: mark from-the-phone")
     expect(readFileSync(join(build, "marks.log"), "utf8")).toBe("from-the-phone\n")
     const widths = await page.evaluate<{ scroll: number; inner: number }>(
@@ -181,6 +184,7 @@ describe("the OCX pages in Chromium", () => {
     const dry = page.locator("#ocx-answer")
     expect(await dry.getAttribute("data-reason")).toBe("dry_run")
     expect(await dry.innerText()).toContain("Dry run: nothing was done")
+    await dry.locator("details.ocx-did > summary").click()
     expect(await dry.locator(".ocx-operations").innerText()).toContain(`would: write a new thread "A run from the browser" as alice, holding a run for lab`)
     const dryJson = JSON.parse(await dry.locator("pre.ocx-json").textContent() ?? "")
     expect(dryJson.output.message).toEqual({ ocx: 2, to: "lab", run: { ...fields, objective: "List the files of trunk." } })

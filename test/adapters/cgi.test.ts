@@ -172,6 +172,46 @@ describe("a tool's page", () => {
   })
 })
 
+describe("pages made for people (issue 40)", () => {
+  const runs = named("runs")
+  it("the CLI's help and the did: lines are under a details fold, after the answer", async () => {
+    const page = await (await get(`${real}/runs?limit=5`, aliceCookie)).text()
+    const fold = page.indexOf(`<details class="ocx-details ocx-did"><summary>details</summary>`)
+    expect(fold).toBeGreaterThan(page.indexOf(`id="ocx-answer"`))
+    expect(page.indexOf(`<ul class="ocx-operations"><li>did: read`)).toBeGreaterThan(fold)
+    const help = page.indexOf(`<details class="ocx-details ocx-help-fold"><summary>details</summary>`)
+    expect(help).toBeGreaterThan(0)
+    expect(page.indexOf(escape(runs.description))).toBeGreaterThan(help)
+    expect(page.indexOf("<code>ocx2 runs")).toBeGreaterThan(help)
+    expect(page.indexOf(escape(runs.description))).toBeGreaterThan(page.indexOf(`id="ocx-answer"`))
+  })
+
+  it("server paths are shown to setup users only: anonymous and bob see them redacted, in the page and its JSON", async () => {
+    const forAlice = await (await get(`${real}/runs`, aliceCookie)).text()
+    expect(forAlice).toContain(escape(server.repository))
+    for (const cookie of [undefined, bobCookie]) {
+      const page = await (await get(`${real}/runs`, cookie)).text()
+      expect(page).toContain(`data-reason="completed"`)
+      expect(page).not.toContain(server.repository)
+      expect(page).toContain("[server path]")
+      const answer: any = await (await get(`${real}/runs?format=json`, cookie)).json()
+      expect(JSON.stringify(answer)).not.toContain(server.repository)
+      expect(answer.output.repository).toBe("[server path]")
+    }
+    const answer: any = await (await get(`${real}/runs?format=json`, aliceCookie)).json()
+    expect(answer.output.repository).toBe(server.repository)
+  })
+
+  it("a run that does not exist is a 404 page saying so, and 404 in JSON", async () => {
+    const response = await get(`${real}/watch?run=0123456789abcdef`, aliceCookie)
+    expect(response.status).toBe(404)
+    expect(await response.text()).toContain("0123456789abcdef names no run")
+    const json = await get(`${real}/watch?run=0123456789abcdef&format=json`, aliceCookie)
+    expect(json.status).toBe(404)
+    expect(((await json.json()) as any).stopped.message).toContain("names no run")
+  })
+})
+
 describe("a POST from the tool's own page", () => {
   it.live("runs echo and shows its answer; its JSON is runTool's answer", () =>
     Effect.gen(function*() {
