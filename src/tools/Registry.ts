@@ -10,6 +10,7 @@ import { echo } from "./echo.js"
 import { gitExport } from "./export.js"
 import { hook } from "./hook.js"
 import { gitImport } from "./import.js"
+import { init } from "./init.js"
 import { metrics } from "./metrics.js"
 import { node } from "./node.js"
 import { post } from "./post.js"
@@ -47,6 +48,7 @@ export const tools: ReadonlyArray<Tool> = [
   accept,
   rollback,
   node,
+  init,
   hook,
   unhook,
   gitExport,

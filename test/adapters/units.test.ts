@@ -132,8 +132,8 @@ describe("which entry points offer a tool", () => {
       const without = (...out: Array<string>) => all.filter((n) => !out.includes(n))
       expect(names("cli")).toEqual(all)
       // node is in the registry once its helper's work lands; it is offered by the command line alone
-      expect(names("cgi")).toEqual(without("stage", "post", "node", "attach", "containers", "supervise"))
-      expect(names("mcp")).toEqual(without("node", "hook", "unhook", "attach", "export", "import", "containers", "supervise", "metrics"))
+      expect(names("cgi")).toEqual(without("stage", "post", "node", "init", "attach", "containers", "supervise"))
+      expect(names("mcp")).toEqual(without("node", "init", "hook", "unhook", "attach", "export", "import", "containers", "supervise", "metrics"))
       expect(yield* listed("cli")).toEqual(all)
       expect(yield* listed("cgi")).toEqual(names("cgi"))
       expect(yield* listed("mcp")).toEqual(names("mcp"))
