@@ -30,10 +30,10 @@ import type { ReleaseRoot } from "../../services/ReleaseRoot.js"
 import { type ServingRelease, servingLine, servingOf } from "../release/Served.js"
 import { runTool } from "../tools/RunTool.js"
 import { type Answer, type Caller, notOfferedMessage, offeredBy, type Tool } from "../tools/Tool.js"
-import { ocxPage, problemPage, toolPage } from "./Html.js"
+import { leadHtml, ocxPage, problemPage, TOOLS, toolPage } from "./Html.js"
 import { fieldsOf } from "../tools/Fields.js"
 import { FORMAT, fromForm, fromObject, type Decoded } from "./Input.js"
-import { answerFor } from "./Redact.js"
+import { answerFor, redactText, seesServerPaths } from "./Redact.js"
 import { isNoRun } from "../watch/Follow.js"
 
 export interface CgiRequest {
@@ -158,7 +158,9 @@ export const makeCgi = (allTools: ReadonlyArray<Tool>, options: CgiOptions = {})
   const ask = async (tool: Tool, raw: unknown, dryRun: boolean): Promise<Answer<unknown>> =>
     answerFor(await Effect.runPromise(runTool(tool, raw, { caller: request.caller, dryRun, repository: request.repository, entryPoint: "cgi", origin: request.origin })), request.caller)
   // which release serves the pages: on every page when it is a release, else on the release tools' pages
-  const release = options.release === undefined ? undefined : servingLine(options.release.serving)
+  // it names ROOT: a server path, for setup users only
+  const release = options.release === undefined ? undefined
+    : seesServerPaths(request.caller) ? servingLine(options.release.serving) : redactText(servingLine(options.release.serving))
   const inRoot = options.release?.serving !== undefined
   const base = request.scriptName
   const query = new URLSearchParams(request.query)
@@ -180,6 +182,19 @@ export const makeCgi = (allTools: ReadonlyArray<Tool>, options: CgiOptions = {})
       if (list === undefined) return json(404, refusal("list", "this OCX offers no list tool"))
       return json(200, answerFor(await Effect.runPromise(runTool(list, {}, { caller: request.caller, dryRun: true, repository: request.repository, entryPoint: "cgi" })), request.caller))
     }
+    // the landing page is the runs list (issue 40), with who acts, which release and the tools' list above it
+    const runs = tools.find((t) => t.name === "runs")
+    if (runs === undefined) return html(200, ocxPage(tools, base, request.caller, inRoot ? release : undefined))
+    const decoded = fromForm(runs, withoutFormat(query))
+    if (decoded._tag === "Problem") return html(400, problemPage("Bad request", decoded.message, base))
+    const answer = await ask(runs, decoded.raw, false)
+    return html(200, toolPage(runs, base, query, answer, request.caller, {
+      base, nonce: request.nonce, title: "OCX runs", release: inRoot ? release : undefined,
+      lead: leadHtml(base, request.caller, inRoot ? release : undefined)
+    }))
+  }
+  // the list of the tools, once the landing page
+  if (name === TOOLS && !tools.some((t) => t.name === TOOLS)) {
     return html(200, ocxPage(tools, base, request.caller, inRoot ? release : undefined))
   }
 

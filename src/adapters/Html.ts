@@ -13,6 +13,18 @@ export const escapeHtml = (text: string): string =>
 
 const style = `<style>
 .ocx { max-width: 48em; overflow-wrap: anywhere; }
+.ocx.ocx-full { max-width: none; }
+.ocx .ocx-lead { display: flex; flex-wrap: wrap; gap: 0.3em 1.5em; align-items: baseline; }
+.ocx .ocx-lead p { margin: 0.3em 0; }
+.ocx form.ocx-filters { display: flex; flex-wrap: wrap; gap: 0 1em; align-items: flex-end; }
+.ocx form.ocx-filters .ocx-field { margin: 0.3em 0; }
+.ocx form.ocx-filters .ocx-field .ocx-help { display: none; }
+.ocx form.ocx-filters input[type=text], .ocx form.ocx-filters input[type=number], .ocx form.ocx-filters select { width: 10em; }
+.ocx form.ocx-filters button { margin: 0.3em 0; padding: 0.35em 1.2em; }
+.ocx.ocx-full .ocx-answer.ocx-completed { border: none; padding-left: 0; }
+.ocx table.ocx-runs td.ocx-run, .ocx table.ocx-runs td.ocx-run code { white-space: nowrap; overflow-wrap: normal; }
+.ocx .ocx-details { margin: 1em 0; }
+.ocx .ocx-details > summary { cursor: pointer; opacity: 0.8; }
 .ocx form { margin: 1em 0; }
 .ocx .ocx-field { margin: 0.8em 0; }
 .ocx .ocx-field > label { display: block; font-weight: bold; }
@@ -30,7 +42,8 @@ const style = `<style>
 .ocx .ocx-answer.ocx-dry_run { border-color: #36c; }
 .ocx .ocx-answer.ocx-refused, .ocx .ocx-answer.ocx-failed { border-color: #c22; }
 .ocx ul.ocx-tools li { margin: 0.6em 0; }
-.ocx table.ocx-runs { border-collapse: collapse; width: 100%; }
+.ocx table.ocx-runs { border-collapse: collapse; width: 100%; overflow-wrap: break-word; }
+.ocx table.ocx-runs td.ocx-took, .ocx table.ocx-runs td.ocx-when { white-space: nowrap; }
 .ocx table.ocx-runs th, .ocx table.ocx-runs td { text-align: left; padding: 0.3em 0.6em 0.3em 0; vertical-align: top; border-bottom: 1px solid rgba(128,128,128,0.3); }
 .ocx .ocx-state { font-weight: bold; white-space: nowrap; }
 .ocx .ocx-state-started { color: #36c; } .ocx .ocx-state-waiting { color: #888; }
@@ -45,8 +58,8 @@ const style = `<style>
 </style>`
 
 /** One page: the only outermost element is the fossil-doc div, so Fossil adds its skin. */
-export const page = (title: string, body: string): string =>
-  `<div class='fossil-doc' data-title='${escapeHtml(title)}'>\n${style}\n<div class="ocx">\n${body}\n</div>\n</div>\n`
+export const page = (title: string, body: string, full = false): string =>
+  `<div class='fossil-doc' data-title='${escapeHtml(title)}'>\n${style}\n<div class="ocx${full ? " ocx-full" : ""}">\n${body}\n</div>\n</div>\n`
 
 const who = (caller: Caller): string =>
   caller.user === undefined
@@ -69,6 +82,19 @@ export const ocxPage = (tools: ReadonlyArray<Tool>, base: string, caller: Caller
       `</ul>`
     ].filter((part) => part.length > 0).join("\n")
   )
+
+/** The tools' list, once the landing page: now BASE/tools, the landing page is the runs list. */
+export const TOOLS = "tools"
+
+/** The top of the landing page: who acts, which release serves, and the other pages. */
+export const leadHtml = (base: string, caller: Caller, release: string | undefined): string =>
+  [
+    `<div class="ocx-lead">`,
+    who(caller).replace(/, with capabilities <code>[^<]*<\/code>/, ""),
+    `<p><a href="${escapeHtml(`${base}/create`)}">New run</a> · <a href="${escapeHtml(`${base}/${TOOLS}`)}">All tools</a></p>`,
+    `</div>`,
+    releaseLine(release)
+  ].filter((part) => part.length > 0).join("\n")
 
 const control = (field: Field, value: string | undefined): string => {
   const id = `f-${field.name}`
@@ -125,16 +151,17 @@ const value = (v: unknown): string => {
 }
 
 /** A tool's output as its page shows it: a page of its own for the tools that have one, else label and value. */
-const outputHtml = (answer: Answer<unknown>, base: string, nonce: string | undefined): string => {
+const outputHtml = (answer: Answer<unknown>, base: string, nonce: string | undefined, values?: URLSearchParams): string => {
   const own = outputPages[answer.tool]
-  return own !== undefined ? own(answer.output, base, nonce) : value(answer.output)
+  return own !== undefined ? own(answer.output, base, nonce, values) : value(answer.output)
 }
 
 const stoppedLine = (answer: Answer<unknown>): string => {
   const message = answer.stopped.message !== undefined ? `: ${escapeHtml(answer.stopped.message)}` : ""
   switch (answer.stopped.reason) {
     case "completed":
-      return `<p class="ocx-stopped">Done${message}.</p>`
+      // a page of its own (the runs list, a run's page) needs no "Done."
+      return outputPages[answer.tool] !== undefined && message === "" ? "" : `<p class="ocx-stopped">Done${message}.</p>`
     case "dry_run":
       return `<p class="ocx-stopped">Dry run: nothing was done${message}.</p>`
     case "refused":
@@ -145,11 +172,11 @@ const stoppedLine = (answer: Answer<unknown>): string => {
 }
 
 /** The answer, in the one shape: what was (or would be) done, the output, why it stopped. */
-export const answerHtml = (answer: Answer<unknown>, base = "", nonce?: string): string =>
+export const answerHtml = (answer: Answer<unknown>, base = "", nonce?: string, values?: URLSearchParams): string =>
   [
     `<div class="ocx-answer ocx-${escapeHtml(answer.stopped.reason)}" id="ocx-answer" data-reason="${escapeHtml(answer.stopped.reason)}">`,
     stoppedLine(answer),
-    answer.output !== undefined ? `<div class="ocx-output">${outputHtml(answer, base, nonce)}</div>` : "",
+    answer.output !== undefined ? `<div class="ocx-output">${outputHtml(answer, base, nonce, values)}</div>` : "",
     // what was done, step by step, and the answer as JSON: for whoever wants them, folded
     `<details class="ocx-details ocx-did"><summary>details</summary>`,
     answer.operations.length > 0
@@ -170,7 +197,14 @@ export interface ToolPageOptions {
   readonly base?: string
   /** Fossil's nonce for the page's own script (the run page's live stream) */
   readonly nonce?: string | undefined
+  /** Shown first, as it is (the landing page: who acts, which release, the other pages) */
+  readonly lead?: string
+  /** The page's title, when not "OCX: TOOL" */
+  readonly title?: string
 }
+
+/** Pages of the window's whole width, their form (filters) first: the runs list and a run's page. */
+const fullPages: ReadonlyArray<string> = ["runs", "watch"]
 
 export const toolPage = (
   tool: Tool,
@@ -181,11 +215,13 @@ export const toolPage = (
   options: ToolPageOptions = {}
 ): string =>
   page(
-    `OCX: ${tool.name}`,
+    options.title ?? `OCX: ${tool.name}`,
     [
+      options.lead ?? "",
       `<p class="ocx-summary">${escapeHtml(tool.summary)}.</p>`,
-      answer !== undefined ? answerHtml(answer, options.base, options.nonce) : "",
-      form(tool, action, values, options.hidden),
+      fullPages.includes(tool.name) && tool.name === "runs" ? form(tool, action, values, options.hidden).replace(`class="ocx-form"`, `class="ocx-form ocx-filters"`) : "",
+      answer !== undefined ? answerHtml(answer, options.base, options.nonce, values) : "",
+      tool.name === "runs" ? "" : form(tool, action, values, options.hidden),
       // the CLI's help, who acts and which release serves: folded, for whoever wants them
       `<details class="ocx-details ocx-help-fold"><summary>details</summary>`,
       `<p>${escapeHtml(tool.description)}</p>`,
@@ -193,7 +229,8 @@ export const toolPage = (
       releaseLine(options.release),
       who(caller),
       `</details>`
-    ].filter((part) => part.length > 0).join("\n")
+    ].filter((part) => part.length > 0).join("\n"),
+    fullPages.includes(tool.name)
   )
 
 /** A request the CGI could not take: says what is wrong, and where to go from here. */

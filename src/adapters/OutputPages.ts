@@ -35,24 +35,86 @@ const took = (seconds: number | undefined): string => {
   return m < 60 ? `${m} min ${Math.round(seconds % 60)} s` : `${Math.floor(m / 60)} h ${m % 60} min`
 }
 
-const runsPage = (output: RunsOutput, base: string): string => {
+/**
+ * The runs page's own script (issue 40): "Took" of the running runs counts on each second, from
+ * what the page was given and the time since; every 5 s the page asks its own JSON form (the runs
+ * tool with the same filters) and sets each row's state and time from it, so a run that starts or
+ * ends shows it without a reload. The words and classes are this module's own functions, sent as
+ * they are. Fossil's Content-Security-Policy lets it run by its nonce.
+ */
+const runsScript = (): string => `(function () {
+  var table = document.getElementById("ocx-runs");
+  if (!table) return;
+  var words = (${wordsOf.toString()});
+  var stateClass = (${stateClass.toString()});
+  var took = (${took.toString()});
+  var loaded = Date.now();
+  var tick = function () {
+    Array.prototype.forEach.call(table.querySelectorAll("td.ocx-took"), function (td) {
+      if (td.dataset.seconds === undefined || td.dataset.seconds === "") { td.textContent = ""; return; }
+      var s = Number(td.dataset.seconds);
+      if (td.dataset.running === "1") { s += (Date.now() - Number(td.dataset.at || loaded)) / 1000; }
+      td.textContent = took(Math.floor(s));
+    });
+  };
+  setInterval(tick, 1000);
+  var note = document.getElementById("ocx-runs-note");
+  var poll = function () {
+    fetch(table.dataset.poll, { credentials: "same-origin" })
+      .then(function (r) { return r.json(); })
+      .then(function (a) {
+        var runs = a && a.output && a.output.runs;
+        if (!runs) { return; }
+        var fresh = 0;
+        runs.forEach(function (r) {
+          var tr = table.querySelector('tr[data-run="' + r.run + '"]');
+          if (!tr) { fresh++; return; }
+          tr.dataset.state = r.state;
+          var state = tr.querySelector("td.ocx-state");
+          if (state) { state.textContent = words(r); state.className = "ocx-state ocx-state-" + stateClass(r); }
+          var td = tr.querySelector("td.ocx-took");
+          if (td) {
+            td.dataset.seconds = r.seconds === undefined ? "" : String(r.seconds);
+            td.dataset.at = String(Date.now());
+            td.dataset.running = r.state === "started" ? "1" : "0";
+          }
+        });
+        if (note) { note.textContent = fresh > 0 ? fresh + " new run" + (fresh === 1 ? "" : "s") + " since this page was loaded: reload to see " + (fresh === 1 ? "it" : "them") + "." : ""; }
+        tick();
+      })
+      .catch(function () {})
+      .then(function () { setTimeout(poll, 5000); });
+  };
+  setTimeout(poll, 5000);
+})();`
+
+/** The runs tool's JSON form for the same filters: what the runs page asks to stay live. */
+const runsPoll = (base: string, filters: URLSearchParams): string => {
+  const query = new URLSearchParams(filters)
+  query.set("format", "json")
+  return `${base}/runs?${query.toString()}`
+}
+
+const runsPage = (output: RunsOutput, base: string, nonce: string | undefined, filters: URLSearchParams = new URLSearchParams()): string => {
   const rows = output.runs.map((r) =>
     `<tr data-run="${escape(r.run)}" data-state="${escape(r.state)}">` +
-    `<td><a href="${escape(runPageHref(base, r.run))}"><code>${escape(r.run.slice(0, 12))}</code></a></td>` +
+    `<td class="ocx-run"><a href="${escape(runPageHref(base, r.run))}"><code>${escape(r.run.slice(0, 10))}</code></a></td>` +
     `<td class="ocx-state ocx-state-${escape(stateClass(r))}">${escape(stateWords(r))}</td>` +
     `<td>${escape(r.objective ?? "")}<br><small><a href="${escape(placeHref(base, r))}">${escape(r.title ?? (r.ticket !== undefined ? `ticket ${r.ticket.slice(0, 10)}` : "its thread"))}</a></small></td>` +
     `<td class="ocx-wide">${escape(r.node)}</td>` +
     `<td class="ocx-wide">${escape(r.sender ?? "")}</td>` +
     `<td>${when(r.posted)}</td>` +
-    `<td class="ocx-wide">${took(r.seconds)}</td>` +
+    `<td class="ocx-wide ocx-took"${r.seconds !== undefined ? ` data-seconds="${r.seconds}"` : ""} data-running="${r.state === "started" ? "1" : "0"}">${took(r.seconds === undefined ? undefined : Math.floor(r.seconds))}</td>` +
     `</tr>`)
   const senders = output.senders === "receipts" ? "" : "<p>Read from a clone: who sent each run is the user its artifact names.</p>"
   return [
     `<p>${output.runs.length} of ${output.total} run${output.total === 1 ? "" : "s"}, newest first.</p>`,
     senders,
-    `<table class="ocx-runs"><thead><tr><th>Run</th><th>State</th><th>Objective</th><th class="ocx-wide">Node</th>` +
+    `<p id="ocx-runs-note" class="ocx-note"></p>`,
+    `<table class="ocx-runs" id="ocx-runs" data-poll="${escape(runsPoll(base, filters))}"><thead><tr><th>Run</th><th>State</th><th>Objective</th><th class="ocx-wide">Node</th>` +
     `<th class="ocx-wide">Sender</th><th>Posted (UTC)</th><th class="ocx-wide">Took</th></tr></thead>`,
-    `<tbody>${rows.join("\n")}</tbody></table>`
+    `<tbody>${rows.join("\n")}</tbody></table>`,
+    `<script${nonce !== undefined ? ` nonce="${escape(nonce)}"` : ""}>${runsScript()}</script>`
   ].filter((p) => p.length > 0).join("\n")
 }
 
@@ -238,7 +300,7 @@ const watchPage = (output: WatchOutput, base: string, nonce: string | undefined)
 }
 
 /** By tool name. */
-export const outputPages: Readonly<Record<string, (output: any, base: string, nonce: string | undefined) => string>> = {
+export const outputPages: Readonly<Record<string, (output: any, base: string, nonce: string | undefined, values?: URLSearchParams) => string>> = {
   runs: runsPage,
   read: readPage,
   watch: watchPage

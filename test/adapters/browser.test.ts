@@ -84,6 +84,10 @@ describe("the OCX pages in Chromium", () => {
     expect(await page.locator("div.mainmenu").count()).toBe(1)
     expect(await page.locator("div.header .status").innerText()).toContain("alice")
     expect(await page.locator(".ocx").innerText()).toContain("You act as alice")
+    // the landing page is the runs list (issue 40); the tools' list is one link away
+    expect(await page.locator("table#ocx-runs").count()).toBe(1)
+    await Promise.all([page.waitForNavigation(), page.click("a[href='/ext/ocx2-cgi/tools']")])
+    expect(await page.locator(".ocx").innerText()).toContain("You act as alice")
     const ocxShot = join(screenshots, "ocx-page.png")
     await page.screenshot({ path: ocxShot, fullPage: true })
 
@@ -150,7 +154,7 @@ describe("the OCX pages in Chromium", () => {
     const context = await browser.newContext({ viewport: { width: 1024, height: 900 } })
     const page = await context.newPage()
     await logIn(page)
-    await page.goto(`${server.base}/ext/ocx2-cgi`)
+    await page.goto(`${server.base}/ext/ocx2-cgi/tools`)
     // the web offers create, but not stage (the checkout's own code) or post (Fossil's forum page is for that)
     expect(await page.locator("a[href='/ext/ocx2-cgi/create']").count()).toBe(1)
     expect(await page.locator("a[href='/ext/ocx2-cgi/stage']").count()).toBe(0)

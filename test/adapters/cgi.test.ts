@@ -81,7 +81,7 @@ const state = () => {
 
 describe("the OCX page", () => {
   it("lists every tool the web offers with its summary and a link to its page, inside Fossil's skin", async () => {
-    const response = await get(real)
+    const response = await get(`${real}/tools`)
     expect(response.status).toBe(200)
     expect(response.headers.get("content-type")).toContain("text/html")
     const page = await response.text()
@@ -101,7 +101,7 @@ describe("the OCX page", () => {
   })
 
   it("says who Fossil authenticated", async () => {
-    const page = await (await get(real, aliceCookie)).text()
+    const page = await (await get(`${real}/tools`, aliceCookie)).text()
     expect(page).toContain("You act as <b>alice</b>")
     expect(page).toMatch(/capabilities <code>[A-Za-z0-9]*s[A-Za-z0-9]*<\/code>/)
   })
@@ -200,6 +200,22 @@ describe("pages made for people (issue 40)", () => {
     }
     const answer: any = await (await get(`${real}/runs?format=json`, aliceCookie)).json()
     expect(answer.output.repository).toBe(server.repository)
+  })
+
+  it("the landing page is the runs list, of the whole width, with its filters as a form, who acts, and a link to the tools", async () => {
+    const response = await get(real, aliceCookie)
+    expect(response.status).toBe(200)
+    const page = await response.text()
+    expect(page).toMatch(/<title>[^<]*OCX runs\s*<\/title>/)
+    expect(page).toContain(`<div class="ocx ocx-full">`)
+    expect(page).toContain(`<table class="ocx-runs" id="ocx-runs" data-poll="${escape(`${real}/runs?format=json`)}">`)
+    expect(page).toContain(`<form method="get" action="${real}" class="ocx-form ocx-filters">`)
+    expect(page).toContain(`<select name="state" id="f-state">`)
+    expect(page).toContain(`href="${real}/tools"`)
+    expect(page).toContain("You act as <b>alice</b>")
+    // a filter keeps to the landing page, and its live JSON asks the same
+    const filtered = await (await get(`${real}?state=open&node=lab`, aliceCookie)).text()
+    expect(filtered).toContain(`data-poll="${escape(`${real}/runs?state=open&node=lab&format=json`)}"`)
   })
 
   it("a run that does not exist is a 404 page saying so, and 404 in JSON", async () => {

@@ -133,6 +133,73 @@ describe("the run page", () => {
     console.log(`screenshots of the runs page and a run page: ${screenshots}`)
   }, 180_000)
 
+  it("the runs list is the landing page, of the window's width; a running run's Took counts and its state changes without a reload; screenshots at 1200 and 400 pixels", async () => {
+    const run = await createRun(gatedLines("tock", 20))
+    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 90_000)).toBe(true)
+    // the test's own output directory, and one copy for people to look at
+    const shots = Path.join(Path.dirname(world.repository), "screens")
+    const kept = "/tmp/ocx2-screens"
+    Fs.mkdirSync(shots, { recursive: true })
+    Fs.mkdirSync(kept, { recursive: true })
+    const shoot = async (page: Page, name: string) => {
+      const path = Path.join(shots, name)
+      await page.screenshot({ path, fullPage: true })
+      Fs.copyFileSync(path, Path.join(kept, name))
+      console.log(`screenshot: ${path} (and ${Path.join(kept, name)})`)
+    }
+    for (const width of [1200, 400]) {
+      const context = await browser.newContext({ viewport: { width, height: 900 } })
+      const page = await context.newPage()
+      const violations: Array<string> = []
+      page.on("console", (m) => { if (m.type() === "error") violations.push(m.text()) })
+      try {
+        await logIn(page)
+        await page.goto(`${world.server.url}ext/ocx2-cgi`)
+        const row = page.locator(`tr[data-run="${run}"]`)
+        expect(await row.locator("td.ocx-state").textContent()).toBe("started")
+        if (width === 1200) {
+          // the list takes the window's width, not half of it
+          const table = await page.locator("#ocx-runs").evaluate((e) => e.getBoundingClientRect().width)
+          expect(table).toBeGreaterThan(width * 0.8)
+          // Took counts on by itself: no reload
+          let navigations = 0
+          page.on("framenavigated", () => navigations++)
+          const took = row.locator("td.ocx-took")
+          const first = await took.textContent()
+          expect(first).toMatch(/^\d+ s$/)
+          await expect.poll(() => took.textContent(), { timeout: 20_000 }).not.toBe(first)
+          expect(navigations).toBe(0)
+        }
+        expect(await page.evaluate("document.documentElement.scrollWidth"), `the runs list's width at ${width} pixels`).toBeLessThanOrEqual(width + 1)
+        await shoot(page, `runs-${width}.png`)
+        await page.goto(`${world.server.url}ext/ocx2-cgi/watch?run=${run}`)
+        await page.locator("#ocx-stream", { hasText: "tock 1" }).waitFor({ timeout: 30_000 })
+        expect(await page.locator("#ocx-run-state").textContent()).toBe("started")
+        expect(await page.evaluate("document.documentElement.scrollWidth"), `the run page's width at ${width} pixels`).toBeLessThanOrEqual(width + 1)
+        await shoot(page, `run-${width}.png`)
+        expect(violations.filter((v) => /Content Security Policy/i.test(v))).toEqual([])
+      } finally {
+        await context.close()
+      }
+    }
+    // the list open while the run ends: its state changes there without a reload
+    const context = await browser.newContext({ viewport: { width: 1200, height: 900 } })
+    const page = await context.newPage()
+    try {
+      await logIn(page)
+      await page.goto(`${world.server.url}ext/ocx2-cgi`)
+      let navigations = 0
+      page.on("framenavigated", () => navigations++)
+      letGo(run)
+      await page.locator(`tr[data-run="${run}"] td.ocx-state`, { hasText: "exited 0" }).waitFor({ timeout: 60_000 })
+      expect(await page.locator(`tr[data-run="${run}"] td.ocx-state`).getAttribute("class")).toContain("ocx-state-passed")
+      expect(navigations).toBe(0)
+      await shoot(page, "runs-1200-ended.png")
+    } finally {
+      await context.close()
+    }
+  }, 180_000)
+
   it("a page whose live stream was cut goes on live with a fresh token, from where the stream had read to: every line once", async () => {
     const run = await createRun(gatedLines("beat", 20))
     expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 90_000)).toBe(true)
