@@ -197,3 +197,62 @@ describe("ocx2 init", () => {
     expect(wrong.status).toBe(2)
   }, 60_000)
 })
+
+describe("ocx2 init where steps cannot be done, and from a checkout", () => {
+  const made: Array<string> = []
+  const servers: Array<RunningServer> = []
+  afterAll(async () => {
+    for (const d of made) {
+      endWatchers(d)
+      stopSpare(Path.join(d, "root"))
+    }
+    for (const s of servers) await s.stop()
+    if (process.env.OCX2_KEEP_TEST_DIR === undefined) for (const d of made) await removeTree(d)
+  })
+  const fresh = async () => {
+    const at = makeTempDir("ocx2-init-")
+    Fs.chmodSync(at, 0o755)
+    made.push(at)
+    return { at, repo: await createRepository(Path.join(at, "repo.fossil"), [admin]), root: Path.join(at, "root") }
+  }
+  const initIn = (repo: string, args: ReadonlyArray<string>) =>
+    ChildProcess.spawnSync(process.execPath, [Path.join(dist, "ocx2.mjs"), "--repository", repo, "--user", admin.login, "init", "--node", "lab", ...args, "--json"],
+      { encoding: "utf8", timeout: 600_000 })
+
+  it("names each step that cannot be done with what to do instead, does what it can, skips what needs them, exit 1", async () => {
+    const { repo, root } = await fresh()
+    const r = initIn(repo, ["--root", root])
+    expect(r.status, r.stdout).toBe(1)
+    const output = answerOf(r).output!
+    expect(output.ok).toBe(false)
+    expect(states(output)).toEqual({
+      "node user": "done", "server URL": "failed", release: "failed", hook: "skipped", supervisor: "skipped",
+      pages: "skipped", stream: "skipped", "content-security policy": "skipped"
+    })
+    const step = (name: string) => output.steps.find((s) => s.step === name)!
+    expect(step("server URL").fix).toContain("--server-url URL")
+    expect(step("release").fix).toContain("--from CHECKOUT")
+    expect(step("hook").words).toBe("it needs the step release, which failed: mend that and run init again")
+    expect(step("stream").words).toBe("it needs the steps server URL, release, which failed: mend that and run init again")
+    expect(r.stderr).toContain("init: release: failed: ")
+  }, 120_000)
+
+  it("stages and accepts this checkout into a fresh ROOT (--from), then sets up the node from it", async () => {
+    const { at, repo, root } = await fresh()
+    const extroot = Path.join(at, "ext")
+    Fs.mkdirSync(extroot)
+    const server = await startServer(repo, { extroot })
+    servers.push(server)
+    const began = Date.now()
+    const r = initIn(repo, ["--root", root, "--from", project])
+    console.log(`init --from ${project}: ${((Date.now() - began) / 1000).toFixed(1)} s`)
+    expect(r.status, `${r.stdout}\n${r.stderr.slice(-3000)}`).toBe(0)
+    const output = answerOf(r).output!
+    expect(states(output)).toEqual({
+      "node user": "done", "server URL": "done", release: "done", hook: "done", supervisor: "done",
+      pages: "done", stream: "done", "content-security policy": "done"
+    })
+    expect(Fs.realpathSync(Path.join(root, "current"))).toMatch(new RegExp(`^${Fs.realpathSync(root)}/staged/[0-9a-f]{12}$`))
+    expect(r.stderr).toContain("stage: gate")
+  }, 600_000)
+})

@@ -366,7 +366,7 @@ export const initNode = (input: InitInput, context: ToolContext, programPath: st
       say("release", "failed", `${root} serves no release (${paths.current} is missing)`,
         `give --from CHECKOUT (a checkout of ocx2, built: npm ci && npm run build) to stage and accept it, or ${cli} stage CHECKOUT --root ${root}; ${cli} accept --root ${root}`)
     } else if (context.dryRun) {
-      act.note("release", `would: mkdir -p ${root}; ${cli} stage ${input.from} --root ${root}; ${cli} accept --root ${root}`)
+      yield* act("release", `mkdir -p ${root}; ${cli} stage ${input.from} --root ${root}; ${cli} accept --root ${root}`, Effect.void)
       doneOrWould("release", `stage ${input.from} into ${root} (its gate, build and smoke test: a minute or two), then accept it`)
     } else {
       Fs.mkdirSync(root, { recursive: true })
@@ -390,7 +390,7 @@ export const initNode = (input: InitInput, context: ToolContext, programPath: st
         backoffice.disabled && nodePoller && backoffice.fossilPollers.length === 0) {
         say("hook", "already", `installed (${command}), the node ${input.node}${serverUrl !== undefined ? ` at ${serverUrl}` : ""}, fast mode's poller running`)
       } else if (context.dryRun) {
-        act.note("hook", `would: ${hookCommand}`)
+        yield* act("hook", hookCommand, Effect.void)
         doneOrWould("hook", `${hookCommand}: the after-receive hook, the node starting, fast pickup`)
       } else {
         const hooked = merged("hook", yield* installHook({
@@ -458,7 +458,7 @@ export const initNode = (input: InitInput, context: ToolContext, programPath: st
         const program = Path.join(paths.current, "ocx2-supervise")
         const out = Path.join(paths.node, "supervise.out")
         const started = yield* step("supervisor",
-          `start ${program} --node ${input.node} --root ${root} detached, its output in ${out} (${why}: it does not survive a reboot; run init again after one, or use docs/systemd/ocx2-supervise@.service)`,
+          `start ${program} --node ${input.node} --root ${root} detached, its output in ${out} (${why}; it does not survive a reboot; run init again after one, or use docs/systemd/ocx2-supervise@.service)`,
           Effect.tryPromise({
             try: async () => {
               Fs.mkdirSync(paths.node, { recursive: true })
