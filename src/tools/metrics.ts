@@ -151,8 +151,10 @@ const failedEntries = (log: string): number | undefined => {
     } finally {
       Fs.closeSync(fd)
     }
-  } catch {
-    return undefined
+  } catch (e) {
+    // no log yet: nothing has failed (a counter at 0, so the series exists from the start);
+    // a log that cannot be read says nothing
+    return (e as NodeJS.ErrnoException).code === "ENOENT" ? 0 : undefined
   }
   let failed = 0
   for (const line of text.split("\n")) {

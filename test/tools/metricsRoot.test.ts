@@ -17,6 +17,14 @@ const sample = (families: ReadonlyArray<Family>, name: string, labels: Record<st
   families.find((f) => f.name === name)?.samples.find((s) => (s.suffix ?? "") === suffix && JSON.stringify(s.labels) === JSON.stringify(labels))?.value
 
 describe("the metrics' sources", () => {
+  it("a node with no log yet has failed nothing: each log's counter is 0, not missing (CI met a world before its first hook run)", () => {
+    const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-metrics-"))
+    dirs.push(root)
+    const families = rootFamilies(root, Date.now())
+    expect(sample(families, "ocx2_failed_rounds_total", { log: "hook" })).toBe(0)
+    expect(sample(families, "ocx2_failed_rounds_total", { log: "supervisor" })).toBe(0)
+  })
+
   it("counts the watchers holding a run's lock, the supervisors running and the log entries that say something failed", async () => {
     const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-metrics-"))
     dirs.push(root)
