@@ -147,6 +147,11 @@ describe("ocx2 init", () => {
     expect(answer.output?.supervisor).toBe("detached")
     expect(answer.output?.steps.find((s) => s.step === "supervisor")?.words).toMatch(/systemd does not run this host: PID 1 is /)
     expect(Fs.readlinkSync(Path.join(extroot, "ocx2-cgi"))).toBe(Path.join(root, "current", "ocx2-cgi"))
+    // Fossil's pages now let a script reach the stream server's fixed port
+    const stream = JSON.parse(Fs.readFileSync(Path.join(root, "settings", "stream"), "utf8")) as { host: string; port: number }
+    expect(stream.host).toBe("127.0.0.1")
+    const home = await (await fetch(`${server.url}timeline`)).text()
+    expect(home).toContain(`connect-src 'self' http://127.0.0.1:${stream.port}`)
 
     // a person posts a run through the forum's web form
     const alice = await webLogin(server.url, admin.login, admin.password)
@@ -237,15 +242,39 @@ describe("ocx2 init where steps cannot be done, and from a checkout", () => {
     expect(r.stderr).toContain("init: release: failed: ")
   }, 120_000)
 
-  it("stages and accepts this checkout into a fresh ROOT (--from), then sets up the node from it", async () => {
+  it("replaces nothing in the extension root it did not make: the file in the way is named, the other steps done", async () => {
+    const { at, repo, root } = await fresh()
+    makeReleaseRoot(root)
+    const extroot = Path.join(at, "ext")
+    Fs.mkdirSync(extroot)
+    Fs.writeFileSync(Path.join(extroot, "git"), "#!/bin/sh\n", { mode: 0o755 })
+    const r = initIn(repo, ["--root", root, "--extroot", extroot, "--server-url", "http://127.0.0.1:9/"])
+    expect(r.status, r.stdout).toBe(1)
+    const output = answerOf(r).output!
+    expect(states(output)).toEqual({
+      "node user": "done", "server URL": "done", release: "already", hook: "done", supervisor: "done",
+      pages: "failed", stream: "done", "content-security policy": "done"
+    })
+    const pages = output.steps.find((s) => s.step === "pages")!
+    expect(pages.words).toBe(`${Path.join(extroot, "git")} is there already, not a link: init replaces nothing it did not make`)
+    expect(pages.fix).toBe(`rm ${Path.join(extroot, "git")}; ln -s ${Path.join(root, "current", "ocx2-git")} ${Path.join(extroot, "git")} (or init again after removing it)`)
+    expect(Fs.readFileSync(Path.join(extroot, "git"), "utf8")).toBe("#!/bin/sh\n")
+    expect(output.serverUrl).toBe("http://127.0.0.1:9")
+  }, 120_000)
+
+  it("stages and accepts this checkout's check-in into a fresh ROOT (--from), then sets up the node from it", async () => {
     const { at, repo, root } = await fresh()
     const extroot = Path.join(at, "ext")
     Fs.mkdirSync(extroot)
     const server = await startServer(repo, { extroot })
     servers.push(server)
+    // a checkout of this checkout's check-in (its gate is not thrown by work in progress beside it), with its packages
+    const checkout = Path.join(at, "checkout")
+    ChildProcess.execFileSync("git", ["clone", "-q", project, checkout])
+    Fs.symlinkSync(Path.join(project, "node_modules"), Path.join(checkout, "node_modules"))
     const began = Date.now()
-    const r = initIn(repo, ["--root", root, "--from", project])
-    console.log(`init --from ${project}: ${((Date.now() - began) / 1000).toFixed(1)} s`)
+    const r = initIn(repo, ["--root", root, "--from", checkout])
+    console.log(`init --from a checkout of ${project}: ${((Date.now() - began) / 1000).toFixed(1)} s`)
     expect(r.status, `${r.stdout}\n${r.stderr.slice(-3000)}`).toBe(0)
     const output = answerOf(r).output!
     expect(states(output)).toEqual({
