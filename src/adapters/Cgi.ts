@@ -4,7 +4,10 @@
 // Rules of this entry point:
 // - A tool runs for real only from a POST whose Referer is that tool's own page (same origin,
 //   same path), as Fossil demands of its own forms: another site cannot make a viewer's browser
-//   act for it. A POST without it is refused and nothing runs.
+//   act for it. A POST without it is refused and nothing runs. The one other page taken is the run
+//   page (watch) for its stop and start buttons (stop, run): same origin, that page's path.
+// - Server paths (ROOT, the repository's file) are shown to setup users only (Redact.ts).
+// - The landing page is the runs list; the tools' list is BASE/tools.
 // - A GET never changes anything: it shows the form, refilled from the query string. A JSON
 //   client may GET a tool's page with ?format=json and the tool's arguments: the tool then runs
 //   as a dry run, which by its contract performs nothing, and the answer says so ("dry_run"). A tool
@@ -122,6 +125,9 @@ const refererProblem = (request: CgiRequest, page: string): string | undefined =
     ? undefined
     : `a change is taken only from its own page, ${expected}: this request came from ${referer.origin}${referer.pathname}, so nothing was done`
 }
+
+/** The pages, besides a tool's own, whose forms post to it: the run page's stop and start buttons. */
+const fromRunPage: Readonly<Record<string, ReadonlyArray<string>>> = { stop: ["watch"], run: ["watch"] }
 
 export type Cgi = (request: CgiRequest) => Promise<CgiResponse>
 
@@ -245,7 +251,10 @@ export const makeCgi = (allTools: ReadonlyArray<Tool>, options: CgiOptions = {})
   const body = postParams(request)
   const asJson = jsonBody || wantsJson(request, "params" in body ? body.params : undefined)
   if ("problem" in body) return asJson ? json(400, refusal(tool.name, body.problem)) : html(400, problemPage("Bad request", body.problem, page))
-  const notFromItsPage = refererProblem(request, page)
+  // a run page's buttons post to stop and run: taken from that page too (same origin, a known page)
+  const notFromItsPage = (fromRunPage[tool.name] ?? []).some((other) => refererProblem(request, `${base}/${other}`) === undefined)
+    ? undefined
+    : refererProblem(request, page)
   if (notFromItsPage !== undefined) {
     return asJson ? json(403, refusal(tool.name, notFromItsPage)) : html(403, problemPage("Refused", notFromItsPage, page))
   }

@@ -24,6 +24,10 @@ const style = `<style>
 .ocx.ocx-full .ocx-answer.ocx-completed { border: none; padding-left: 0; }
 .ocx table.ocx-runs td.ocx-run, .ocx table.ocx-runs td.ocx-run code { white-space: nowrap; overflow-wrap: normal; }
 .ocx .ocx-details { margin: 1em 0; }
+.ocx .ocx-buttons { display: flex; flex-wrap: wrap; gap: 0.5em 1em; margin: 1em 0; }
+.ocx .ocx-buttons form { margin: 0; }
+.ocx .ocx-markdown pre { background: rgba(128,128,128,0.08); padding: 0.4em; }
+.ocx .ocx-markdown blockquote { border-left: 3px solid rgba(128,128,128,0.4); margin: 0.5em 0; padding-left: 0.8em; }
 .ocx .ocx-details > summary { cursor: pointer; opacity: 0.8; }
 .ocx form { margin: 1em 0; }
 .ocx .ocx-field { margin: 0.8em 0; }
@@ -151,9 +155,9 @@ const value = (v: unknown): string => {
 }
 
 /** A tool's output as its page shows it: a page of its own for the tools that have one, else label and value. */
-const outputHtml = (answer: Answer<unknown>, base: string, nonce: string | undefined, values?: URLSearchParams): string => {
+const outputHtml = (answer: Answer<unknown>, base: string, nonce: string | undefined, values?: URLSearchParams, caller?: Caller): string => {
   const own = outputPages[answer.tool]
-  return own !== undefined ? own(answer.output, base, nonce, values) : value(answer.output)
+  return own !== undefined ? own(answer.output, base, nonce, values, caller) : value(answer.output)
 }
 
 const stoppedLine = (answer: Answer<unknown>): string => {
@@ -172,11 +176,11 @@ const stoppedLine = (answer: Answer<unknown>): string => {
 }
 
 /** The answer, in the one shape: what was (or would be) done, the output, why it stopped. */
-export const answerHtml = (answer: Answer<unknown>, base = "", nonce?: string, values?: URLSearchParams): string =>
+export const answerHtml = (answer: Answer<unknown>, base = "", nonce?: string, values?: URLSearchParams, caller?: Caller): string =>
   [
     `<div class="ocx-answer ocx-${escapeHtml(answer.stopped.reason)}" id="ocx-answer" data-reason="${escapeHtml(answer.stopped.reason)}">`,
     stoppedLine(answer),
-    answer.output !== undefined ? `<div class="ocx-output">${outputHtml(answer, base, nonce, values)}</div>` : "",
+    answer.output !== undefined ? `<div class="ocx-output">${outputHtml(answer, base, nonce, values, caller)}</div>` : "",
     // what was done, step by step, and the answer as JSON: for whoever wants them, folded
     `<details class="ocx-details ocx-did"><summary>details</summary>`,
     answer.operations.length > 0
@@ -203,6 +207,12 @@ export interface ToolPageOptions {
   readonly title?: string
 }
 
+/** A run's page is named by its run; any other by its tool. */
+const titleOf = (tool: Tool, answer: Answer<unknown> | undefined): string => {
+  const run = tool.name === "watch" && answer?.stopped.reason === "completed" ? (answer.output as { run?: unknown } | undefined)?.run : undefined
+  return typeof run === "string" ? `OCX run ${run.slice(0, 10)}` : `OCX: ${tool.name}`
+}
+
 /** Pages of the window's whole width, their form (filters) first: the runs list and a run's page. */
 const fullPages: ReadonlyArray<string> = ["runs", "watch"]
 
@@ -215,13 +225,16 @@ export const toolPage = (
   options: ToolPageOptions = {}
 ): string =>
   page(
-    options.title ?? `OCX: ${tool.name}`,
+    options.title ?? titleOf(tool, answer),
     [
       options.lead ?? "",
       `<p class="ocx-summary">${escapeHtml(tool.summary)}.</p>`,
       fullPages.includes(tool.name) && tool.name === "runs" ? form(tool, action, values, options.hidden).replace(`class="ocx-form"`, `class="ocx-form ocx-filters"`) : "",
-      answer !== undefined ? answerHtml(answer, options.base, options.nonce, values) : "",
-      tool.name === "runs" ? "" : form(tool, action, values, options.hidden),
+      answer !== undefined ? answerHtml(answer, options.base, options.nonce, values, caller) : "",
+      // a run's page shown, its form (which run, from where) is for whoever wants it, folded
+      tool.name === "runs" ? ""
+      : tool.name === "watch" && answer !== undefined ? `<details class="ocx-details ocx-form-fold"><summary>watch another run</summary>${form(tool, action, values, options.hidden)}</details>`
+      : form(tool, action, values, options.hidden),
       // the CLI's help, who acts and which release serves: folded, for whoever wants them
       `<details class="ocx-details ocx-help-fold"><summary>details</summary>`,
       `<p>${escapeHtml(tool.description)}</p>`,

@@ -5,6 +5,10 @@ import type { PostOut, ReadOutput } from "../tools/read.js"
 import { stateWords as wordsOf } from "../runs/RunWords.js"
 import type { RunRow, RunsOutput } from "../tools/runs.js"
 import type { WatchOutput } from "../tools/watch.js"
+import type { CreateOutput } from "../tools/create.js"
+import type { Caller } from "../tools/Tool.js"
+import { hasCapability } from "../tools/support/Permissions.js"
+import { markdownHtml } from "./Markdown.js"
 
 const escape = (text: string): string =>
   text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!)
@@ -126,7 +130,7 @@ export const postHtml = (p: PostOut, base: string): string =>
   `<div class="ocx-post ocx-post-${escape(p.kind.replace(/\s+/g, "-"))}" id="p-${escape(p.hash.slice(0, 16))}">` +
   `<p class="ocx-post-head"><b>${escape(p.kind)}</b> by ${escape(p.sender ?? p.user)} at ${when(p.time)} ` +
   `<a href="${escape(readHref(base, p.hash))}"><code>${escape(p.hash.slice(0, 12))}</code></a>${p.title !== undefined ? `: ${escape(p.title)}` : ""}</p>` +
-  `<pre>${escape(p.text)}</pre></div>`
+  (/markdown/i.test(p.mimetype) ? `<div class="ocx-markdown">${markdownHtml(p.text)}</div>` : `<pre>${escape(p.text)}</pre>`) + `</div>`
 
 /** A run's state, times, verdicts and published files: the top of its run page. */
 export const runSummaryHtml = (run: NonNullable<ReadOutput["run"]>, base: string): string => {
@@ -140,7 +144,7 @@ export const runSummaryHtml = (run: NonNullable<ReadOutput["run"]>, base: string
     ["Posted", when(r.posted)],
     ["Started", when(r.started)],
     ["Ended", when(r.ended)],
-    ["Took", took(r.seconds)],
+    ["Took", r.seconds === undefined ? "" : `<span id="ocx-run-took" data-seconds="${r.seconds}" data-running="${r.state === "started" ? "1" : "0"}">${took(Math.floor(r.seconds))}</span>`],
     ...run.verdicts.map((v): [string, string] => ["Verdict", `${escape(v.value)} on <a href="${escape(readHref(base, v.checkin))}"><code>${escape(v.checkin.slice(0, 12))}</code></a>`]),
     ...run.published.map((f): [string, string] => ["Published", f.hash !== undefined
       ? `<a href="${escape(`${topOf(base)}/uv/${f.as}`)}">${escape(f.as)}</a> <code>${escape(f.hash.slice(0, 12))}</code>`
@@ -184,7 +188,7 @@ const readPage = (output: ReadOutput, base: string): string => {
  * The stream's token is good for one connection: a stream cut after it opened goes on with a fresh
  * one from this page, from the offset the stream last gave.
  */
-const liveScript = `(function () {
+const liveScript = (): string => `(function () {
   var out = document.getElementById("ocx-stream");
   var state = document.getElementById("ocx-run-state");
   var note = document.getElementById("ocx-live");
@@ -192,6 +196,14 @@ const liveScript = `(function () {
   var live = JSON.parse(out.dataset.live);
   var offset = Number(out.dataset.offset || "0");
   var over = false;
+  // Took counts on while the run runs, from what the page was given and the time since
+  var tookNode = document.getElementById("ocx-run-took");
+  var took = (${took.toString()});
+  var loaded = Date.now();
+  var ticking = tookNode ? setInterval(function () {
+    if (tookNode.dataset.running !== "1") { return; }
+    tookNode.textContent = took(Math.floor(Number(tookNode.dataset.seconds) + (Date.now() - loaded) / 1000));
+  }, 1000) : undefined;
   var add = function (className, text) {
     var span = document.createElement("span");
     span.className = className;
@@ -207,6 +219,7 @@ const liveScript = `(function () {
     end: function (d) {
       on.state(d);
       over = true;
+      if (ticking !== undefined) { clearInterval(ticking); }
       if (note) { note.textContent = "The run is over: reload the page for its reports."; }
     }
   };
@@ -279,7 +292,23 @@ const liveScript = `(function () {
   connect(live);
 })();`
 
-const watchPage = (output: WatchOutput, base: string, nonce: string | undefined): string => {
+/**
+ * Stop and start buttons, for those the tools allow (stop and run need admin or setup): each a
+ * POST to the tool's own page, which checks it as the tool does (the CGI takes it from the run page).
+ */
+const runButtons = (run: RunRow, base: string, caller: Caller | undefined): string => {
+  if (caller === undefined || !hasCapability(caller, "as")) return ""
+  const button = (tool: string, words: string) =>
+    `<form method="post" action="${escape(`${base}/${tool}`)}" class="ocx-button-form">` +
+    `<input type="hidden" name="run" value="${escape(run.run)}"><button type="submit" class="ocx-${tool}">${escape(words)}</button></form>`
+  const buttons = [
+    run.state === "waiting" || run.state === "started" ? button("stop", "Stop this run") : "",
+    run.state === "waiting" && run.manual ? button("run", "Start this manual run") : ""
+  ].filter((b) => b !== "")
+  return buttons.length === 0 ? "" : `<div class="ocx-buttons">${buttons.join("")}</div>`
+}
+
+const watchPage = (output: WatchOutput, base: string, nonce: string | undefined, _values?: URLSearchParams, caller?: Caller): string => {
   const parts: Array<string> = []
   if (output.record !== undefined) parts.push(runSummaryHtml(output.record, base))
   if (output.held !== undefined) parts.push(`<p class="ocx-held" id="ocx-held"><strong>Held back:</strong> ${escape(output.held)}</p>`)
@@ -295,13 +324,31 @@ const watchPage = (output: WatchOutput, base: string, nonce: string | undefined)
       ? ` data-live="${escape(JSON.stringify(output.live))}" data-offset="${output.offset}" data-poll="${escape(runPageHref(base, output.run))}"`
       : ""}>${printed}</pre>`)
   if (output.reports.length > 0) parts.push(`<h3>Reports</h3>`, ...output.reports.map((p) => postHtml(p, base)))
-  if (output.live !== undefined) parts.push(`<script${nonce !== undefined ? ` nonce="${escape(nonce)}"` : ""}>${liveScript}</script>`)
+  if (output.record !== undefined) parts.push(runButtons(output.record.summary, base, caller))
+  if (output.live !== undefined) parts.push(`<script${nonce !== undefined ? ` nonce="${escape(nonce)}"` : ""}>${liveScript()}</script>`)
   return parts.join("\n")
 }
 
+/** create's answer: a link to the run it made (its run page), then where it was written. */
+const createPage = (output: CreateOutput, base: string): string => {
+  const rows: Array<[string, string]> = [
+    ["For", escape(output.to)],
+    ["Written as", escape(output.place)],
+    ...(output.thread !== undefined ? [["Thread", `<a href="${escape(`${topOf(base)}/forumpost/${output.thread}`)}"><code>${escape(output.thread.slice(0, 12))}</code></a>`] as [string, string]] : []),
+    ...(output.ticket !== undefined ? [["Ticket", `<a href="${escape(`${topOf(base)}/tktview/${output.ticket}`)}"><code>${escape(output.ticket.slice(0, 12))}</code></a>`] as [string, string]] : []),
+    ...(output.pattern !== undefined ? [["Pattern", escape(output.pattern)] as [string, string]] : []),
+    ...(output.acted !== undefined ? [["Its node", escape(output.acted)] as [string, string]] : [])
+  ]
+  const lead = output.run !== undefined
+    ? `<p class="ocx-created">Run <a class="ocx-run-link" href="${escape(runPageHref(base, output.run))}"><code>${escape(output.run.slice(0, 12))}</code></a> was written: <a href="${escape(runPageHref(base, output.run))}">follow it on its run page</a>.</p>`
+    : `<p class="ocx-created">No run was written (a dry run): the message it would write is in the details below.</p>`
+  return `${lead}\n<table class="label-value">${rows.map(([k, v]) => `<tr><th>${k}</th><td>${v}</td></tr>`).join("")}</table>`
+}
+
 /** By tool name. */
-export const outputPages: Readonly<Record<string, (output: any, base: string, nonce: string | undefined, values?: URLSearchParams) => string>> = {
+export const outputPages: Readonly<Record<string, (output: any, base: string, nonce: string | undefined, values?: URLSearchParams, caller?: Caller) => string>> = {
   runs: runsPage,
   read: readPage,
-  watch: watchPage
+  watch: watchPage,
+  create: createPage
 }

@@ -209,6 +209,8 @@ describe("the OCX pages in Chromium", () => {
     expect(run).toMatch(/^[0-9a-f]{64}$/)
     expect(answer.output.thread).toBe(run)
     expect(state()).not.toBe(before)
+    // the answer links to the run it made (issue 40)
+    expect(await done.locator("a.ocx-run-link").getAttribute("href")).toBe(`/ext/ocx2-cgi/watch?run=${run}`)
     const answerShot = join(screenshots, "create-answer.png")
     await page.screenshot({ path: answerShot, fullPage: true })
 

@@ -200,6 +200,56 @@ describe("the run page", () => {
     }
   }, 180_000)
 
+  it("a run page leads with its state and a Took that counts; its stop button is for admin and setup users, and a POST from anyone else stops nothing", async () => {
+    const run = await createRun(gatedLines("halt", 20))
+    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 90_000)).toBe(true)
+    const watchUrl = `${world.server.url}ext/ocx2-cgi/watch?run=${run}`
+    const stopUrl = `${world.server.url}ext/ocx2-cgi/stop`
+    // mallory reads the forum but holds neither admin nor setup: no button, and her POST is refused
+    const mallory = await webLogin(world.server.url, users.stranger.login, users.stranger.password)
+    const hers = await (await fetch(watchUrl, { headers: { cookie: mallory.cookie } })).text()
+    expect(hers).toContain(`id="ocx-run-state"`)
+    expect(hers).not.toContain(`class="ocx-stop"`)
+    const refused = await fetch(`${stopUrl}?format=json`, {
+      method: "POST",
+      headers: { cookie: mallory.cookie, referer: watchUrl, "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ run }).toString()
+    })
+    const answer: any = await refused.json()
+    expect(answer.stopped.reason).toBe("refused")
+    expect(answer.stopped.message).toContain("stop needs Fossil's admin (a) or setup (s) capability")
+    expect((await world.replies(run)).some((m) => m.kind === "stop")).toBe(false)
+    // from another site, alice's browser stops nothing either
+    const forged = await fetch(`${stopUrl}?format=json`, {
+      method: "POST",
+      headers: { cookie: alice.cookie, referer: "https://elsewhere.example/ext/ocx2-cgi/watch", "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ run }).toString()
+    })
+    expect(forged.status).toBe(403)
+    expect((await world.replies(run)).some((m) => m.kind === "stop")).toBe(false)
+
+    const context = await browser.newContext({ viewport: { width: 1200, height: 900 } })
+    const page = await context.newPage()
+    try {
+      await logIn(page)
+      await page.goto(watchUrl)
+      expect(await page.locator("#ocx-run-state").textContent()).toBe("started")
+      // the state leads, then the output, then the buttons
+      const order = await page.evaluate<Array<number>>(`["#ocx-run-state", "#ocx-stream", "button.ocx-stop"]
+        .map((selector) => document.querySelector(selector).getBoundingClientRect().top)`)
+      expect(order[0]).toBeLessThan(order[1]!)
+      expect(order[1]).toBeLessThan(order[2]!)
+      const took = page.locator("#ocx-run-took")
+      const first = await took.textContent()
+      await expect.poll(() => took.textContent(), { timeout: 20_000 }).not.toBe(first)
+      await Promise.all([page.waitForNavigation(), page.click("button.ocx-stop")])
+      expect(await page.locator("#ocx-answer").getAttribute("data-reason")).toBe("completed")
+      expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "stop") ? true : undefined), 30_000)).toBe(true)
+    } finally {
+      await context.close()
+    }
+  }, 180_000)
+
   it("a page whose live stream was cut goes on live with a fresh token, from where the stream had read to: every line once", async () => {
     const run = await createRun(gatedLines("beat", 20))
     expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 90_000)).toBe(true)
