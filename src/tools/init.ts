@@ -2,7 +2,6 @@
 // step by step; the steps themselves are in support/NodeInit.ts.
 
 import { InitInput, InitOutput, initNode } from "./support/NodeInit.js"
-import { needsSetup } from "./support/Permissions.js"
 import { defineTool } from "./Tool.js"
 
 export const init = defineTool({
@@ -20,12 +19,16 @@ export const init = defineTool({
     "server's --extroot); the stream server's fixed port (ROOT/settings/stream) and default-csp's connect-src for it. " +
     "A step that cannot be done is named with what to do instead; the steps that need it are skipped, named; the others " +
     "go on. --dry-run says each step it would take and takes none. Exit status 0 when every step is done or already so, " +
-    "1 otherwise. --clone URL (a clone's host) is not yet: follow docs/operations.md, \"A node on another host\". " +
-    "Needs Fossil's setup capability (s).",
+    "1 otherwise. With --clone URL --passwords FILE, a clone's host (docs/operations.md, \"A node on another host\"): the " +
+    "passwords file checked, the clone made as ROOT/clones/NODE.fossil with its password saved, the release root, ocx2 node " +
+    "URL FILE --check (the clone registered, the node starting), and the supervisor. On the server's host it needs Fossil's " +
+    "setup capability (s); on a clone's host, the node user's password on the server.",
   input: InitInput,
   positional: [],
   output: InitOutput,
-  allow: needsSetup("init"),
+  // the server's host needs setup, checked by the handler (as hook's words say it); a clone's host has no
+  // repository to ask before its clone is made: the node user's password on the server is its check
+  allow: () => undefined,
   offeredBy: ["cli"],
   notOfferedBecause: "it sets up the host it runs on: users, programs, services and links",
   exitStatus: (output) => (output.ok ? 0 : 1),

@@ -16,6 +16,7 @@ import {
 } from "../../src/tools/support/NodeInit.js"
 import { createRepository, makeTempDir, type RunningServer, startServer } from "../support/fossilServer.js"
 import { shellRun } from "../support/nodeWorld.js"
+import { closeCloneWorld, cloneUsers, makeCloneWorld, type CloneWorld } from "./cloneWorld.js"
 import { answerWithin, dist, endWatchers, makeReleaseRoot, project, waitFor } from "../support/world.js"
 
 // ocx2 init (issue 40), following README.md "Installing a node" and docs/operations.md from a bare
@@ -197,7 +198,7 @@ describe("ocx2 init", () => {
     expect(refused.stdout + refused.stderr).toContain("init needs Fossil's setup capability (s)")
     const clone = init("--clone", "https://example.org/repo")
     expect(clone.status).toBe(1)
-    expect(clone.stdout + clone.stderr).toContain("not yet: follow docs/operations.md")
+    expect(clone.stdout + clone.stderr).toContain("no passwords file: give --passwords FILE")
     const wrong = ocx2(Path.join(dist, "ocx2.mjs"), admin.login, ["init", "--root", root])
     expect(wrong.status).toBe(2)
   }, 60_000)
@@ -284,4 +285,61 @@ describe("ocx2 init where steps cannot be done, and from a checkout", () => {
     expect(Fs.realpathSync(Path.join(root, "current"))).toMatch(new RegExp(`^${Fs.realpathSync(root)}/staged/[0-9a-f]{12}$`))
     expect(r.stderr).toContain("stage: gate")
   }, 600_000)
+})
+
+describe("ocx2 init --clone, on a clone's host", () => {
+  let world: CloneWorld | undefined
+  let root: string
+  beforeAll(async () => {
+    world = await makeCloneWorld("ocx2-init-clone-")
+    // a host of its own beside the world's: a release root as accept leaves it, no clone yet
+    const host = Path.join(world.dir, "host2")
+    Fs.mkdirSync(host)
+    Fs.chmodSync(host, 0o755)
+    root = Path.join(host, "root")
+    makeReleaseRoot(root)
+  }, 240_000)
+  afterAll(async () => {
+    if (root !== undefined) {
+      endWatchers(root)
+      stopSpare(root)
+    }
+    await closeCloneWorld(world)
+  })
+  const initClone = (...args: ReadonlyArray<string>) =>
+    ChildProcess.spawnSync(process.execPath, [Path.join(dist, "ocx2.mjs"), "--json", "init", "--clone", world!.url, "--passwords", world!.passwords,
+      "--node", cloneUsers.lab2.login, "--root", root, ...args], { encoding: "utf8", timeout: 180_000, env: { ...process.env, USER: "root" } })
+
+  it("makes the clone, registers and starts the node, and its supervisor picks a run up; again, every step already", async () => {
+    const dry = initClone("--dry-run")
+    expect(dry.status, dry.stdout + dry.stderr).toBe(0)
+    expect(states(answerOf(dry).output)).toEqual({ passwords: "already", clone: "would", "server URL": "would", release: "already", node: "would", supervisor: "would" })
+    const clone = Path.join(root, "clones", `${cloneUsers.lab2.login}.fossil`)
+    expect(Fs.existsSync(clone)).toBe(false)
+
+    const first = initClone()
+    console.log(first.stderr)
+    expect(first.status, first.stdout).toBe(0)
+    expect(states(answerOf(first).output)).toEqual({ passwords: "already", clone: "done", "server URL": "done", release: "already", node: "done", supervisor: "done" })
+    // no password on any line said
+    expect(first.stdout + first.stderr).not.toContain(cloneUsers.lab2.password)
+
+    const code = (await Effect.runPromise(Effect.promise(() =>
+      import("../support/fossilServer.js").then((m) => m.fossil(["sql", "-R", clone, "SELECT value FROM config WHERE name='server-code'"]))))).trim().replace(/'/g, "")
+    const run = await world!.world.post(shellRun({ serverCode: code }, "echo from the clone host"), { to: cloneUsers.lab2.login })
+    const replies = await world!.world.waitEnded(run)
+    const ended = replies.find((m) => m.kind === "ended")!.content as { outcome: string; exit?: number }
+    expect(ended, JSON.stringify(replies)).toEqual(expect.objectContaining({ outcome: "exited", exit: 0 }))
+    expect(replies.find((m) => m.kind === "started")?.sender).toBe(cloneUsers.lab2.login)
+
+    const doctor = ChildProcess.spawnSync(Path.join(root, "current", "ocx2"), ["--json", "--repository", clone, "doctor"], { encoding: "utf8", timeout: 120_000, env: { ...process.env, USER: "root" } })
+    const found = JSON.parse(doctor.stdout).output as DoctorOutput
+    expect(found.role).toBe("clone")
+    expect(found.findings.filter((f) => !f.ok), doctor.stdout).toEqual([])
+
+    const again = initClone()
+    expect(again.status, again.stdout).toBe(0)
+    expect(answerOf(again).output?.steps.filter((s) => s.state !== "already"), again.stdout).toEqual([])
+    expect(answerOf(again).operations).toEqual([])
+  }, 400_000)
 })

@@ -18,6 +18,9 @@ import { finish, recording, refuse, type Handled } from "../../operations/Operat
 import { releasePaths } from "../../release/ReleasePaths.js"
 import { canonicalRepository, nodeOf } from "../../root/HookFiles.js"
 import { runningSupervisor } from "../../root/SupervisorFiles.js"
+import { cloneEntryOf } from "../../root/CloneFiles.js"
+import { readPasswordsFile } from "../../root/ClonePasswords.js"
+import { runCloneNode } from "../../node/CloneNode.js"
 import type { ToolContext } from "../Tool.js"
 import { acceptRelease } from "../accept.js"
 import { stageRelease } from "../stage.js"
@@ -37,7 +40,8 @@ export const InitInput = Schema.Struct({
   supervisor: Schema.optionalWith(Schema.Literal("systemd", "detached").annotations({
     description: "how the supervisor runs: systemd (a unit written and enabled) or detached (a process started now, gone at a reboot); by default systemd where it runs as PID 1"
   }), { exact: true }),
-  clone: optionalText("a clone's host: not yet (follow docs/operations.md, \"A node on another host\")")
+  clone: optionalText("a clone's host: the server's URL (https://SERVER/REPO); the clone is made as ROOT/clones/NODE.fossil, and the node registered and started on it"),
+  passwords: optionalText("with --clone: the node user's passwords file {\"user\": NODE, \"password\": ...}, mode 600 (docs/operations.md, \"A node on another host\")")
 })
 export type InitInput = typeof InitInput.Type
 
@@ -248,20 +252,17 @@ const quoted = (s: string) => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replaceAll
 export const initNode = (input: InitInput, context: ToolContext, programPath: string | undefined) => {
   const act = recording(context.dryRun)
   return finish(act, Effect.gen(function*() {
-    if (input.clone !== undefined) {
-      return yield* refuse(
-        `init --clone is not yet: follow docs/operations.md, "A node on another host" (the clone with its saved password, ` +
-          "the passwords file, a release root staged and accepted, ocx2 node SERVER-URL PASSWORDS-FILE from the timer docs/systemd/ocx2-node@.timer, " +
-          "the supervisor ocx2-supervise@USER)"
-      )
-    }
-    if (context.repository === undefined) return yield* refuse("init sets up the node of the served repository: name it with --repository REPO before the tool's name")
-    const repository = canonicalRepository(context.repository)
-    if (!Fs.existsSync(repository)) return yield* refuse(`no repository file ${repository}`)
+    // on the server's host, setup (as hook); on a clone's host there is no repository to ask yet:
+    // the node user's password on the server is what the node step signs in with
+    const clone = input.clone !== undefined
+    if (!clone && !context.caller.capabilities.includes("s")) return yield* refuse("init needs Fossil's setup capability (s)")
+    if (!clone && context.repository === undefined) return yield* refuse("init sets up the node of the served repository: name it with --repository REPO before the tool's name")
     // by default the root this program was released into; a checkout's program is told --root ROOT
     const root = input.root !== undefined ? Path.resolve(input.root) : yield* rootOfCall("init", undefined, programPath, context.entryPoint)
     const paths = releasePaths(root)
-    const cli = `ocx2 --repository ${repository} --user ADMIN`
+    const repository = clone ? Path.join(root, "clones", `${input.node}.fossil`) : canonicalRepository(context.repository!)
+    if (!clone && !Fs.existsSync(repository)) return yield* refuse(`no repository file ${repository}`)
+    const cli = clone ? `ocx2 --repository ${repository}` : `ocx2 --repository ${repository} --user ADMIN`
     const steps: Array<InitStep> = []
     const failed = new Set<string>()
     const say = (step: string, state: InitStep["state"], words: string, fix?: string) => {
@@ -302,9 +303,41 @@ export const initNode = (input: InitInput, context: ToolContext, programPath: st
       return handled.output
     }
 
-    // 1. the node user, holding no capability of its own
-    const nodeRow = yield* readUser(repository, input.node).pipe(Effect.mapError((e) => new StepFailed({ message: e.message })))
-    if (nodeRow === undefined) {
+    // 1. the node user, holding no capability of its own (on a clone's host: the passwords file and the clone)
+    if (clone) {
+      const url = input.clone!.replace(/\/+$/, "")
+      const read = input.passwords === undefined ? undefined : readPasswordsFile(input.passwords)
+      if (read === undefined || read._tag === "Refused") {
+        say("passwords", "failed", read === undefined ? "no passwords file: give --passwords FILE" : read.why,
+          `install -m 600 /dev/null FILE; echo '{"user": "${input.node}", "password": "..."}' > FILE; init again with --passwords FILE`)
+      } else if (read.passwords.user !== input.node) {
+        say("passwords", "failed", `${read.passwords.file} is for ${read.passwords.user}, not the node ${input.node}`, `--node ${read.passwords.user}, or the node's own passwords file`)
+      } else {
+        say("passwords", "already", `${read.passwords.file} holds ${input.node}'s password, readable by this account alone`)
+      }
+      if (needs("clone", "passwords")) {
+        if (Fs.existsSync(repository)) {
+          say("clone", "already", `${repository} is there (ocx2 node checks that it is a clone of ${url}, as ${input.node})`)
+        } else {
+          const read2 = readPasswordsFile(input.passwords!)
+          const withUser = new URL(url)
+          if (read2._tag === "Passwords") {
+            withUser.username = encodeURIComponent(read2.passwords.user)
+            withUser.password = encodeURIComponent(read2.passwords.password)
+          }
+          const made = yield* step("clone", `fossil clone --save-http-password --no-open ${url} (as ${input.node}, the password from the passwords file) ${repository}`,
+            Effect.andThen(Effect.sync(() => Fs.mkdirSync(Path.dirname(repository), { recursive: true })),
+              fossilCall(["clone", "--save-http-password", "--no-open", withUser.toString(), repository]).pipe(
+                Effect.mapError((e) => new StepFailed({ message: e.message.replaceAll(withUser.toString(), `${url} (as ${input.node})`) })))),
+            `fossil clone --save-http-password https://${input.node}@SERVER/REPO ${repository}`)
+          if (made) doneOrWould("clone", `${repository}, a clone of ${url} made as ${input.node}, its password saved`)
+        }
+      }
+    }
+    const nodeRow = clone ? { capabilities: "" } : yield* readUser(repository, input.node).pipe(Effect.mapError((e) => new StepFailed({ message: e.message })))
+    if (clone) {
+      // the clone's users are the server's business
+    } else if (nodeRow === undefined) {
       const password = Crypto.randomBytes(18).toString("base64url")
       const made = yield* step("node user",
         `fossil user new ${input.node} "" PASSWORD -R ${repository}; fossil user capabilities ${input.node} "" -R ${repository} (a random password, never shown: the node never signs in)`,
@@ -319,7 +352,7 @@ export const initNode = (input: InitInput, context: ToolContext, programPath: st
     }
 
     // 2. a process user, where asked
-    if (input.processUser !== undefined) {
+    if (input.processUser !== undefined && !clone) {
       const row = yield* readUser(repository, input.processUser).pipe(Effect.mapError((e) => new StepFailed({ message: e.message })))
       if (row === undefined) {
         const password = Crypto.randomBytes(18).toString("base64url")
@@ -337,11 +370,15 @@ export const initNode = (input: InitInput, context: ToolContext, programPath: st
     }
 
     // 3. the server URL: given, the repository's, or a server found serving the file
-    const server = findServer(repository)
-    const known = nodeOf(root, repository)
-    const emailUrl = configOf(repository, "email-url")
-    const baseUrl = configOf(repository, "base-url")
-    const found = input.serverUrl !== undefined ? { url: input.serverUrl, from: "given with --server-url" }
+    const server = clone ? undefined : findServer(repository)
+    const known = clone ? (() => {
+      const entry = cloneEntryOf(root, repository)
+      return entry === undefined ? undefined : { user: entry.user, serverUrl: entry.serverUrl }
+    })() : nodeOf(root, repository)
+    const emailUrl = clone ? undefined : configOf(repository, "email-url")
+    const baseUrl = clone ? undefined : configOf(repository, "base-url")
+    const found = clone ? { url: input.clone!, from: "given with --clone" }
+      : input.serverUrl !== undefined ? { url: input.serverUrl, from: "given with --server-url" }
       : emailUrl !== undefined ? { url: emailUrl, from: "the repository's email-url" }
       : baseUrl !== undefined ? { url: baseUrl, from: "the repository's base-url" }
       : server !== undefined ? { url: server.url, from: `the fossil server serving ${repository} (pid ${server.pid})` }
@@ -377,8 +414,23 @@ export const initNode = (input: InitInput, context: ToolContext, programPath: st
       if (accepted !== undefined) doneOrWould("release", `${input.from} staged and accepted: ${root} serves ${Path.basename(Fs.realpathSync(paths.current))}`)
     }
 
-    // 5. the hook, the node starting, fast mode
-    if (needs("hook", "node user", "release")) {
+    // 5. the hook, the node starting, fast mode (on a clone's host: ocx2 node --check, the node registered and starting)
+    if (clone) {
+      if (needs("node", "clone", "release")) {
+        const url = serverUrl!
+        const nodeCommand = `${cli} node ${url} ${input.passwords} --check --root ${root}`
+        if (known?.user === input.node && known.serverUrl?.replace(/\/+$/, "") === url) {
+          say("node", "already", `${repository} is registered in ${Path.join(paths.node, "clones.json")} as the node ${input.node} of ${url}`)
+        } else if (context.dryRun) {
+          yield* act("node", nodeCommand, Effect.void)
+          doneOrWould("node", `${nodeCommand}: the clone registered, the node starting`)
+        } else {
+          const sub = recording(false)
+          const started = merged("node", yield* runCloneNode({ server_url: url, passwords_file: input.passwords!, check: true, root }, { repository }, sub, programPath), nodeCommand)
+          if (started !== undefined) doneOrWould("node", `registered and started: ${started.why}`)
+        }
+      }
+    } else if (needs("hook", "node user", "release")) {
       const hooks = yield* readHooks(repository).pipe(Effect.mapError((e) => new StepFailed({ message: e.message })))
       const command = hookCommandOf(root)
       const ours = hooks.filter((h) => runsOcx2Hook(h.command))
@@ -407,7 +459,7 @@ export const initNode = (input: InitInput, context: ToolContext, programPath: st
     const how = input.supervisor ?? (manager.systemd ? "systemd" : "detached")
     const why = input.supervisor !== undefined ? `asked with --supervisor ${input.supervisor}`
       : manager.systemd ? "systemd runs this host (PID 1)" : `systemd does not run this host: PID 1 is ${manager.pid1}`
-    if (needs("supervisor", "hook")) {
+    if (needs("supervisor", clone ? "node" : "hook")) {
       const running = runningSupervisor(root, repository, input.node)
       if (how === "systemd") {
         const account = Os.userInfo().username
@@ -494,7 +546,9 @@ export const initNode = (input: InitInput, context: ToolContext, programPath: st
 
     // 7. the extension root's links: the pages, the pre-release candidate's pages, git
     const extroot = input.extroot !== undefined ? Path.resolve(input.extroot) : server?.extroot
-    if (needs("pages", "release")) {
+    if (clone) {
+      // a clone's host serves no pages and no stream: the server's host does
+    } else if (needs("pages", "release")) {
       if (extroot === undefined) {
         say("pages", "failed",
           `no extension root: none given with --extroot, and ${server === undefined ? "no fossil server serving the repository was found" : `the fossil server (pid ${server.pid}) runs without --extroot`}`,
@@ -543,7 +597,9 @@ export const initNode = (input: InitInput, context: ToolContext, programPath: st
     }
 
     // 8. the stream server's fixed port, and Fossil's content-security policy allowing it
-    if (needs("stream", "server URL", "release")) {
+    if (clone) {
+      // as above
+    } else if (needs("stream", "server URL", "release")) {
       const file = Path.join(paths.settings, "stream")
       let settings: Record<string, unknown> = {}
       let readable = true
