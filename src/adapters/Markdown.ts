@@ -1,8 +1,8 @@
 // A run's reports as Fossil shows forum posts (issue 40): Markdown, rendered here, to a small safe
 // subset. Fossil's own renderer is reachable only as a test command (2.21's
-// `fossil test-markdown-render --safe FILE`, a process a report), and even --safe keeps raw
-// HTML tags such as <img> and <b> and passes `javascript:` links on; no report's HTML may pass
-// here, so the pages render: paragraphs, headings, fenced and indented code, lists, block quotes,
+// `fossil test-markdown-render --safe FILE`, a process for each report), and even --safe keeps
+// raw HTML tags such as <img> and <b> and passes `javascript:` links on; no report's HTML may
+// pass here, so the pages render: paragraphs, headings, fenced and indented code, lists, block quotes,
 // code spans, emphasis, links and autolinks. Everything else is text: every character from the
 // record is escaped first, no raw HTML passes, and a link goes only to http, https, mailto or a
 // path on this site.

@@ -207,6 +207,12 @@ describe("the run page", () => {
     const stopUrl = `${world.server.url}ext/ocx2-cgi/stop`
     // mallory reads the forum but holds neither admin nor setup: no button, and her POST is refused
     const mallory = await webLogin(world.server.url, users.stranger.login, users.stranger.password)
+    // server paths are for setup users: the landing page's release line names ROOT for alice only
+    const landing = `${world.server.url}ext/ocx2-cgi`
+    expect(await (await fetch(landing, { headers: { cookie: alice.cookie } })).text()).toContain(` of ${world.root}, the server`)
+    const herLanding = await (await fetch(landing, { headers: { cookie: mallory.cookie } })).text()
+    expect(herLanding).toContain("[server path], the server")
+    expect(herLanding).not.toContain(world.root)
     const hers = await (await fetch(watchUrl, { headers: { cookie: mallory.cookie } })).text()
     expect(hers).toContain(`id="ocx-run-state"`)
     expect(hers).not.toContain(`class="ocx-stop"`)
@@ -249,6 +255,20 @@ describe("the run page", () => {
       await context.close()
     }
   }, 180_000)
+
+  it("Fossil's menu links the runs list once its mainmenu is set as docs/operations.md says", async () => {
+    const docs = Fs.readFileSync(Path.join(import.meta.dirname, "../../docs/operations.md"), "utf8")
+    const section = docs.slice(docs.indexOf("### The pages in Fossil's menu"))
+    const menu = /fossil settings mainmenu '([^']+)' -R/.exec(section)?.[1]
+    expect(menu).toContain("Runs /ext/ocx2-cgi {2 r} {}")
+    const before = await (await fetch(`${world.server.url}timeline`, { headers: { cookie: alice.cookie } })).text()
+    expect(before).not.toContain(`href='/ext/ocx2-cgi'`)
+    await fossil(["settings", "mainmenu", menu!, "-R", world.repository])
+    const after = await (await fetch(`${world.server.url}timeline`, { headers: { cookie: alice.cookie } })).text()
+    const mainmenu = /<div class="mainmenu">([\s\S]*?)<\/div>/.exec(after)?.[1] ?? ""
+    expect(mainmenu).toContain(`<a href='/ext/ocx2-cgi' class=''>Runs</a>`)
+    expect(mainmenu).toContain(`>Timeline</a>`)
+  })
 
   it("a page whose live stream was cut goes on live with a fresh token, from where the stream had read to: every line once", async () => {
     const run = await createRun(gatedLines("beat", 20))
