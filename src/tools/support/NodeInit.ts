@@ -352,7 +352,10 @@ export const initNode = (input: InitInput, context: ToolContext, programPath: st
     }
 
     // 2. a process user, where asked
-    if (input.processUser !== undefined && !clone) {
+    if (input.processUser !== undefined && clone) {
+      say("process user", "failed", `a clone's host makes no users: process users are the server's (${input.processUser} is asked of it by each run)`,
+        `on the server: fossil user new ${input.processUser} "" PASSWORD -R REPO; fossil user capabilities ${input.processUser} oi -R REPO (or init --process-user there)`)
+    } else if (input.processUser !== undefined) {
       const row = yield* readUser(repository, input.processUser).pipe(Effect.mapError((e) => new StepFailed({ message: e.message })))
       if (row === undefined) {
         const password = Crypto.randomBytes(18).toString("base64url")
@@ -392,7 +395,7 @@ export const initNode = (input: InitInput, context: ToolContext, programPath: st
     } else if (known?.serverUrl !== undefined && known.serverUrl.replace(/\/+$/, "") === serverUrl) {
       say("server URL", "already", `${serverUrl} (${found.from}), the node's`)
     } else {
-      doneOrWould("server URL", `${serverUrl} (${found.from}): the hook step gives it to the node`)
+      doneOrWould("server URL", `${serverUrl} (${found.from}): the ${clone ? "node" : "hook"} step gives it to the node`)
     }
 
     // 4. the release root: a release served, or one staged and accepted from a checkout
