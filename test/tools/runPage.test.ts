@@ -136,8 +136,8 @@ describe("the run page", () => {
   it("the runs list is the landing page, of the window's width; a running run's Took counts and its state changes without a reload; screenshots at 1200 and 400 pixels", async () => {
     const run = await createRun(gatedLines("tock", 20))
     expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 90_000)).toBe(true)
-    // the test's own output directory, and one copy for people to look at
-    const shots = Path.join(Path.dirname(world.repository), "screens")
+    // the test's own output directory (kept after the world is gone), and one copy for people to look at
+    const shots = Path.join(screenshots, "issue-40")
     const kept = "/tmp/ocx2-screens"
     Fs.mkdirSync(shots, { recursive: true })
     Fs.mkdirSync(kept, { recursive: true })
