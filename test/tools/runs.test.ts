@@ -184,7 +184,7 @@ describe("runs", () => {
     const page = await fetch(`${world.server.url}ext/ocx2-cgi/runs?limit=0`, { headers: { cookie: alice.cookie } })
     expect(page.status).toBe(200)
     const html = await page.text()
-    expect(html).toMatch(/<table class="ocx-runs">/)
+    expect(html).toMatch(/<table class="ocx-runs"[ >]/)
     for (const [state, run] of [["ended", made.ended], ["lost", made.lost], ["started", made.running], ["waiting", made.waiting], ["refused", made.refused]] as const) {
       expect(html).toContain(`<tr data-run="${run}" data-state="${state}">`)
       expect(html).toContain(`href="/ext/ocx2-cgi/watch?run=${run}"`)

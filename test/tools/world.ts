@@ -9,6 +9,8 @@ import BetterSqlite3 from "better-sqlite3"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { answerFor } from "../../src/adapters/Redact.js"
+import type { Answer as ToolAnswer, Caller } from "../../src/tools/Tool.js"
 import * as Read from "../../src/fossil/Read.js"
 import { builtProgram } from "../adapters/extServer.js"
 import { fossil, type TestUser } from "../support/fossilServer.js"
@@ -213,8 +215,12 @@ export const makeToolsWorld = async (): Promise<ToolsWorld> => {
 }
 
 /** Hashes and dates differ between calls; the rest of an answer must not. */
+/** a caller who may not see server paths: the web pages show them redacted to such callers alone */
+const noSetup: Caller = { user: undefined, capabilities: "", sandboxed: false }
+
+/** An answer as every entry point may give it: hashes aside, and server paths as the web redacts them (answerFor). */
 export const normalized = (answer: Answer): unknown =>
-  JSON.parse(JSON.stringify(answer).replace(/\b[0-9a-f]{64}\b/g, "HASH").replace(/\b[0-9a-f]{40}\b/g, "HASH40"))
+  JSON.parse(JSON.stringify(answerFor(answer as unknown as ToolAnswer<unknown>, noSetup)).replace(/\b[0-9a-f]{64}\b/g, "HASH").replace(/\b[0-9a-f]{40}\b/g, "HASH40"))
 
 /**
  * Runs one case through every entry point: the same answer from each (hashes aside), and, when
