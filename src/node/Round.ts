@@ -372,7 +372,9 @@ export const hookRound = (
       const { serverCode } = yield* repository.codes()
       const decisions: Array<RunDecision> = []
       const delivered: Array<string> = []
-      const room = diskRoom(config.root)
+      // ROOT's room is looked at after each read, not once before the passes: a run posted after the
+      // setting was raised (or the disk filled) is never handed on a look taken before it
+      let room = diskRoom(config.root)
       let held: string | undefined
       let at = from
       const waitsUntil = Date.now() + 2 * settleMs
@@ -380,6 +382,7 @@ export const hookRound = (
         const sessions = yield* care.anySession
         yield* untilSettled(config.repository, at, sessions)
         const read = yield* nodeMessagesAfter(config.nodeUser, at, { arrivals: sessions })
+        room = diskRoom(config.root)
         const found = holdStartsBack(room, read)
         held ??= found.held
         const moved = found.cursor.rcvid !== at.rcvid || found.cursor.rid !== at.rid
@@ -444,6 +447,7 @@ export const startNode = (config: NodeConfig, act: Act, options: { readonly watc
       }
       const found = yield* nodeMessagesAfter(config.nodeUser, startCursor)
       const decisions: Array<RunDecision> = []
+      // looked at after the read: what was read was posted before it
       const room = diskRoom(config.root)
       let held: NodeMessage | undefined
       for (const message of found.messages.filter((m) => m.kind === "run")) {

@@ -284,7 +284,9 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number, h
         const { serverCode } = yield* (yield* Repository).codes()
         return yield* careDir.withRoundLock(Effect.gen(function*() {
           // a run the round held back for want of room stays held back here too
-          const found = holdStartsBack(diskRoom(config.root), yield* nodeMessagesAfter(config.nodeUser, from))
+          // room looked at after the read: a run posted after the setting was raised is held too
+          const read = yield* nodeMessagesAfter(config.nodeUser, from)
+          const found = holdStartsBack(diskRoom(config.root), read)
           const out: Array<{ run: string; action: string }> = []
           // a run handed on too often this minute waits for the roll's turn (RollKeeper.holdBack)
           for (const message of found.messages.filter((m) => m.kind !== "publish" && (m.kind !== "run" || keeper.mayHandOn(m.run)))) {

@@ -11,7 +11,7 @@ import { status } from "../../src/tools/status.js"
 import { watch } from "../../src/tools/watch.js"
 import { webLogin, webNewThread, type WebSession } from "../support/fossilServer.js"
 import { shellRun, users } from "../support/nodeWorld.js"
-import { endWatchers, makeReleaseRoot, makeWorld, pidsNaming, waitFor, type World } from "../support/world.js"
+import { endWatchers, makeReleaseRoot, makeWorld, pidsNaming, type World } from "../support/world.js"
 import { startSupervisor, stopSupervisor, supervisorLog, type RunningSupervisor } from "./supervisorWorld.js"
 
 // Issue 37, item 6: a full disk is not silent. ROOT is a small tmpfs of its own here, so that it can
@@ -152,7 +152,7 @@ describe("ROOT full, a node without a supervisor", () => {
 
     const run = await post(made!, "a run on a full disk", "echo held then run")
     // the hook has read it and left it waiting: its retrier is on it (the hook's log cannot be written on a full disk)
-    expect(await waitFor(() => (retriers(world.root).length > 0 ? true : undefined), 60_000)).toBe(true)
+    await world.waitFor("the hook's retrier (ocx2-hook --again)", () => (retriers(world.root).length > 0 ? true : undefined), { ms: 90_000, run })
     const said = await statusOf(world)
     expect(said?.disk).toMatchObject({ state: "full", waiting: true })
     expect(said?.disk?.words).toContain("A run waits for it now")
@@ -172,7 +172,7 @@ describe("ROOT full, a node without a supervisor", () => {
     expect(log.some((e) => e.did[0]?.startsWith("tried again by ocx2-hook --again") === true &&
       e.did.some((d) => d.startsWith(`${run}: handed to a watcher`)))).toBe(true)
     // the retrier ends once nothing waits
-    expect(await waitFor(() => (retriers(world.root).length === 0 ? true : undefined), 60_000)).toBe(true)
+    await world.waitFor("the hook's retrier to end", () => (retriers(world.root).length === 0 ? true : undefined), { ms: 90_000, run })
     expect((await statusOf(world))?.disk).toMatchObject({ state: "room", waiting: false })
   }, 180_000)
 })
@@ -196,7 +196,7 @@ describe("ROOT under min-free-space, a node with its supervisor", () => {
   const heldLine = (world: World, run: string) =>
     supervisorLog(world).flatMap((l) => l.did).find((d) => d.startsWith(`${run}: held back`))
   const heldBySupervisor = (world: World, run: string) =>
-    waitFor(() => (heldLine(world, run) !== undefined ? true : undefined), 90_000)
+    world.waitFor(`the supervisor's log line that ${run} is held back`, () => (heldLine(world, run) !== undefined ? true : undefined), { ms: 90_000, run })
 
   it("holds a run back below the setting and says why; lowering the setting starts it, raising it holds the next", async () => {
     const { world } = made!
