@@ -7,21 +7,13 @@
 // /receipt, which a clone's node asks for every sign-in check, long poll and write confirmation)
 // runs ocx2-cgi-receipt, the CGI with the receipt tool alone; anything else runs ocx2-cgi-pages,
 // every tool and page. Each request starts a process, so what it loads is what it costs.
-import { loadSibling } from "../src/Siblings.js"
-
-type Pages = typeof import("./ocx2-cgi-pages.js")
-type ReceiptPage = typeof import("./ocx2-cgi-receipt.js")
-
-const pagesFromSource = "./ocx2-cgi-pages.js" // not followed by the bundler
-const receiptFromSource = "./ocx2-cgi-receipt.js"
+import { cgiPages, cgiReceipt } from "../src/Bundles.js"
 
 /** The tool a request names, as the CGI adapter reads PATH_INFO (src/adapters/Cgi.ts). */
 const toolAsked = (process.env.PATH_INFO ?? "").replace(/^\/+/, "").replace(/\/+$/, "")
 
-const pages = (): Promise<Pages> =>
-  loadSibling<Pages>("ocx2-cgi-pages", typeof OCX2_BUNDLED === "undefined" ? () => import(pagesFromSource) : undefined)
-const receiptPage = (): Promise<ReceiptPage> =>
-  loadSibling<ReceiptPage>("ocx2-cgi-receipt", typeof OCX2_BUNDLED === "undefined" ? () => import(receiptFromSource) : undefined)
+const pages = () => cgiPages.load()
+const receiptPage = () => cgiReceipt.load()
 
 if (process.argv.includes("--stream-server")) {
   pages().then((loaded) => loaded.runRootStreamServer()).catch((e) => {

@@ -41,9 +41,10 @@ const codeOf = (loader: string): string => (loader.endsWith(".mjs") ? loader.sli
 /**
  * The bundle NAME beside the program, loaded: through the code cache when this program runs
  * through it (no `import()` there, see above), else imported by the plain ES module program (the
- * hook) with the import() its bundle's banner offers. `fromSource` imports the module itself when there is no bundle (tests); callers
- * write it `typeof OCX2_BUNDLED === "undefined" ? () => import(specifier) : undefined`, so no
- * bundle keeps it.
+ * hook) with the import() its bundle's banner offers. `fromSource` imports the module itself when
+ * there is no bundle (tests); the one table of bundles (src/Bundles.ts) writes it
+ * `typeof OCX2_BUNDLED === "undefined" ? () => import("../bin/NAME.js") : undefined`, so no bundle
+ * keeps it.
  */
 export const loadSibling = async <T>(
   name: string,

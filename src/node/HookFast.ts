@@ -21,7 +21,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Zlib from "node:zlib"
 import { rootOfProgram } from "../release/ReleasePaths.js"
-import { loadSibling } from "../Siblings.js"
+import { hookRound } from "../Bundles.js"
 import { exportDetached, exportWhenDue } from "../git/ExportHook.js"
 import { pollBackoffice, restoreHostFossilHome } from "./BackofficePoller.js"
 import { anySession } from "../care/SessionFiles.js"
@@ -264,11 +264,7 @@ export const runHook = async (argv: ReadonlyArray<string>, program: string | und
  * (ocx2-hook-round), loaded only when something may hold a message: parsing it is most of what
  * a call that decides nothing would cost. From source (tests), that bundle's source.
  */
-const loadRound = (program: string | undefined): Promise<typeof import("../../bin/ocx2-hook-round.js")> => {
-  // a specifier the bundler cannot follow, so the hook's bundle never holds the round
-  const fromSource = "../../bin/ocx2-hook-round.js"
-  return loadSibling("ocx2-hook-round", typeof OCX2_BUNDLED === "undefined" ? () => import(fromSource) : undefined, program)
-}
+const loadRound = (program: string | undefined) => hookRound.load(program)
 
 /** What the hook's retrier (HookAgain.ts) needs of the hook. */
 const againDeps = {

@@ -31,7 +31,7 @@ const bundledModules = (name: string): ReadonlyArray<string> => {
 
 describe("the CGI's bundles", () => {
   it("the program Fossil starts holds nothing but the choice of a bundle beside it", () => {
-    expect([...bundledModules("ocx2-cgi")].sort()).toEqual(["bin/ocx2-cgi.ts", "src/Siblings.ts"])
+    expect([...bundledModules("ocx2-cgi")].sort()).toEqual(["bin/ocx2-cgi.ts", "src/Bundles.ts", "src/Siblings.ts"])
   })
 
   it("the receipt's bundle holds the CGI adapter and the receipt tool, and no other tool, the tool list or the stream server", () => {

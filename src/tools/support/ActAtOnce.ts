@@ -9,7 +9,7 @@ import * as Path from "node:path"
 import { nodeOf } from "../../root/HookFiles.js"
 import { readHooks, runsOcx2Hook } from "../../node/HookInstall.js"
 import type { NodeConfig } from "../../root/NodeConfig.js"
-import { loadSibling } from "../../Siblings.js"
+import { hookRound } from "../../Bundles.js"
 
 export interface WrittenOnServed {
   /** the served repository file */
@@ -23,10 +23,7 @@ export interface WrittenOnServed {
 }
 
 /** The round: the hook's round bundle beside this program, or that bundle's source. */
-export const loadRound = (): Promise<typeof import("../../../bin/ocx2-hook-round.js")> => {
-  const fromSource = "../../../bin/ocx2-hook-round.js" // not followed by the bundler: the CLI's bundle stays small
-  return loadSibling("ocx2-hook-round", typeof OCX2_BUNDLED === "undefined" ? () => import(fromSource) : undefined)
-}
+export const loadRound = () => hookRound.load()
 
 /** The release root of the ocx2 hook installed on the repository: ROOT/ocx2-hook --log ROOT/node/hook.log %R. */
 const hookRootOf = (repository: string) =>
