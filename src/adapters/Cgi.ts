@@ -38,6 +38,7 @@ import { fieldsOf } from "../tools/Fields.js"
 import { FORMAT, fromForm, fromObject, type Decoded } from "./Input.js"
 import { answerFor, redactText, seesServerPaths } from "./Redact.js"
 import { isNoRun } from "../watch/Follow.js"
+import { isNothingNamed } from "../tools/support/NothingNamed.js"
 
 export interface CgiRequest {
   readonly method: string
@@ -266,9 +267,12 @@ export const makeCgi = (allTools: ReadonlyArray<Tool>, options: CgiOptions = {})
   return asJson ? json(200, answer) : html(200, toolPage(tool, page, body.params, answer, request.caller, { ...pageOptions, base, nonce: request.nonce }))
 }
 
-/** A run that does not exist is not found (404), as a page that does not exist is. */
+/**
+ * A run that does not exist is not found (404), as a page that does not exist is: on the run page
+ * (watch) and where read reads it, a name that names nothing the viewer may read.
+ */
 const statusOf = (answer: Answer<unknown>): number =>
-  answer.stopped.reason === "refused" && isNoRun(answer.stopped.message) ? 404 : 200
+  answer.stopped.reason === "refused" && (isNoRun(answer.stopped.message) || isNothingNamed(answer.stopped.message)) ? 404 : 200
 
 const withoutFormat = (params: URLSearchParams): URLSearchParams => {
   const copy = new URLSearchParams(params)

@@ -47,7 +47,7 @@ export interface ReadOptions {
 const after = "b.rcvid >= @rcvid AND (b.rcvid > @rcvid OR b.rid > @rid) AND b.size >= 0"
 const senderJoin = "LEFT JOIN rcvfrom r ON r.rcvid = b.rcvid LEFT JOIN user u ON u.uid = r.uid"
 
-const hasTable = (db: Db, name: string): boolean =>
+export const hasTable = (db: Db, name: string): boolean =>
   stmt(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined
 
 const columns = (db: Db, table: string): Set<string> =>

@@ -8,7 +8,7 @@ import type BetterSqlite3 from "better-sqlite3"
 import { type Card, parseArtifact } from "./Artifact.js"
 import { content } from "./Content.js"
 import { defossilize } from "./Fossilize.js"
-import { stmt } from "./Read.js"
+import { hasTable, stmt } from "./Read.js"
 import { julianToMs } from "./ReadMessages.js"
 
 type Db = BetterSqlite3.Database
@@ -34,7 +34,8 @@ export const resolveName = (db: Db, name: string): Named => {
   if (exact === undefined && tickets.length === 1) return { _tag: "Ticket", ticket: tickets[0]!.id }
   const blob = exact ?? blobs[0]
   if (blob === undefined || blob.size < 0) return { _tag: "None" }
-  const post = stmt<[number], { froot: number }>(db, "SELECT froot FROM forumpost WHERE fpid = ?").get(blob.rid)
+  // Fossil makes its forumpost table with the forum's first post: a repository without one has no posts
+  const post = hasTable(db, "forumpost") ? stmt<[number], { froot: number }>(db, "SELECT froot FROM forumpost WHERE fpid = ?").get(blob.rid) : undefined
   if (post !== undefined) return { _tag: "Post", rid: blob.rid, hash: blob.hash, root: post.froot }
   const change = stmt<[number], { id: string }>(db,
     "SELECT t.tkt_uuid AS id FROM ticketchng c JOIN ticket t ON t.tkt_id = c.tkt_id WHERE c.tkt_rid = ?").get(blob.rid)

@@ -13,6 +13,7 @@ import { summarizeRuns } from "../runs/RunStates.js"
 import { findCheckin } from "./support/Checkin.js"
 import { RunRow, rowOf } from "./runs.js"
 import { type Act, CallRefused, finish, recording } from "../operations/Operations.js"
+import { nothingNamed } from "./support/NothingNamed.js"
 import { repositoryFile, type RepositoryFile } from "./support/RepositoryFile.js"
 import { type Caller, defineTool } from "./Tool.js"
 
@@ -157,7 +158,7 @@ const readRecord = (file: RepositoryFile, input: ReadInput, caller: Caller, act:
       if (!grants(caller.capabilities, "2")) throw new CallRefused({ message: notYours("forum posts", "2", "Read Forum") })
       const posts = threadPosts(db, named.root, o).filter((p) => !p.private || mayX)
       const post = posts.find((p) => p.hash === named.hash)
-      if (post === undefined) throw new CallRefused({ message: `no post, ticket, check-in or file named ${what} that you may read` })
+      if (post === undefined) throw new CallRefused({ message: nothingNamed(what) })
       const rows = posts.map(postMessage).filter((r): r is MessageRow => r !== undefined)
       const title = posts[0]?.title
       const withTitle = rows.map((r) => ({ ...r, place: { _tag: "Thread" as const, root: posts[0]?.hash ?? r.hash, title } }))
@@ -178,7 +179,7 @@ const readRecord = (file: RepositoryFile, input: ReadInput, caller: Caller, act:
       if (!grants(caller.capabilities, "r")) throw new CallRefused({ message: notYours("tickets", "r", "Read Ticket") })
       const ticket = ticketView(db, named.ticket, o)
       const changes = ticket.changes.filter((c) => !c.private || mayX)
-      if (named.change !== undefined && !changes.some((c) => c.hash === named.change)) throw new CallRefused({ message: `no post, ticket, check-in or file named ${what} that you may read` })
+      if (named.change !== undefined && !changes.some((c) => c.hash === named.change)) throw new CallRefused({ message: nothingNamed(what) })
       const asPosts = changes.map((c): PostView => ({
         hash: c.hash, rid: c.rid, rcvid: c.rcvid, time: c.time, sender: c.sender, user: c.user, root: ticket.ticket,
         inReplyTo: undefined, editOf: undefined, title: undefined, mimetype: "text/x-markdown", text: c.text, private: c.private
@@ -197,9 +198,11 @@ const readRecord = (file: RepositoryFile, input: ReadInput, caller: Caller, act:
       return { kind: "ticket", name: ticket.ticket, ticket: ticketOut }
     }
 
+    // a hash that names nothing is not there, whatever the caller may read
+    if (named?._tag === "None" && !grants(caller.capabilities, "o")) throw new CallRefused({ message: nothingNamed(what) })
     if (!grants(caller.capabilities, "o")) throw new CallRefused({ message: notYours("check-ins and files of the code", "o", "Read") })
     if (named?._tag === "Checkin") {
-      if (isPrivate(db, named.rid) && !mayX) throw new CallRefused({ message: `no post, ticket, check-in or file named ${what} that you may read` })
+      if (isPrivate(db, named.rid) && !mayX) throw new CallRefused({ message: nothingNamed(what) })
       const c = checkinView(db, named.rid, named.hash, o)
       act.note("read", `the check-in ${c.hash} (${c.files.length} files)`)
       return {
@@ -217,7 +220,7 @@ const readRecord = (file: RepositoryFile, input: ReadInput, caller: Caller, act:
     const found = findCheckin(file.path, at, file.role)
     if ("problem" in found) {
       throw new CallRefused({ message: named?._tag === "None" && input.at === undefined
-        ? `no post, ticket, check-in or file named ${what} that you may read`
+        ? nothingNamed(what)
         : `at: ${found.problem}` })
     }
     const checkin = resolveName(db, found.hash)
@@ -228,7 +231,7 @@ const readRecord = (file: RepositoryFile, input: ReadInput, caller: Caller, act:
     if (entry === undefined) {
       const within = files.filter((f) => f.path.startsWith(`${path.replace(/\/$/, "")}/`)).slice(0, 20).map((f) => f.path)
       throw new CallRefused({ message: named?._tag === "None"
-        ? `no post, ticket, check-in or file named ${what} that you may read`
+        ? nothingNamed(what)
         : `no file ${path} in the check-in ${checkin.hash}${within.length > 0 ? `; it is a directory holding ${within.join(", ")}` : ""}` })
     }
     const bytes = fileBytes(db, entry.hash)

@@ -124,6 +124,52 @@ describe("read", () => {
     expect(JSON.parse(refused.stdout).stopped.reason).toBe("refused")
   })
 
+  it("a run that is not there is not found: 404 on the web page (HTML and JSON), a refusal naming it on the command line (exit 1) and through MCP (an error), as on the run page (issue 40)", async () => {
+    const missing = "0123456789abcdef"
+    const words = `no post, ticket, check-in or file named ${missing} that you may read`
+    const page = await fetch(`${world.server.url}ext/ocx2-cgi/read?what=${missing}`, { headers: { cookie: alice.cookie } })
+    expect(page.status).toBe(404)
+    expect(await page.text()).toContain(words)
+    const json = await fetch(`${world.server.url}ext/ocx2-cgi/read?what=${missing}&format=json`, { headers: { cookie: alice.cookie } })
+    expect(json.status).toBe(404)
+    expect(((await json.json()) as { stopped: unknown }).stopped).toEqual({ reason: "refused", message: words })
+    // the run page says the same of it
+    expect((await fetch(`${world.server.url}ext/ocx2-cgi/watch?run=${missing}`, { headers: { cookie: alice.cookie } })).status).toBe(404)
+    // a viewer who reads no code is told it is not there too, not that code is not theirs
+    expect((await call({ what: missing }, users.node.login)).stopped).toEqual({ reason: "refused", message: words })
+    // a run that is there but not the viewer's to read is no 404: the refusal names the capability
+    const builder = await webLogin(world.server.url, users.builder.login, users.builder.password)
+    expect((await fetch(`${world.server.url}ext/ocx2-cgi/read?what=${ran}`, { headers: { cookie: builder.cookie } })).status).toBe(200)
+
+    const ocx2 = (repository: string, args: ReadonlyArray<string>) =>
+      ChildProcess.spawnSync(process.execPath, [Path.join(dist, "ocx2.mjs"), "--repository", repository, "--user", users.admin.login, ...args], { encoding: "utf8" })
+    const cli = ocx2(world.repository, ["read", missing])
+    expect(cli.status).toBe(1)
+    expect(cli.stderr).toContain(`read: refused: ${words}`)
+    // a repository whose forum has no post yet (Fossil makes its forum's table with the first): the same, not a failure
+    const bare = Path.join(world.dir, "bare.fossil")
+    await fossil(["init", "-A", users.admin.login, bare])
+    const fresh = ocx2(bare, ["--json", "read", missing])
+    expect(fresh.status, fresh.stderr).toBe(1)
+    expect(JSON.parse(fresh.stdout).stopped).toEqual({ reason: "refused", message: words })
+
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [Path.join(dist, "ocx2-mcp.mjs")],
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", USER: "root", OCX_USER: users.admin.login, OCX_REPOSITORY: world.repository },
+      stderr: "pipe"
+    })
+    const client = new Client({ name: "a-reader", version: "0.0.0" })
+    await client.connect(transport)
+    try {
+      const result = await client.callTool({ name: "ocx_read", arguments: { what: missing } }) as unknown as { structuredContent: { stopped: unknown }; isError: boolean }
+      expect(result.isError).toBe(true)
+      expect(result.structuredContent.stopped).toEqual({ reason: "refused", message: words })
+    } finally {
+      await client.close()
+    }
+  })
+
   it("the web page reads on a GET, as the viewer Fossil signed in", async () => {
     const page = await (await fetch(`${world.server.url}ext/ocx2-cgi/read?what=${ran}`, { headers: { cookie: alice.cookie } })).text()
     expect(page).toContain(`id="ocx-run-state">exited 3</span>`)
