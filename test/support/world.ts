@@ -83,6 +83,14 @@ export const makeReleaseRoot = (
     // a cache of another build is rejected by its loader, which then makes one of its own
     if (caches && Fs.existsSync(`${code}.cache`)) Fs.copyFileSync(`${code}.cache`, Path.join(release, `${program}.cjs.cache`))
   }
+  // OCX2_TEST_WATCHER: a watcher program in place of this checkout's, for test/support/lost-run's
+  // demonstration of a lost run (never set by the suite)
+  const standIn = process.env.OCX2_TEST_WATCHER
+  if (standIn !== undefined && standIn !== "") {
+    for (const file of ["ocx2-watcher", "ocx2-watcher.cjs", "ocx2-watcher.cjs.cache"]) Fs.rmSync(Path.join(release, file), { force: true })
+    Fs.copyFileSync(standIn, Path.join(release, "ocx2-watcher"))
+    Fs.chmodSync(Path.join(release, "ocx2-watcher"), 0o755)
+  }
   // the flock addon, beside the programs as staging puts it (an older commit's dist may have none)
   const addon = Path.join(from.dist, "ocx2-flock.node")
   if (Fs.existsSync(addon)) Fs.copyFileSync(addon, Path.join(release, "ocx2-flock.node"))
