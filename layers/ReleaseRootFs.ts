@@ -30,7 +30,7 @@ import {
   runtimeClosure
 } from "../src/release/RuntimeModules.js"
 import { checkSmokeAnswer, smokeArguments } from "../src/release/SmokeAnswer.js"
-import { thisNode } from "../src/release/StagedNode.js"
+import { namingNode, thisNode } from "../src/release/StagedNode.js"
 
 const reasonOf = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
 
@@ -314,7 +314,7 @@ const make: ReleaseRootService = {
           // the program names the Node that stages (and smokes) it: Fossil runs an extension's
           // program with no PATH at all, and a hook or a service may have another PATH than this shell
           const text = Fs.readFileSync(Path.join(dist, bundle), "utf8")
-          Fs.writeFileSync(Path.join(into, program), text.replace(/^#!\/usr\/bin\/env node\n/, `#!${Fs.realpathSync(process.execPath)}\n`))
+          Fs.writeFileSync(Path.join(into, program), namingNode(text, Fs.realpathSync(process.execPath)))
           Fs.chmodSync(Path.join(into, program), 0o755)
           // a program built as a CommonJS bundle run through V8's code cache (bin/build.mjs)
           const code = Path.join(dist, `${program}.cjs`)
@@ -323,8 +323,9 @@ const make: ReleaseRootService = {
         })
         // the static C programs, beside the programs, where src/containers/fuse/Mount.ts and the
         // container server look: the FUSE mount helper, the relay to a container's proxy and the
-        // binder of a taken spare's volumes; and the flock(2) addon (src/care/NativeFlock.ts)
-        for (const binary of ["fusemountfd", "ocx2-container-relay", "ocx2-container-volumes", "ocx2-flock.node"]) {
+        // binder of a taken spare's volumes, the container proxy (src/containers/proxy/proxy.c); and the
+        // flock(2) addon (src/care/NativeFlock.ts)
+        for (const binary of ["fusemountfd", "ocx2-container-relay", "ocx2-container-volumes", "ocx2-container-proxy-c", "ocx2-flock.node"]) {
           if (!Fs.existsSync(Path.join(dist, binary))) continue
           Fs.copyFileSync(Path.join(dist, binary), Path.join(into, binary))
           Fs.chmodSync(Path.join(into, binary), 0o755)

@@ -129,7 +129,7 @@ export const startExtServer = async (users: ReadonlyArray<TestUser>, scripts: Re
       const extroot = join(dir, "ext")
       mkdirSync(extroot)
       for (const [name, script] of Object.entries(scripts)) {
-        writeFileSync(join(extroot, name), `#!/bin/sh\nexec /usr/bin/node ${script}\n`)
+        writeFileSync(join(extroot, name), `#!/bin/sh\nexec ${process.execPath} ${script}\n`)
         chmodSync(join(extroot, name), 0o755)
       }
       return extroot

@@ -120,7 +120,7 @@ const cgi = async (
       }
       : {})
   }
-  const r = await ran("/usr/bin/node", [program], { input: body, env })
+  const r = await ran(process.execPath, [program], { input: body, env })
   const match = /^Status: (\d+)[^\r]*\r\n(?:[^\r]*\r\n)*?\r\n([\s\S]*)$/.exec(r.stdout)
   if (match === null) throw new Error(`${program}: exit ${r.status}, stdout ${r.stdout}, stderr ${r.stderr}`)
   return { status: Number(match[1]), body: match[2]! }

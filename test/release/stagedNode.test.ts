@@ -71,6 +71,12 @@ describe("a release whose Node changed under it, as installed", () => {
       const supervise = ChildProcess.spawnSync(Path.join(world.root, "current", "ocx2-supervise"), ["--node", users.node.login, "--root", world.root], { cwd: "/", env: {}, encoding: "utf8", timeout: 60_000 })
       expect(supervise.status, supervise.stderr).toBe(1)
       expect(supervise.stderr).toMatch(/^ocx2 supervise: the release \w+ was staged with Node 99 \(v99\.1\.0\)/)
+      // both ran on the Node the release names (the one running these tests), though their
+      // environment is bare: the supervisor's first line takes options (env -S), and a bare PATH
+      // finds the host's own Node (an older one where bin/setup brought .node/)
+      const running = `this host has ${process.version.replace(/^v/, "").split(".")[0]} (${process.version}) at ${Fs.realpathSync(process.execPath)}`
+      expect(lastHookLogEntry(log)?.did?.[0]).toContain(running)
+      expect(supervise.stderr).toContain(running)
     } finally {
       Fs.rmSync(Path.join(release, "release.json"), { force: true })
     }

@@ -23,6 +23,7 @@ import { Repository } from "../../services/Repository.js"
 import { capabilitiesOf } from "../../src/adapters/cli/RepositoryCapabilities.js"
 import { makeLocalNode, type LocalNode, type LocalNodeOptions, users } from "../../src/demo/LocalNode.js"
 import { readRunRecord } from "../../src/pickup/RunRecord.js"
+import { namingNode } from "../../src/release/StagedNode.js"
 import { stopSpare } from "../../src/pickup/SpareClient.js"
 import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
 import { hook } from "../../src/tools/hook.js"
@@ -75,7 +76,10 @@ export const makeReleaseRoot = (
     // an older commit's dist (bench/load's baseline) may not have the later programs
     if (!Fs.existsSync(source) && from.dist !== dist && !["ocx2", "ocx2-hook", "ocx2-hook-round", "ocx2-watcher"].includes(program)) continue
     if (!Fs.existsSync(source)) throw new Error(`${source} is missing: npm run build first`)
-    Fs.copyFileSync(source, Path.join(release, program))
+    // named the Node that runs the tests by its path, as staging names its own: Fossil's hooks and
+    // the tests' bare environments would otherwise find another Node on their PATH (bin/setup's
+    // .node/bin is first on the suite's PATH only)
+    Fs.writeFileSync(Path.join(release, program), namingNode(Fs.readFileSync(source, "utf8"), Fs.realpathSync(process.execPath)))
     Fs.chmodSync(Path.join(release, program), 0o755)
     // a program run through the code cache has its bundle beside it (bin/build.mjs)
     const code = Path.join(from.dist, `${program}.cjs`)
