@@ -48,6 +48,7 @@ const style = `<style>
 .ocx ul.ocx-tools li { margin: 0.6em 0; }
 .ocx table.ocx-runs { border-collapse: collapse; width: 100%; overflow-wrap: break-word; }
 .ocx table.ocx-runs td.ocx-took, .ocx table.ocx-runs td.ocx-when { white-space: nowrap; }
+.ocx table.ocx-runs tr.ocx-new td { background: rgba(51,102,204,0.08); }
 .ocx table.ocx-runs th, .ocx table.ocx-runs td { text-align: left; padding: 0.3em 0.6em 0.3em 0; vertical-align: top; border-bottom: 1px solid rgba(128,128,128,0.3); }
 .ocx .ocx-state { font-weight: bold; white-space: nowrap; }
 .ocx .ocx-state-started { color: #36c; } .ocx .ocx-state-waiting { color: #888; }

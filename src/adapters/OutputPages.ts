@@ -1,5 +1,6 @@
 // The outputs that read better as a page of their own than as label and value: the runs list, a
-// table one line a run, as a CI's list of builds is. Plain HTML in Fossil's skin, no script.
+// table one line a run, as a CI's list of builds is; a run's page; read's records; create's answer.
+// Plain HTML in Fossil's skin; the runs list and a run's page have a small script each to stay live.
 
 import type { PostOut, ReadOutput } from "../tools/read.js"
 import { stateWords as wordsOf } from "../runs/RunWords.js"
@@ -43,8 +44,11 @@ const took = (seconds: number | undefined): string => {
  * The runs page's own script (issue 40): "Took" of the running runs counts on each second, from
  * what the page was given and the time since; every 5 s the page asks its own JSON form (the runs
  * tool with the same filters) and sets each row's state and time from it, so a run that starts or
- * ends shows it without a reload. The words and classes are this module's own functions, sent as
- * they are. Fossil's Content-Security-Policy lets it run by its nonce.
+ * ends shows it without a reload. When that answer holds a run the table has not, the page asks
+ * its own HTML (the same filters) and takes that page's rows and count in place of its own: a new
+ * run is added, rendered by the same code as every row, and the oldest leaves as the list's limit
+ * says, without a reload. The words and classes are this module's own functions, sent as they
+ * are. Fossil's Content-Security-Policy lets it run by its nonce.
  */
 const runsScript = (): string => `(function () {
   var table = document.getElementById("ocx-runs");
@@ -83,11 +87,38 @@ const runsScript = (): string => `(function () {
             td.dataset.running = r.state === "started" ? "1" : "0";
           }
         });
-        if (note) { note.textContent = fresh > 0 ? fresh + " new run" + (fresh === 1 ? "" : "s") + " since this page was loaded: reload to see " + (fresh === 1 ? "it" : "them") + "." : ""; }
         tick();
+        return fresh > 0 ? added() : undefined;
       })
       .catch(function () {})
       .then(function () { setTimeout(poll, 5000); });
+  };
+  // the page itself, as the server renders it now: its rows and count in place of these
+  var added = function () {
+    return fetch(table.dataset.page, { credentials: "same-origin" })
+      .then(function (r) { return r.text(); })
+      .then(function (text) {
+        var doc = new DOMParser().parseFromString(text, "text/html");
+        var body = doc.querySelector("#ocx-runs tbody");
+        var count = doc.getElementById("ocx-runs-count");
+        if (!body) { throw new Error("no runs table"); }
+        var had = {};
+        Array.prototype.forEach.call(table.querySelectorAll("tbody tr[data-run]"), function (tr) { had[tr.dataset.run] = true; });
+        var now = String(Date.now());
+        Array.prototype.forEach.call(body.querySelectorAll("tr[data-run]"), function (tr) {
+          if (!had[tr.dataset.run]) { tr.classList.add("ocx-new"); }
+          var td = tr.querySelector("td.ocx-took");
+          if (td) { td.dataset.at = now; }
+        });
+        table.tBodies[0].replaceWith(document.adoptNode(body));
+        var shown = document.getElementById("ocx-runs-count");
+        if (count && shown) { shown.textContent = count.textContent; }
+        if (note) { note.textContent = ""; }
+        tick();
+      })
+      .catch(function () {
+        if (note) { note.textContent = "A run was posted since this page was loaded, and cannot be shown here just now: reload to see it."; }
+      });
   };
   setTimeout(poll, 5000);
 })();`
@@ -97,6 +128,14 @@ const runsPoll = (base: string, filters: URLSearchParams): string => {
   const query = new URLSearchParams(filters)
   query.set("format", "json")
   return `${base}/runs?${query.toString()}`
+}
+
+/** The runs page itself for the same filters: where the page takes a new run's row from. */
+const runsPageHref = (base: string, filters: URLSearchParams): string => {
+  const query = new URLSearchParams(filters)
+  query.delete("format")
+  const rest = query.toString()
+  return `${base}/runs${rest === "" ? "" : `?${rest}`}`
 }
 
 const runsPage = (output: RunsOutput, base: string, nonce: string | undefined, filters: URLSearchParams = new URLSearchParams()): string => {
@@ -112,10 +151,10 @@ const runsPage = (output: RunsOutput, base: string, nonce: string | undefined, f
     `</tr>`)
   const senders = output.senders === "receipts" ? "" : "<p>Read from a clone: who sent each run is the user its artifact names.</p>"
   return [
-    `<p>${output.runs.length} of ${output.total} run${output.total === 1 ? "" : "s"}, newest first.</p>`,
+    `<p id="ocx-runs-count">${output.runs.length} of ${output.total} run${output.total === 1 ? "" : "s"}, newest first.</p>`,
     senders,
     `<p id="ocx-runs-note" class="ocx-note"></p>`,
-    `<table class="ocx-runs" id="ocx-runs" data-poll="${escape(runsPoll(base, filters))}"><thead><tr><th>Run</th><th>State</th><th>Objective</th><th class="ocx-wide">Node</th>` +
+    `<table class="ocx-runs" id="ocx-runs" data-poll="${escape(runsPoll(base, filters))}" data-page="${escape(runsPageHref(base, filters))}"><thead><tr><th>Run</th><th>State</th><th>Objective</th><th class="ocx-wide">Node</th>` +
     `<th class="ocx-wide">Sender</th><th>Posted (UTC)</th><th class="ocx-wide">Took</th></tr></thead>`,
     `<tbody>${rows.join("\n")}</tbody></table>`,
     `<script${nonce !== undefined ? ` nonce="${escape(nonce)}"` : ""}>${runsScript()}</script>`

@@ -208,7 +208,7 @@ describe("pages made for people (issue 40)", () => {
     const page = await response.text()
     expect(page).toMatch(/<title>[^<]*OCX runs\s*<\/title>/)
     expect(page).toContain(`<div class="ocx ocx-full">`)
-    expect(page).toContain(`<table class="ocx-runs" id="ocx-runs" data-poll="${escape(`${real}/runs?format=json`)}">`)
+    expect(page).toContain(`<table class="ocx-runs" id="ocx-runs" data-poll="${escape(`${real}/runs?format=json`)}" data-page="${real}/runs">`)
     expect(page).toContain(`<form method="get" action="${real}" class="ocx-form ocx-filters">`)
     expect(page).toContain(`<select name="state" id="f-state">`)
     expect(page).toContain(`href="${real}/tools"`)
@@ -216,6 +216,8 @@ describe("pages made for people (issue 40)", () => {
     // a filter keeps to the landing page, and its live JSON asks the same
     const filtered = await (await get(`${real}?state=open&node=lab`, aliceCookie)).text()
     expect(filtered).toContain(`data-poll="${escape(`${real}/runs?state=open&node=lab&format=json`)}"`)
+    // and a new run's row comes from the page itself, with the same filters
+    expect(filtered).toContain(`data-page="${escape(`${real}/runs?state=open&node=lab`)}"`)
   })
 
   it("a run that does not exist is a 404 page saying so, and 404 in JSON", async () => {
