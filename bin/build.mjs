@@ -31,7 +31,11 @@ const externals = process.argv.slice(2).filter((a) => a.startsWith("--external:"
  * no optimizing compiler (TurboFan's compilations are what grew it past 80 MB in a burst, and the
  * rounds it runs wait on files and processes, not on JavaScript) and a 1 MB young generation.
  */
-const nodeOptions = { "ocx2-supervise": "--max-semi-space-size=1 --no-opt" }
+const nodeOptions = {
+  "ocx2-supervise": "--max-semi-space-size=1 --no-opt",
+  // the fleet's listener is resident too, and holds a few objects per waiting node: a small young generation
+  "ocx2-listen": "--max-semi-space-size=1"
+}
 
 /** Programs run through the code cache; every other bin/*.ts is a plain ES module bundle. */
 const cached = new Set(["ocx2", "ocx2-watcher", "ocx2-cgi", "ocx2-cgi-pages", "ocx2-cgi-receipt", "ocx2-mcp", "ocx2-mcp-server", "ocx2-hook-round", "ocx2-containers-client", "ocx2-container-proxy"])

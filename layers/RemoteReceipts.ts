@@ -72,6 +72,7 @@ interface Answer {
     readonly capabilities_of?: { readonly user: string; readonly capabilities?: string }
     readonly newest?: number
     readonly arrived?: unknown
+    readonly listener?: unknown
   }
 }
 
@@ -79,6 +80,37 @@ interface Answer {
 export interface Arrived {
   readonly receipts: ReadonlyArray<ReceiptAnswer & { readonly _tag: "Received" }>
   readonly processUsers: ReadonlyArray<{ readonly user: string; readonly capabilities: string | undefined }>
+}
+
+/**
+ * A listener that answered before and is cut (restarted, `systemctl restart`) is tried again for this
+ * long, less and less often, before the question goes to the page: a fleet whose listener restarts
+ * does not all start a process each at the page at once.
+ */
+const listenerRestartMs = 5000
+/** After the listener could not be reached, the page is asked this long (doubling to `listenerAwayMaxMs`) before the listener is tried again. */
+const listenerAwayMs = 15_000
+const listenerAwayMaxMs = 10 * 60_000
+/** How long a question to the listener may take beyond its wait before it counts as unreachable. */
+const listenerTimeoutMs = 10_000
+
+/**
+ * The listener's address as a page's answer names it, if the node may send its sign-in there: an
+ * http(s) address on the server's own host name, and https when the server is (the cookie never
+ * travels in the clear where the page's did not).
+ */
+export const listenerPageOf = (named: unknown, server: string): string | undefined => {
+  if (typeof named !== "string") return undefined
+  try {
+    const listener = new URL(named)
+    const base = new URL(server)
+    if (listener.protocol !== "http:" && listener.protocol !== "https:") return undefined
+    if (base.protocol === "https:" && listener.protocol !== "https:") return undefined
+    if (listener.hostname !== base.hostname || listener.username !== "" || listener.password !== "") return undefined
+    return listener.href
+  } catch {
+    return undefined
+  }
 }
 
 const isCount = (n: unknown): n is number => typeof n === "number" && Number.isSafeInteger(n) && n > 0
@@ -158,28 +190,28 @@ export const make = (config: RemoteReceiptsConfig): ReceiptsService => {
     return found
   })
 
-  const ask = (input: { artifacts?: ReadonlyArray<string>; capabilities_of?: string; newer_than?: number; wait?: number; arrived?: boolean }, waitMs = 0) =>
+  const ask = (input: { artifacts?: ReadonlyArray<string>; capabilities_of?: string; newer_than?: number; wait?: number; arrived?: boolean }, waitMs = 0, at = page, timeoutMs = timeout) =>
     Effect.gen(function*() {
       const signedIn = yield* login
       const response = yield* Effect.tryPromise({
         // interrupted, the request is aborted: a supervisor stopping is not held by a long poll
         try: (interrupted) =>
-          fetch(page, {
+          fetch(at, {
             method: "POST",
             redirect: "manual",
-            headers: { "Content-Type": "application/json", Cookie: signedIn, Referer: page },
+            headers: { "Content-Type": "application/json", Cookie: signedIn, Referer: at },
             body: JSON.stringify(input),
-            signal: AbortSignal.any([interrupted, AbortSignal.timeout(timeout + waitMs)])
+            signal: AbortSignal.any([interrupted, AbortSignal.timeout(timeoutMs + waitMs)])
           }),
         catch: unreachable
       })
       const text = yield* Effect.tryPromise({ try: () => response.text(), catch: unreachable })
-      if (response.status >= 500) return yield* unreachable(new Error(`HTTP ${response.status} from ${page}`))
+      if (response.status >= 500) return yield* unreachable(new Error(`HTTP ${response.status} from ${at}`))
       let answer: Answer
       try {
         answer = JSON.parse(text) as Answer
       } catch {
-        return yield* unavailable(`HTTP ${response.status}: the answer is not JSON (is the OCX CGI served at ${page}?)`)
+        return yield* unavailable(`HTTP ${response.status}: the answer is not JSON (is the OCX CGI served at ${at}?)`)
       }
       const reason = answer.stopped?.reason
       if ((reason !== "completed" && reason !== "dry_run") || answer.output === undefined) {
@@ -199,6 +231,45 @@ export const make = (config: RemoteReceiptsConfig): ReceiptsService => {
     const kept = rememberedCapabilities.get(login)
     return kept !== undefined && now - kept.at < rememberMs
   }
+  /**
+   * The fleet's listener on the server's host, as the page last named it: held questions go there (one
+   * resident process for every waiting node) instead of to the page (a process each). `answered`: it
+   * answered the last question asked of it; `awayUntil`: the page is asked until then, after the
+   * listener could not be reached `misses` times in a row.
+   */
+  let listener: { page: string; answered: boolean; awayUntil: number; misses: number } | undefined
+  /** what the page's answer says of the listener: named (tried at the next held question) or not (none runs: the page holds it) */
+  const learnListener = (named: unknown) => {
+    const at = listenerPageOf(named, base)
+    if (at === undefined) listener = undefined
+    else if (listener?.page !== at) listener = { page: at, answered: false, awayUntil: 0, misses: 0 }
+  }
+  /** A held question asked of the listener; undefined when it cannot be reached, and the page is to be asked instead. */
+  const askListener = (input: { newer_than: number; wait: number; arrived?: boolean }, waitMs: number) =>
+    Effect.gen(function*() {
+      const l = listener!
+      // cut while it answered: restarted, most likely; tried again a few times before the page is asked
+      const until = l.answered ? Date.now() + listenerRestartMs : 0
+      let pauseMs = 250
+      for (;;) {
+        const asked = yield* Effect.either(ask(input, waitMs, l.page, listenerTimeoutMs))
+        if (asked._tag === "Right") {
+          l.answered = true
+          l.misses = 0
+          return asked.right
+        }
+        if (Date.now() + pauseMs > until) {
+          l.answered = false
+          l.misses++
+          l.awayUntil = Date.now() + Math.min(listenerAwayMaxMs, listenerAwayMs * 2 ** Math.min(l.misses - 1, 10))
+          return undefined
+        }
+        // spread over a fleet: not every node at the listener's first moment
+        yield* Effect.sleep(pauseMs + Math.floor(Math.random() * pauseMs))
+        pauseMs = Math.min(pauseMs * 2, 2000)
+      }
+    })
+
   /** false once the page refused arrived (a release that predates it): the number alone is asked */
   let pageSaysArrived = askAhead && rememberMs > 0
 
@@ -285,7 +356,11 @@ export const make = (config: RemoteReceiptsConfig): ReceiptsService => {
       Effect.gen(function*() {
         // only a held question: the first (wait 0, after 0) is followed by a pull of everything anyway
         const withArrived = pageSaysArrived && waitMs > 0
-        const output = yield* ask({ newer_than: after, wait: Math.ceil(waitMs / 1000), ...(withArrived ? { arrived: true } : {}) }, waitMs)
+        const question = { newer_than: after, wait: Math.ceil(waitMs / 1000), ...(withArrived ? { arrived: true } : {}) }
+        // a held question goes to the fleet's listener where the page named one, and to the page while it cannot be reached
+        const heard = waitMs > 0 && listener !== undefined && Date.now() >= listener.awayUntil ? yield* askListener(question, waitMs) : undefined
+        const output = heard ?? (yield* ask(question, waitMs))
+        if (heard === undefined) learnListener(output.listener)
         const newest = output.newest
         if (newest === undefined) return undefined
         if (!Number.isSafeInteger(newest) || newest < 0) return yield* unavailable(`the page's newest is not a receipt number: ${JSON.stringify(newest)}`)

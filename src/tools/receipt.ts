@@ -6,6 +6,7 @@ import { grants } from "../fossil/Fullcap.js"
 import { readMessage } from "../protocol/Envelope.js"
 import { processUserOf } from "../pickup/RunCheck.js"
 import { finish, recording, refuse } from "../operations/Operations.js"
+import { listenerAddressFor } from "../listen/ListenFiles.js"
 import { servedFile } from "./support/RepositoryFile.js"
 import { localLayers } from "./support/ServedLayers.js"
 import { defineTool } from "./Tool.js"
@@ -77,7 +78,14 @@ export const ReceiptOutput = Schema.Struct({
     Schema.Number.annotations({ description: "the served repository's newest receipt number, when newer-than was given (absent for a caller without Read)" }),
     { exact: true }
   ),
-  arrived: Schema.optionalWith(ArrivedOutput, { exact: true })
+  arrived: Schema.optionalWith(ArrivedOutput, { exact: true }),
+  listener: Schema.optionalWith(
+    Schema.String.annotations({
+      description: "with newer-than, from the web page: where the fleet's listener on the server's host holds the same question for the caller in " +
+        "one resident process (POST there what was posted here, with the same sign-in); absent when none runs for this repository"
+    }),
+    { exact: true }
+  )
 })
 export type ReceiptOutput = typeof ReceiptOutput.Type
 
@@ -147,11 +155,14 @@ export const receipt = defineTool({
               : { receipts: [], process_users: [], complete: true }
             act.note("read", `the receipts of ${arrived.receipts.length} artifacts received after ${input.newer_than} and ${arrived.process_users.length} process users' capabilities`)
           }
+          // the fleet's listener, where one runs beside this page's release: the caller's next held question goes there
+          const listener = newest !== undefined && context.entryPoint === "cgi" ? listenerAddressFor(process.argv[1], served.path, context.origin) : undefined
           return {
             receipts: rows,
             ...(capabilitiesOf !== undefined ? { capabilities_of: capabilitiesOf } : {}),
             ...(newest !== undefined ? { newest } : {}),
-            ...(arrived !== undefined ? { arrived } : {})
+            ...(arrived !== undefined ? { arrived } : {}),
+            ...(listener !== undefined ? { listener } : {})
           } satisfies ReceiptOutput
         }).pipe(Effect.provide(localLayers(served.path))))
     )
@@ -165,13 +176,23 @@ export const receipt = defineTool({
  * whose capabilities to give: the clone reads its own pulled copy, and takes from this answer only
  * what the server's receipts and user table say. Hidden artifacts are left out, as receipts hides them.
  */
-const arrivedBetween = (after: number, newest: number, caller: string, node: string | undefined) =>
+export const arrivedBetween = (after: number, newest: number, caller: string, node: string | undefined) =>
+  Effect.flatMap(arrivedItems(after, newest), (read) => arrivedFor(read, caller, node))
+
+/** What was received after `after` up to `newest`, as read for every caller alike (the fleet's listener reads it once for all). */
+export const arrivedItems = (after: number, newest: number) =>
   Effect.gen(function*() {
     const repository = yield* Repository
-    const receipts = yield* Receipts
     const batch = yield* repository.readAfter({ rcvid: after, rid: Number.MAX_SAFE_INTEGER }, maxArrived)
     const items = batch.items.filter((i) => i.rcvid <= newest && i._tag !== "TagArtifact")
-    const complete = !batch.more || batch.cursor.rcvid > newest
+    return { items, complete: !batch.more || batch.cursor.rcvid > newest }
+  })
+export type ArrivedItems = Effect.Effect.Success<ReturnType<typeof arrivedItems>>
+
+/** The arrived answer for one caller (what it may see) and its node (the process users of the runs to it). */
+export const arrivedFor = ({ items, complete }: ArrivedItems, caller: string, node: string | undefined) =>
+  Effect.gen(function*() {
+    const receipts = yield* Receipts
     const answers = items.length === 0 ? [] : yield* receipts.receipts(items.map((i) => i.hash), { caller })
     const seen = answers.flatMap((a) => (a._tag === "Received" ? [a] : []))
     const visible = new Set(seen.map((a) => a.hash))
