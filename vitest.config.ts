@@ -66,6 +66,8 @@ export default defineConfig({
     minWorkers: workers,
     sequence: { sequencer: LongestFirst },
     globalSetup: ["test/support/sharedBundles.ts", "test/support/childEnvironment.ts", "test/support/fossilConfiguration.ts"],
+    // a bare wait that ran out prints what the open worlds saw then, in a test that fails
+    setupFiles: ["test/support/failedWaits.ts"],
     // A limit is for a test that hangs, never a measure of speed: a file beside three others on
     // a slow 2-core machine took twice its quiet time and more (tools.test's cases 15 s quiet, 30 s
     // there), so no limit is below 90 s, and each a test names is at least twice its loaded time.

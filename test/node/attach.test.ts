@@ -58,7 +58,7 @@ describe("attach: a person joins a run's terminal", () => {
     ].join("; ")
     const run = await createRun(script, { terminal: true })
     const socket = Path.join(world.root, "care", socketName(run))
-    expect(await waitFor(() => (Fs.existsSync(socket) ? true : undefined), 20_000)).toBe(true)
+    await world.waitFor("the session's socket is made", () => (Fs.existsSync(socket) ? true : undefined), { ms: 20_000, run })
     expect(Fs.statSync(socket).mode & 0o777).toBe(0o600)
 
     // the released program, as a person on the host runs it: its root is the one it was released into
@@ -94,7 +94,7 @@ describe("attach: a person joins a run's terminal", () => {
     // the person still joined is told, and their terminal is theirs again
     expect(await paneShows("two", "left: ended")).toBe(true)
     expect(pane("two")).toContain("the process ended: stopped")
-    expect(await waitFor(() => (Fs.existsSync(socket) ? undefined : true), 10_000)).toBe(true)
+    await world.waitFor("the session's socket is gone once the run ends", () => (Fs.existsSync(socket) ? undefined : true), { ms: 10_000 })
 
     // an ended run is refused
     const late = await world.call(attach, { run, root: world.root })
@@ -104,7 +104,7 @@ describe("attach: a person joins a run's terminal", () => {
 
   it("refuses a run with no terminal, and a run not in care", async () => {
     const run = await createRun("sleep 60", {})
-    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 90_000)).toBe(true)
+    await world.waitFor("the run is answered started", async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), { ms: 90_000, run })
     const noTerminal = await world.call(attach, { run, root: world.root })
     expect(noTerminal.stopped).toEqual({ reason: "refused", message: expect.stringMatching(/has no terminal to join/) })
     const none = await world.call(attach, { run: "0123abcd", root: world.root })

@@ -17,6 +17,7 @@ import { repeats, timeoutFor } from "../support/crashRepeats.js"
 import { sandbox } from "../support/nodeWorld.js"
 import { closeCloneWorld, cloneUsers, type CloneWorld, makeCloneWorld, repliesOf, runNode, useThisBuild } from "./cloneWorld.js"
 import { dist, waitFor } from "./hookWorld.js"
+import { waitOr } from "../support/world.js"
 
 const fromEnv = (name: string, inSuite: number) => {
   const asked = Number(process.env[name] ?? "")
@@ -64,7 +65,7 @@ const startSupervisor = async (node: CloneNode) => {
   node.supervisor = ChildProcess.spawn(process.execPath, [Path.join(node.root, "current", "ocx2"), "supervise", "--node", node.user, "--root", node.root], {
     env: { ...process.env, USER: "root" }, stdio: "ignore", detached: true
   })
-  expect(await waitFor(() => (logText(node).includes("the node on") ? true : undefined), 60_000, 100)).toBe(true)
+  await waitOr({ dir: world.dir, root: node.root }, `${node.user}'s supervisor's log says it started the node`, () => (logText(node).includes("the node on") ? true : undefined), { ms: 60_000 })
 }
 
 beforeAll(async () => {

@@ -8,7 +8,7 @@ import { runningSupervisor, supervisorFilesOf } from "../../src/root/SupervisorF
 import { restartServer, type RunningServer } from "../support/fossilServer.js"
 import { repeats, timeoutFor } from "../support/crashRepeats.js"
 import { closeCloneWorld, cloneUsers, type CloneWorld, makeCloneWorld, postRun as postRunOn, runNode, useThisBuild, waitForKind } from "./cloneWorld.js"
-import { waitUntil } from "../support/world.js"
+import { waitOr, waitUntil } from "../support/world.js"
 import { dist, waitFor } from "./hookWorld.js"
 import { withoutSpare } from "./supervisorWorld.js"
 
@@ -58,7 +58,7 @@ const startSupervisor = async (args: ReadonlyArray<string> = [], env: Readonly<R
   supervisor = ChildProcess.spawn(process.execPath, [Path.join(world.root, "current", "ocx2"), "supervise", "--node", cloneUsers.lab2.login, "--root", world.root, ...args], {
     env: { ...process.env, USER: "root", ...env }, stdio: "ignore", detached: true
   })
-  expect(await waitFor(() => (logText().slice(from).includes("the node on") ? true : undefined), 60_000, 100)).toBe(true)
+  await waitOr(world, "the supervisor's log says it started the node", () => (logText().slice(from).includes("the node on") ? true : undefined), { ms: 60_000 })
   return from
 }
 
@@ -143,7 +143,7 @@ describe("the supervisor on a clone's host", () => {
     expect(yield* Effect.promise(() => clonePullsStop(30_000, 1500))).toBeDefined()
     yield* postRunAndSeeItEnd
     // the node's spare waits on the clone's host too, and takes the next run
-    expect(yield* Effect.promise(() => waitFor(() => (spareWaits(world.root) ? true : undefined), 60_000, 200))).toBe(true)
+    yield* Effect.promise(() => waitOr(world, "a spare watcher waits", () => (spareWaits(world.root) ? true : undefined), { ms: 60_000, every: 200 }))
     const next = yield* postRunAndSeeItEnd
     expect(Fs.readFileSync(Path.join(world.root, "care", `${next}.log`), "utf8")).toMatch(/in care: spare \d+ took the run/)
     expect(logText().slice(from)).not.toContain("failed")
@@ -154,7 +154,7 @@ describe("the supervisor on a clone's host", () => {
     const pid = supervisor!.pid
     yield* Effect.promise(() => server!.stop())
     server = undefined
-    expect(yield* Effect.promise(() => waitFor(() => (/the round failed: .*tried again in \d+ ms/.test(logText().slice(from)) ? true : undefined), 60_000, 100))).toBe(true)
+    yield* Effect.promise(() => waitOr(world, "the supervisor's log says the round failed and is tried again", () => (/the round failed: .*tried again in \d+ ms/.test(logText().slice(from)) ? true : undefined), { ms: 60_000 }))
     server = yield* Effect.promise(() => restartServer(world.served, world.port, { extroot: world.extroot }))
     yield* postRunAndSeeItEnd
     expect(supervisor!.exitCode).toBeNull()
@@ -167,10 +167,10 @@ describe("the roll of watchers on a clone's host", () => {
     const from = yield* Effect.promise(() => plainSupervisor())
     const pid = supervisor!.pid
     const run = yield* postRun("sleep 60")
-    expect(yield* Effect.promise(() => waitFor(() => (launched(run) === 1 ? true : undefined), 60_000, 50))).toBe(true)
+    yield* Effect.promise(() => waitOr(world, "the supervisor launches the run's watcher, once", () => (launched(run) === 1 ? true : undefined), { ms: 60_000, every: 50, run }))
     const watcher = Number(Fs.readFileSync(Path.join(world.root, "care", `${run}.lock`), "utf8").trim())
     // on the supervisor's roll (its info file), as on the server's host
-    expect(yield* Effect.promise(() => waitFor(() => (runningSupervisor(world.root, world.clone, cloneUsers.lab2.login)?.watchers[run] === watcher ? true : undefined), 10_000, 50))).toBe(true)
+    yield* Effect.promise(() => waitOr(world, "the supervisor's roll holds the run's watcher", () => (runningSupervisor(world.root, world.clone, cloneUsers.lab2.login)?.watchers[run] === watcher ? true : undefined), { ms: 10_000, every: 50, run }))
     process.kill(watcher, "SIGKILL")
     expect(yield* answers(run)).toEqual([["started", "lab2", undefined], ["ended", "lab2", "lost"]])
     expect(launched(run)).toBe(1)

@@ -83,7 +83,7 @@ describe("the hook on the server", () => {
     // of another process user: a node keeps one run per process user in its care
     const short = await post(alice, shellRun(world, "echo up > $$workspace$$/up; sleep 4", { user: users.runner.login }))
     for (const run of [long, short]) {
-      expect(await waitFor(() => (Fs.existsSync(Path.join(world.root, "work", run, "up")) ? true : undefined), 30_000)).toBe(true)
+      await world.waitFor("the run's process writes up in its workspace", () => (Fs.existsSync(Path.join(world.root, "work", run, "up")) ? true : undefined), { ms: 30_000, run })
     }
     await world.reply(users.stranger.login, short, writeMessage({ ocx: 2, re: short, stop: {} }, "stop, says mallory"))
     await world.reply(users.admin.login, long, writeMessage({ ocx: 2, re: long, stop: {} }, "stop, says alice"))

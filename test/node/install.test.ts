@@ -106,7 +106,7 @@ describe("hook, unhook and status", () => {
     const fast = await world.call(hook, { root: world.root, fast: true })
     expect(fast.stopped.reason).toBe("completed")
     expect(fast.output!.backoffice.mode).toBe("fast")
-    expect(await waitFor(() => (pollersOf(world.repository).length > 0 ? true : undefined), 5000)).toBe(true)
+    await world.waitFor("fast mode's poller runs beside the server", () => (pollersOf(world.repository).length > 0 ? true : undefined), { ms: 5000 })
     const s = await state()
     expect(s.backoffice?.mode).toBe("fast")
     expect(s.backoffice?.disabled).toBe(true)

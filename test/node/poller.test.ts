@@ -31,7 +31,7 @@ describe("the node's poller in fast mode", () => {
     // an older release's fast mode, or an operator's: fossil backoffice --poll beside the server
     await fossil(["settings", "backoffice-disable", "on", "-R", world.repository])
     const old = spawnAsService(["backoffice", "--poll", "1", world.repository])
-    expect(await waitFor(() => (pollersOfKind(world.repository).some((p) => p.pid === old.pid) ? true : undefined), 5000)).toBe(true)
+    await world.waitFor("the old fossil backoffice --poll is found as a poller of the repository", () => (pollersOfKind(world.repository).some((p) => p.pid === old.pid) ? true : undefined), { ms: 5000 })
     const before = (await world.call(status, { root: world.root })).output!.backoffice!
     expect(before.mode).toBe("fast")
     expect(before.fossilPollers).toEqual([old.pid])
@@ -59,7 +59,7 @@ describe("the node's poller in fast mode", () => {
     expect(replies.filter((m) => m.kind === "started").length).toBe(1)
     expect(replies.filter((m) => m.kind === "ended").length).toBe(1)
     const cursor = hookCursorOf(world.repository)!
-    expect(await waitFor(() => (hookCursorOf(world.repository)!.cursor >= cursor.newest ? true : undefined), 10_000)).toBe(true)
+    await world.waitFor("the hook's cursor reaches the newest receipt", () => (hookCursorOf(world.repository)!.cursor >= cursor.newest ? true : undefined), { ms: 10_000 })
   }, 180_000)
 
   it("runs the backoffice again when a run left the hook's cursor behind, with no change to the file", async () => {
@@ -91,7 +91,7 @@ describe("the node's poller in fast mode", () => {
       skipping = true
       await fossil(["ticket", "add", "title", "a receipt", "-R", repository])
       const written = runs
-      expect(await waitFor(() => (runs > written ? true : undefined), 20_000)).toBe(true)
+      await world.waitFor("a receipt makes the poller run the hook again", () => (runs > written ? true : undefined), { ms: 20_000 })
       skipping = false
       // nothing changes the file from here: only the lagging cursor makes the poller run again
       const ran = await waitFor(() => (Fs.existsSync(marks) ? Fs.readFileSync(marks, "utf8") : undefined), 20_000)

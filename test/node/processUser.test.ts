@@ -36,7 +36,7 @@ const kindsOf = async (run: string) => (await world.replies(run)).map((m) => m.k
 describe("one run per process user in the node's care", () => {
   it("a second run of the same process user waits until the first is over, then starts; another user's does not wait", async () => {
     const first = (await createRun(untilGo)).output!.run!
-    expect(await waitFor(() => (Fs.existsSync(Path.join(workspace(first), "up")) ? true : undefined), 20_000)).toBe(true)
+    await world.waitFor("the first run's process writes up in its workspace", () => (Fs.existsSync(Path.join(workspace(first), "up")) ? true : undefined), { ms: 20_000, run: first })
 
     const second = await createRun("echo second")
     // decided by create's own call of the node, or by the hook that Fossil's poller ran first

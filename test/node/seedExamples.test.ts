@@ -78,7 +78,7 @@ describe("2.19's two runs, as the seed writes them", () => {
         personUser: users.admin.login
       })
     })
-    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 90_000)).toBe(true)
+    await world.waitFor("the run is answered started", async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), { ms: 90_000, run })
     const started = (await world.replies(run)).find((m) => m.kind === "started")!
     expect(started.sender).toBe("lab")
     const values = (started.content as { values: Record<string, string> }).values

@@ -107,7 +107,7 @@ describe("20 sessions under load", () => {
     const runs: Array<string> = posted.map((a) => a.hash)
     const up = (run: string) => Fs.existsSync(Path.join(world.root, "work", run, "up"))
     // 20 watchers starting on a machine others load too may take minutes (over three, beside other files, at load 19)
-    expect(await waitFor(() => (runs.every(up) ? true : undefined), 360_000, 200)).toBe(true)
+    await world.waitFor("every session's process writes up in its workspace", () => (runs.every(up) ? true : undefined), { ms: 360_000, every: 200 })
     // every session known to the rounds with its started in place
     expect(await waitFor(() => (runs.every((r) => {
       try {
@@ -119,7 +119,7 @@ describe("20 sessions under load", () => {
 
     // every reader paused (SIGSTOP) for 10 s while its posts arrive: starved of CPU, not gone
     const readers = runs.slice(0, -1)
-    expect(await waitFor(() => (readers.every((r) => Fs.existsSync(Path.join(world.root, "work", r, "lines")) && readerPids(r).length > 0) ? true : undefined), 30_000, 200)).toBe(true)
+    await world.waitFor("every reader has its lines file and its pid", () => (readers.every((r) => Fs.existsSync(Path.join(world.root, "work", r, "lines")) && readerPids(r).length > 0) ? true : undefined), { ms: 30_000, every: 200 })
     const paused = readers.flatMap(readerPids)
     expect(paused.length).toBeGreaterThanOrEqual(readers.length)
     signal(paused, "SIGSTOP")

@@ -62,7 +62,7 @@ describe("the node's supervisor", () => {
 
   it("status, as installed, says it runs, its pid and the watchers it holds", async () => {
     const run = await post(counting("sleep 30", users.runner.login))
-    expect(await waitFor(() => (launched(run) === 1 ? true : undefined), 30_000)).toBe(true)
+    await world.waitFor("the supervisor launches the run's watcher, once", () => (launched(run) === 1 ? true : undefined), { ms: 30_000, run })
     const watcher = holder(run)
     await waitFor(() => (supervisorInfo(world)?.watchers[run] === watcher ? true : undefined), 10_000, 50)
     const status = ChildProcess.spawnSync(Path.join(world.root, "current", "ocx2"), ["--json", "--repository", world.repository, "status", "--root", world.root], { encoding: "utf8" })
@@ -75,7 +75,7 @@ describe("the node's supervisor", () => {
     // and its end is seen: answered in its thread by the watcher, then gone from the roll
     process.kill(watcher, "SIGTERM")
     expect((await answers(run)).map(([kind]) => kind)).toEqual(["started", "ended"])
-    expect(await waitFor(() => (supervisorInfo(world)?.watchers[run] === undefined ? true : undefined), 10_000, 50)).toBe(true)
+    await world.waitFor("the supervisor's roll drops the run's watcher", () => (supervisorInfo(world)?.watchers[run] === undefined ? true : undefined), { ms: 10_000, every: 50, run })
   }, 180_000)
 
   it("passes a message for no run of its node without round.lock: the lock held, its cursor still moves past it", async () => {
@@ -106,9 +106,9 @@ describe("the node's supervisor", () => {
   it("a watcher SIGKILLed is answered lost at once, without a restart, and its process user's waiting run starts", async () => {
     const user = users.builder.login
     const killed = await post(counting("sleep 60", user))
-    expect(await waitFor(() => (launched(killed) === 1 ? true : undefined), 30_000)).toBe(true)
+    await world.waitFor("the supervisor launches the run's watcher, once", () => (launched(killed) === 1 ? true : undefined), { ms: 30_000, run: killed })
     const waiting = await post(counting("true", user))
-    expect(await waitFor(() => (Fs.existsSync(Path.join(world.root, "care", `~${user}.waiting`)) ? true : undefined), 20_000, 50)).toBe(true)
+    await world.waitFor("the second run of the process user waits (care/~USER.waiting)", () => (Fs.existsSync(Path.join(world.root, "care", `~${user}.waiting`)) ? true : undefined), { ms: 20_000, every: 50 })
     const watcher = holder(killed)
     await waitFor(() => (supervisorInfo(world)?.watchers[killed] === watcher ? true : undefined), 10_000, 50)
     process.kill(watcher, "SIGKILL")
@@ -129,7 +129,7 @@ describe("the node's supervisor", () => {
     const holding = ChildProcess.spawn("flock", ["--exclusive", userLock, "sleep", "600"], { stdio: "ignore", detached: true })
     await waitFor(() => (ChildProcess.spawnSync("flock", ["--nonblock", userLock, "true"]).status === 1 ? true : undefined), 10_000, 50)
     const run = await post(counting("true", user))
-    expect(await waitFor(() => (Fs.existsSync(Path.join(world.root, "care", `~${user}.waiting`)) ? true : undefined), 20_000, 50)).toBe(true)
+    await world.waitFor("the run waits for its process user's lock (care/~USER.waiting)", () => (Fs.existsSync(Path.join(world.root, "care", `~${user}.waiting`)) ? true : undefined), { ms: 20_000, every: 50 })
     // a watcher for it dies the moment it holds the run, before anything else
     const crashed = ChildProcess.spawnSync(process.execPath, [Path.join(world.root, "current", "ocx2-watcher"),
       "--root", world.root, "--repository", world.repository, "--node", users.node.login, "--run", run], {
@@ -147,7 +147,7 @@ describe("the node's supervisor", () => {
 
   it("watchers outlive it; started again, it takes them back, and the runs end once", async () => {
     const run = await post(counting("sleep 4", users.runner.login))
-    expect(await waitFor(() => (launched(run) === 1 ? true : undefined), 30_000)).toBe(true)
+    await world.waitFor("the supervisor launches the run's watcher, once", () => (launched(run) === 1 ? true : undefined), { ms: 30_000, run })
     const watcher = holder(run)
     process.kill(supervisor!.pid, "SIGKILL")
     await supervisor!.exited

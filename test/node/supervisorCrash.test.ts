@@ -109,7 +109,7 @@ describe("the supervisor SIGKILLed and started again", () => {
       const run = await webNewThread(world.server, alice, { title: `starting ${i}`, text: world.runText(counting(user)) })
       runs.push(run)
       // the watcher holds the run: what it does next is write started
-      expect(await waitFor(() => (Fs.existsSync(Path.join(world.root, "care", `${run}.lock`)) ? true : undefined), 30_000, 5)).toBe(true)
+      await world.waitFor("a watcher takes the run's lock", () => (Fs.existsSync(Path.join(world.root, "care", `${run}.lock`)) ? true : undefined), { ms: 30_000, every: 5, run })
       await killAndRestart()
     }
     await expectEachOnce(runs)
@@ -138,7 +138,7 @@ describe("a watcher SIGKILLed while the supervisor runs", () => {
     const pid = supervisor!.pid
     for (let i = 0; i < killedWatchers; i++) {
       const run = await webNewThread(world.server, alice, { title: `killed ${i}`, text: world.runText(counting(users.builder.login, "sleep 60")) })
-      expect(await waitFor(() => (launched(run) === 1 ? true : undefined), 30_000, 20)).toBe(true)
+      await world.waitFor("the supervisor launches the run's watcher, once", () => (launched(run) === 1 ? true : undefined), { ms: 30_000, every: 20, run })
       const watcher = Number(Fs.readFileSync(Path.join(world.root, "care", `${run}.lock`), "utf8").trim())
       process.kill(watcher, "SIGKILL")
       const replies = (await world.waitEnded(run, 90_000)).filter((m) => m.kind === "started" || m.kind === "ended")
@@ -170,7 +170,7 @@ describe("a watcher SIGKILLed after its hand-off, before it took the run's lock"
         const run = await webNewThread(world.server, alice, { title: `handed ${i}`, text: world.runText(counting(user)) })
         runs.push(run)
         // a watcher took the file and crashed: the supervisor saw it gone, and the run handed again
-        expect(await waitFor(() => (Fs.existsSync(once) ? undefined : true), 30_000, 20)).toBe(true)
+        await world.waitFor("the watcher that crashed has taken the once-file (gone)", () => (Fs.existsSync(once) ? undefined : true), { ms: 30_000, every: 20, run })
         expect(await waitFor(() => supervisorLog(world).some((l) => l.pid === pid && l.run === run &&
           l.did[0]?.startsWith("its watcher was handed the run and ended before it took the run's lock: ") === true &&
           l.did.some((d) => d.startsWith("the run is with the watcher "))) || undefined, 30_000, 50),

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { spareWaits, stopSpare } from "../../src/pickup/SpareClient.js"
 import { webLogin, webNewThread, type WebSession } from "./fossilServer.js"
 import { shellRun, users } from "./nodeWorld.js"
+import { onWaitRanOut } from "./explain.js"
 import { answerWithin, makeWorld, waitFor, type World } from "./world.js"
 
 // A wait for the product that runs out says what the node saw (test/support/explain.ts): here a
@@ -47,10 +48,25 @@ describe("a wait for the product that runs out", () => {
     expect(failure).toMatch(/load average [\d.]+ [\d.]+ [\d.]+ on \d+ cores/)
     expect(failure).toContain(`--- ${Path.join(world.root, "node", "hook.log")} (`)
     expect(failure).toContain(`--- the processes of ${world.dir} (`)
-    expect(failure).toMatch(new RegExp(`\\n\\d+ ppid \\d+ [RSD] age [\\d.]+ s cpu [\\d.]+ s cwd \\S+: \\S+ \\S*ocx2-watcher .*--run ${run}`))
+    expect(failure).toMatch(new RegExp(`\\n\\d+ ppid \\d+ [RSD] age [\\d.]+ s cpu [\\d.]+ s cwd \\S+: \\S+(?: -\\S+)* \\S*ocx2-watcher .*--run ${run}`))
     // the run's care: its hand-off noted, no watcher has taken it
     expect(failure).toContain(`${Path.join(world.root, "care", `${run}.lock`)}: absent (no watcher has taken the run)`)
     // and the world's server, which serves on
     expect(failure).toMatch(/fossil server/)
   }, 180_000)
+  it("a bare wait that runs out tells what each open world saw then, with the wait's place (printed by failedWaits.ts if its test fails)", async () => {
+    const told: Array<string> = []
+    const before = onWaitRanOut((text) => told.push(text))
+    try {
+      // a wait meant to run out, as a test may make one: it still gives undefined
+      expect(await waitFor(() => undefined, 200, 50)).toBeUndefined()
+      expect(await waitFor(() => true, 200, 50)).toBe(true)
+    } finally {
+      onWaitRanOut(before)
+    }
+    expect(told.length).toBe(1)
+    expect(told[0]).toMatch(/^a wait of 0.2 s ran out \(waited 0.\d s\), at .*explain\.test\.ts:\d+:\d+/)
+    expect(told[0]).toContain(`ROOT ${world.root}\n`)
+    expect(told[0]).toContain(`--- the processes of ${world.dir} (`)
+  })
 })

@@ -136,3 +136,37 @@ export const explain = (where: Explained, run?: string): string => {
   out.push("=== end of what the node saw")
   return out.join("\n")
 }
+
+/** the worlds open in this process: makeWorld adds each, its close takes it out */
+export const openWorlds = new Set<Explained>()
+
+const ranOutKey = Symbol.for("ocx2.waitRanOut")
+type RanOut = (text: string) => void
+
+/** Where a test runs, the way a wait that ran out is told (test/support/failedWaits.ts sets it in vitest's workers); the way before. */
+export const onWaitRanOut = (tell: RanOut | undefined): RanOut | undefined => {
+  const holder = globalThis as { [ranOutKey]?: RanOut }
+  const before = holder[ranOutKey]
+  if (tell === undefined) delete holder[ranOutKey]
+  else holder[ranOutKey] = tell
+  return before
+}
+
+/**
+ * A bare wait (world.ts's `waitFor`, which gives undefined when its limit runs out) ran out: what
+ * every open world saw at that moment, told if the test fails (such a wait is often asserted
+ * after it, `expect(...).toBe(true)`, whose own message says only "expected undefined to be
+ * true"); a wait meant to run out tells nothing in a test that passes. Outside vitest (a bench)
+ * nothing is told.
+ */
+export const waitRanOut = (ms: number, waited: number): void => {
+  const tell = (globalThis as { [ranOutKey]?: RanOut })[ranOutKey]
+  if (tell === undefined) return
+  // the wait's caller: the first frame outside the test worlds' own files
+  const site = (new Error().stack ?? "").split("\n").slice(1).map((l) => l.trim()).find((l) => !/test\/support\/(world|explain)\.ts/.test(l)) ?? "?"
+  const worlds = [...openWorlds]
+  tell([
+    `a wait of ${ms / 1000} s ran out (waited ${(waited / 1000).toFixed(1)} s), ${site}; ${worlds.length === 0 ? "no world was open" : `what ${worlds.length === 1 ? "its world" : `each of the ${worlds.length} open worlds`} saw then:`}`,
+    ...worlds.map((w) => explain(w))
+  ].join("\n"))
+}

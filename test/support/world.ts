@@ -29,7 +29,7 @@ import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
 import { hook } from "../../src/tools/hook.js"
 import { runTool } from "../../src/tools/RunTool.js"
 import type { Answer, Tool } from "../../src/tools/Tool.js"
-import { explain } from "./explain.js"
+import { explain, openWorlds, waitRanOut } from "./explain.js"
 
 export { users } from "../../src/demo/LocalNode.js"
 export { explain, processesIn, tailOf } from "./explain.js"
@@ -116,7 +116,7 @@ export const cgiExtroot = (dir: string, program: string): string => {
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 /** Asks `probe` every `every` ms until it gives a value (returned), or `ms` have passed (undefined). */
-export const waitFor = async <A>(probe: () => Promise<A | undefined> | A | undefined, ms: number, every = 100): Promise<A | undefined> => {
+const poll = async <A>(probe: () => Promise<A | undefined> | A | undefined, ms: number, every: number): Promise<A | undefined> => {
   const deadline = Date.now() + ms
   for (;;) {
     const value = await probe()
@@ -126,19 +126,54 @@ export const waitFor = async <A>(probe: () => Promise<A | undefined> | A | undef
   }
 }
 
-const waitForValue = waitFor
+/**
+ * Asks `probe` every `every` ms until it gives a value (returned), or `ms` have passed (undefined;
+ * what the open worlds saw then is printed if the test fails: explain.ts's waitRanOut). A wait for
+ * the product is better the world's `waitFor`, which throws naming what it waited for.
+ */
+export const waitFor = async <A>(probe: () => Promise<A | undefined> | A | undefined, ms: number, every = 100): Promise<A | undefined> => {
+  const began = Date.now()
+  const value = await poll(probe, ms, every)
+  if (value === undefined) waitRanOut(ms, Date.now() - began)
+  return value
+}
+
+const waitForValue = poll
+
+/**
+ * Asks `probe` every `every` ms (100) until it gives a value (returned); when `ms` (answerWithin by
+ * default) run out first, throws: `what` did not come, and what the node at `where` saw (of `run`,
+ * when named). A world's `waitFor` is this on its own node; this is for a node of another root (a
+ * clone's host).
+ */
+export const waitOr = async <A>(
+  where: { readonly dir: string; readonly root: string },
+  what: string,
+  probe: () => Promise<A | undefined> | A | undefined,
+  options: { readonly ms?: number; readonly every?: number; readonly run?: string } = {}
+): Promise<A> => {
+  const ms = options.ms ?? answerWithin
+  const began = Date.now()
+  const value = await poll(probe, ms, options.every ?? 100)
+  if (value !== undefined) return value
+  throw new Error(`${what}: not within ${ms / 1000} s (waited ${((Date.now() - began) / 1000).toFixed(1)} s)\n${explain(where, options.run)}`)
+}
 
 /** `waitFor` as an Effect, for a condition: whether `probe` came true within `ms` (asked every `every` ms, in real time). */
 export const waitUntil = (probe: () => boolean | Promise<boolean>, ms: number, every = 100): Effect.Effect<boolean> =>
   Effect.promise(() => waitFor(async () => ((await probe()) ? true : undefined), ms, every)).pipe(Effect.map((came) => came === true))
 
-/** `waitFor` of an Effect: runs `probe` every `every` ms until its value is `done` or `ms` have passed; its last value. */
+/** `waitFor` of an Effect: runs `probe` every `every` ms until its value is `done` or `ms` have passed (then told as `waitFor` tells it); its last value. */
 export const eventually = <A, E, R>(probe: Effect.Effect<A, E, R>, done: (value: A) => boolean, ms: number, every = 100): Effect.Effect<A, E, R> =>
   Effect.gen(function*() {
-    const deadline = Date.now() + ms
+    const began = Date.now()
     for (;;) {
       const value = yield* probe
-      if (done(value) || Date.now() > deadline) return value
+      if (done(value)) return value
+      if (Date.now() > began + ms) {
+        waitRanOut(ms, Date.now() - began)
+        return value
+      }
       yield* Effect.sleep(every)
     }
   })
@@ -230,7 +265,10 @@ export const makeWorld = async (options: WorldOptions = {}): Promise<World> => {
     ...(options.cgi === true && options.extroot === undefined ? { extroot: (root: string, dir: string) => cgiExtroot(dir, Path.join(root, "current", "ocx2-cgi")) } : {})
   })
   const { dir, root, repository, server } = local
+  const where = { dir, root }
+  openWorlds.add(where)
   const close = async () => {
+    openWorlds.delete(where)
     endWatchers(root)
     stopSpare(root)
     await server.stop()
@@ -259,13 +297,7 @@ export const makeWorld = async (options: WorldOptions = {}): Promise<World> => {
       })
     }
     const explained = (run?: string) => explain({ dir, root }, run)
-    const waitFor: World["waitFor"] = async (what, probe, o = {}) => {
-      const ms = o.ms ?? answerWithin
-      const began = Date.now()
-      const value = await waitForValue(probe, ms, o.every ?? 100)
-      if (value !== undefined) return value
-      throw new Error(`${what}: not within ${ms / 1000} s (waited ${((Date.now() - began) / 1000).toFixed(1)} s)\n${explained(o.run)}`)
-    }
+    const waitFor: World["waitFor"] = (what, probe, o = {}) => waitOr(where, what, probe, o)
     const waitEnded: World["waitEnded"] = async (run, ms = answerWithin) => {
       let last: ReadonlyArray<Reply> = []
       const ended = await waitForValue(async () => {

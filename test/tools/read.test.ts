@@ -40,7 +40,7 @@ beforeAll(async () => {
   ran = created.output!.run!
   await world.waitEnded(ran, 90_000)
   // the kept logs follow the ended
-  expect(await waitFor(async () => ((await world.replies(ran)).length >= 2 && (await output({ what: ran })).posts!.some((p) => p.kind === "kept logs") ? true : undefined), 60_000)).toBe(true)
+  await world.waitFor("the run is answered and its kept logs are read", async () => ((await world.replies(ran)).length >= 2 && (await output({ what: ran })).posts!.some((p) => p.kind === "kept logs") ? true : undefined), { ms: 60_000, run: ran })
   ticket = await webNewTicket(alice, { title: "a ticket to read", icomment: "the first words of the ticket" })
 }, 300_000)
 

@@ -51,7 +51,7 @@ beforeAll(async () => {
   await world.waitEnded(made.ended, 60_000)
   // lost: builder's next run, whose watcher dies while it runs; the node starting again answers it
   made.lost = await createRun("sleep 120")
-  expect(await waitFor(async () => ((await world.replies(made.lost)).some((m) => m.kind === "started") ? true : undefined), 90_000)).toBe(true)
+  await world.waitFor("the lost run is answered started", async () => ((await world.replies(made.lost)).some((m) => m.kind === "started") ? true : undefined), { ms: 90_000, run: made.lost })
   process.kill(holder(made.lost), "SIGKILL")
   expect(await waitFor(async () => {
     const again = await world.call(hook, { node: users.node.login, root: world.root })
@@ -60,7 +60,7 @@ beforeAll(async () => {
   await world.waitEnded(made.lost, 60_000)
   // running: rita's run, still sleeping while the tests look
   made.running = await createRun("echo begun; sleep 600", { user: users.runner.login })
-  expect(await waitFor(async () => ((await world.replies(made.running)).some((m) => m.kind === "started") ? true : undefined), 90_000)).toBe(true)
+  await world.waitFor("the running run is answered started", async () => ((await world.replies(made.running)).some((m) => m.kind === "started") ? true : undefined), { ms: 90_000, run: made.running })
   // waiting: a manual run nobody started
   made.waiting = await createRun("true", { manual: true, user: users.stranger.login })
   // refused: its process would act as an admin (refusal 4); create would not write it, so a person posts it

@@ -37,7 +37,7 @@ const createRun = async (script: string) => {
 /** A run that prints a line and then waits for the test to let it go. */
 const startedRun = async () => {
   const run = await createRun(`echo first; ${waitForGo}; echo last`)
-  expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 90_000)).toBe(true)
+  await world.waitFor("the run is answered started", async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), { ms: 90_000, run })
   return run
 }
 
@@ -99,7 +99,7 @@ const cutAfter = async (user: { readonly login: string; readonly password: strin
   const response = await fetch(live.url.replace(/offset=\d+/, "offset=0"), withToken(live.token))
   if (response.status !== 200) throw new Error(`the stream server answered ${response.status}: ${await response.text()}`)
   const stream = eventsOf(response)
-  expect(await waitFor(() => (stream.events.some((e) => e.event === "output" && e.data.includes("first")) ? true : undefined), 90_000)).toBe(true)
+  await world.waitFor("the stream's first output event", () => (stream.events.some((e) => e.event === "output" && e.data.includes("first")) ? true : undefined), { ms: 90_000, run })
   await revoke()
   const revoked = Date.now()
   const ended = await Promise.race([stream.ended, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 20_000))])
@@ -183,7 +183,7 @@ describe("the stream server", () => {
       const unspent = await liveFor(users.stranger, run)
       const before = runningServer(world.root)!
       process.kill(before.pid, "SIGTERM")
-      expect(await waitFor(() => (runningServer(world.root) === undefined ? true : undefined), 30_000)).toBe(true)
+      await world.waitFor("the stream server is gone from ROOT", () => (runningServer(world.root) === undefined ? true : undefined), { ms: 30_000 })
       const next = await liveFor(users.stranger, run)
       const older = await fetch(next.url, withToken(unspent.token))
       expect(older.status).toBe(403)

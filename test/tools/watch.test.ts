@@ -62,7 +62,7 @@ describe("watch", () => {
     // each line says when the process printed it (milliseconds), a second apart; twenty of them, so
     // that a watch that takes ten seconds to begin on a loaded machine still sees some printed live
     const run = await createRun("for i in $(seq 1 20); do echo \"line $i $(date +%s%3N)\"; sleep 1; done; echo done >&2; exit 4")
-    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
+    await world.waitFor("the run is answered started", async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), { ms: 60_000, run })
     const watched = watchProgram(["--repository", world.repository, "--user", users.admin.login, "watch", run, "--root", world.root])
     // the clone has not pulled the run: the server's page knows it
     const far = watchProgram(["--repository", clone, "watch", run.slice(0, 16)])
@@ -107,7 +107,7 @@ describe("watch", () => {
 
   it("gives a session's deliveries and what it answers, as they happen", async () => {
     const run = await createRun("while read line; do echo \"heard: $line\"; done", { session: true, hears: ["*"], user: users.stranger.login })
-    expect(await waitFor(async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), 60_000)).toBe(true)
+    await world.waitFor("the run is answered started", async () => ((await world.replies(run)).some((m) => m.kind === "started") ? true : undefined), { ms: 60_000, run })
     const seen: Array<WatchOutput["events"][number]> = []
     const following = world.call(watch, { run, root: world.root, seconds: 60 }).then((a) => a.output!)
     void following
