@@ -19,7 +19,7 @@
 import { build, version as esbuildVersion } from "esbuild"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { buildContainerRelay, buildContainerVolumes, buildFlockAddon, buildFuseMountFd } from "./fusemountfd.mjs"
+import { buildContainerProxy, buildContainerRelay, buildContainerVolumes, buildFlockAddon, buildFuseMountFd } from "./fusemountfd.mjs"
 import { shareBuiltins } from "./sharedBuiltins.mjs"
 
 const project = Path.resolve(import.meta.dirname, "..")
@@ -248,4 +248,5 @@ if (!upToDate) {
 buildFuseMountFd(dist)
 buildContainerRelay(dist)
 buildContainerVolumes(dist)
+buildContainerProxy(dist)
 buildFlockAddon(dist)

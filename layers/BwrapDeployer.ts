@@ -53,7 +53,7 @@ export interface BwrapDeployerOptions {
   readonly spares?: number
 }
 
-/** each spare is a proxy (a Node process) and a relay waiting: a few, for a small machine */
+/** each spare is a proxy (the C proxy, its program not started) and a relay waiting: a few, for a small machine */
 export const defaultSpares = 3
 
 const wrapperEnv = { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" }
@@ -98,6 +98,14 @@ interface Standing {
  * launch file names them): past the info descriptor (3) and the user namespace's (4).
  */
 const programOutputFds = { stdout: 5, stderr: 6 } as const
+
+const readQuietly = (file: string | undefined): string => {
+  try {
+    return file === undefined ? "" : Fs.readFileSync(file, "utf8")
+  } catch {
+    return ""
+  }
+}
 
 const outputPipe = (sandbox: ChildProcess.ChildProcess, fd: number): NodeJS.ReadableStream => (sandbox.stdio as ReadonlyArray<unknown>)[fd] as NodeJS.ReadableStream
 
@@ -208,7 +216,9 @@ export const make = (options: BwrapDeployerOptions) => {
       trace("sandbox made")
       if (childPid === undefined) {
         await exited(sandbox)
-        throw new Error(`the sandbox did not start: ${Buffer.from(tail.bytes()).toString("utf8").trim() || `exit status ${sandbox.exitCode}`}`)
+        const oom = Number(/oom_kill (\d+)/.exec(readQuietly(memoryEventsOf(cgroups.dirs())))?.[1] ?? 0) > 0 ? ", out of memory" : ""
+        const how = sandbox.exitCode !== null ? `exit status ${sandbox.exitCode}` : `killed by ${sandbox.signalCode}${oom}`
+        throw new Error(`the sandbox did not start: ${Buffer.from(tail.bytes()).toString("utf8").trim() || how}`)
       }
       const socket = socketFile(dir)
       relay = ChildProcess.spawn(options.relayProgram, [`/proc/${childPid}/ns/net`, socket, String(proxyPort)], {

@@ -323,8 +323,9 @@ const make: ReleaseRootService = {
         })
         // the static C programs, beside the programs, where src/containers/fuse/Mount.ts and the
         // container server look: the FUSE mount helper, the relay to a container's proxy and the
-        // binder of a taken spare's volumes; and the flock(2) addon (src/care/NativeFlock.ts)
-        for (const binary of ["fusemountfd", "ocx2-container-relay", "ocx2-container-volumes", "ocx2-flock.node"]) {
+        // binder of a taken spare's volumes, the container proxy (src/containers/proxy/proxy.c); and the
+        // flock(2) addon (src/care/NativeFlock.ts)
+        for (const binary of ["fusemountfd", "ocx2-container-relay", "ocx2-container-volumes", "ocx2-container-proxy-c", "ocx2-flock.node"]) {
           if (!Fs.existsSync(Path.join(dist, binary))) continue
           Fs.copyFileSync(Path.join(dist, binary), Path.join(into, binary))
           Fs.chmodSync(Path.join(into, binary), 0o755)

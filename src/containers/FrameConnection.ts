@@ -147,7 +147,7 @@ export const connectionHighWater = 4 * scopeHighWater
  * whose frames it relays) writes a frame without building a message first and corks its socket;
  * `ws`'s (clients, proxies, tests) is used through its public API only.
  */
-interface MessageWire {
+export interface MessageWire {
   readonly isOpen: boolean
   readonly bufferedAmount: number
   sendFrame(type: FrameType, scope: number, channel: number, payload: Uint8Array): void
@@ -227,6 +227,15 @@ const wsWire = (socket: WebSocket, onMessage: (payload: Buffer, isBinary: boolea
   }
 }
 
+/**
+ * A wire of another carrier than a WebSocket: the container proxy's FUSE side takes its frames
+ * from the C proxy over a socket pair (src/containers/proxy/StreamWire.ts). It is given the
+ * connection's two callbacks and gives the wire.
+ */
+export interface AttachableWire {
+  attach(onMessage: (payload: Buffer, isBinary: boolean) => void, onClose: (code: number) => void): MessageWire
+}
+
 export class FrameConnection {
   readonly scopes = new Map<number, Scope>()
   /** connections not read until this one drains */
@@ -237,10 +246,15 @@ export class FrameConnection {
   private closed = false
   private readonly wire: MessageWire
 
+  /** the WebSocket it runs on (for an AttachableWire, that wire: read by nothing of its one user, the FUSE side) */
+  readonly socket: WebSocket | WireSocket
+
   constructor(
-    readonly socket: WebSocket | WireSocket,
+    carrier: WebSocket | WireSocket | AttachableWire,
     private readonly options: FrameConnectionOptions
   ) {
+    this.socket = carrier as WebSocket | WireSocket
+    const socket = carrier
     this.authed = options.onAuth === undefined
     const onMessage = (payload: Buffer, isBinary: boolean) => {
       if (this.closed) return
@@ -248,7 +262,12 @@ export class FrameConnection {
       this.receive(payload)
     }
     const onClose = (code: number) => this.ended(code)
-    this.wire = socket instanceof WireSocket ? ownWire(socket, onMessage, onClose) : wsWire(socket, onMessage, onClose)
+    this.wire =
+      socket instanceof WireSocket
+        ? ownWire(socket, onMessage, onClose)
+        : "attach" in socket
+          ? socket.attach(onMessage, onClose)
+          : wsWire(socket, onMessage, onClose)
   }
 
   /** whether its frames are read and written by the server's own framing (WebSocketWire.ts), not through ws */

@@ -8,7 +8,7 @@ import { Answer } from "./Wire.js"
  * A container proxy inside the server's (or a test's) process, speaking the container-proxy
  * layer of docs/containers.md section 10 on a loopback port or a Unix socket: what the
  * in-process deployer stands behind a deploy where no real container is wanted (the bubblewrap
- * deployer starts src/containers/proxy/ContainerProxy.ts in each container instead). It
+ * deployer starts the C proxy, src/containers/proxy/proxy.c, in each container instead). It
  * answers as its behaviour says and keeps everything it received, so tests see the server from
  * the container's side.
  */

@@ -6,7 +6,7 @@ import { Answer, ProxyScope } from "../Wire.js"
 
 /**
  * The proxy's side of the container-proxy layer (docs/containers.md section 10), shared by the
- * real proxy inside a container (ContainerProxy.ts) and the in-process proxy the tests stand:
+ * real proxy's FUSE side inside a container (FuseSide.ts) and the in-process proxy the tests stand:
  * where it listens, and how a scope the server opens is told apart and decoded. What each scope
  * then does is the caller's.
  */

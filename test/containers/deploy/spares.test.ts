@@ -137,13 +137,13 @@ describe("the spares", () => {
       return asks
     }
     expect(await withToken("first-client")).toEqual(["first-client"])
-    await until(() => sparesOf(w.root).length === 1 && processesOf(w.root, sparesOf(w.root)[0]!).some((p) => p.cmdline.startsWith("/.proxy/lib/")), "the spare's proxy to start")
+    await until(() => sparesOf(w.root).length === 1 && processesOf(w.root, sparesOf(w.root)[0]!).some((p) => p.cmdline.startsWith("/.proxy/ocx2-container-proxy-c ")), "the spare's proxy to start")
     const [spare] = sparesOf(w.root)
     const dir = Path.join(w.root, "containers", spare!)
     // what it runs: bubblewrap and the proxy, with no variable but the working directory bubblewrap sets; the image's program not yet
     const processes = processesOf(w.root, spare!)
-    for (const p of processes) expect(p.cmdline).toMatch(/^(?:bwrap |\/.proxy\/lib\/ld-linux)/)
-    const proxy = processes.find((p) => p.cmdline.startsWith("/.proxy/lib/"))!
+    for (const p of processes) expect(p.cmdline).toMatch(/^(?:bwrap |\/\.proxy\/ocx2-container-proxy-c )/)
+    const proxy = processes.find((p) => p.cmdline.startsWith("/.proxy/ocx2-container-proxy-c "))!
     expect(Fs.readFileSync(`/proc/${proxy.pid}/environ`, "utf8").split("\0").filter((v) => v !== "")).toEqual(["PWD=/"])
     // what it mounts: the image's overlay, /proc, /dev, /dev/fuse, the kit, the launch and memory events; no FUSE mount, no volume
     const points = Fs.readFileSync(`/proc/${proxy.pid}/mountinfo`, "utf8").split("\n").filter((l) => l !== "").map((l) => l.split(" ")[4]!)
@@ -187,7 +187,7 @@ describe("the spares", () => {
     let mounted: Array<{ point: string; options: string }> = []
     const second = await runOnce(w, body, (name) => {
       ranIn = name
-      const proxy = processesOf(w.root, name).find((p) => p.cmdline.startsWith("/.proxy/lib/"))!
+      const proxy = processesOf(w.root, name).find((p) => p.cmdline.startsWith("/.proxy/ocx2-container-proxy-c "))!
       mounted = Fs.readFileSync(`/proc/${proxy.pid}/mountinfo`, "utf8").split("\n").filter((l) => l !== "").map((l) => ({ point: l.split(" ")[4]!, options: l.split(" ")[5]! }))
     })
     expect(ranIn).toBe(spare)
