@@ -11,7 +11,10 @@ import * as Path from "node:path"
 import * as Effect from "effect/Effect"
 import * as RemoteReceipts from "../../layers/RemoteReceipts.js"
 import { listenStateFile, type ListenState, runningListener } from "../../src/listen/ListenFiles.js"
-import { addUsers, freePort } from "../support/fossilServer.js"
+import { writeMessage } from "../../src/protocol/Envelope.js"
+import { supervisorFilesOf } from "../../src/root/SupervisorFiles.js"
+import { addUsers, cloneAs, fossil, freePort, type WebSession, webNewThread } from "../support/fossilServer.js"
+import { sandbox } from "../support/nodeWorld.js"
 import { project, waitFor } from "../support/world.js"
 import type { CloneWorld } from "./cloneWorld.js"
 
@@ -144,4 +147,73 @@ export const simulatedNode = (url: string, user: { login: string; password: stri
   }
   ;(node as { done: Promise<void> }).done = loop()
   return node
+}
+
+/** A real clone node on a host of its own, beside the clone world's lab2: its node user, run user, release root, clone and passwords. */
+export interface CloneHost extends Pick<CloneWorld, "dir" | "root" | "clone" | "cloneCode" | "passwords" | "served" | "url"> {
+  readonly node: string
+  readonly runUser: string
+}
+
+/** The clone world's own lab2 as a CloneHost (its run user builder). */
+export const lab2Host = (world: CloneWorld): CloneHost => ({
+  dir: world.dir, root: world.root, clone: world.clone, cloneCode: world.cloneCode, passwords: world.passwords, served: world.served, url: world.url,
+  node: "lab2", runUser: "builder"
+})
+
+/**
+ * Another clone's host, as seed 001's "Add a node on another host" makes one: the node user NAME
+ * (o and i) and its run user NAME-run on the server, the release of lab2's host copied, a clone made
+ * as NAME, and the passwords file; started once (`ocx2 node --check`) by the caller.
+ */
+export const addCloneHost = async (world: CloneWorld, name: string): Promise<CloneHost> => {
+  const runUser = `${name}-run`
+  await addUsers(world.served, [{ login: name, capabilities: "oi", password: `${name}-pw` }, { login: runUser, capabilities: "oi", password: `${runUser}-pw` }])
+  const hostDir = Path.join(world.dir, `${name}-host`)
+  const root = Path.join(hostDir, "root")
+  const release = Path.join(root, "staged", "0123456789ab")
+  Fs.mkdirSync(Path.dirname(release), { recursive: true })
+  Fs.chmodSync(hostDir, 0o755)
+  Fs.chmodSync(root, 0o755)
+  Fs.cpSync(Fs.realpathSync(Path.join(world.root, "current")), release, { recursive: true, verbatimSymlinks: true })
+  Fs.symlinkSync("staged/0123456789ab", Path.join(root, "current"))
+  const clone = await cloneAs(world.url, name, `${name}-pw`, Path.join(hostDir, `${name}.fossil`))
+  const cloneCode = (await fossil(["sql", "-R", clone, "SELECT value FROM config WHERE name='server-code'"])).trim().replace(/'/g, "")
+  const passwords = Path.join(hostDir, "passwords.json")
+  Fs.writeFileSync(passwords, JSON.stringify({ user: name, password: `${name}-pw` }), { mode: 0o600 })
+  return { dir: world.dir, root, clone, cloneCode, passwords, served: world.served, url: world.url, node: name, runUser }
+}
+
+/** `ocx2 --json --repository CLONE node URL FILE --check` on the host, as its timer or its first start runs it; its exit status. */
+export const startNodeOn = (host: CloneHost) =>
+  new Promise<number | null>((resolve, reject) => {
+    const child = ChildProcess.spawn(process.execPath, [Path.join(host.root, "current", "ocx2"), "--json", "--repository", host.clone, "node", host.url, host.passwords, "--check"], {
+      env: { ...process.env, USER: "root" }, stdio: "ignore"
+    })
+    child.once("error", reject)
+    child.once("close", resolve)
+  })
+
+/** The host's `ocx2 supervise`, detached, once its log says the node started. */
+export const superviseOn = async (host: CloneHost): Promise<ChildProcess.ChildProcess> => {
+  const child = ChildProcess.spawn(process.execPath, [Path.join(host.root, "current", "ocx2"), "supervise", "--node", host.node, "--root", host.root], {
+    env: { ...process.env, USER: "root" }, stdio: "ignore", detached: true
+  })
+  const log = supervisorFilesOf(host.root, host.clone, host.node).log
+  const started = await waitFor(() => (Fs.existsSync(log) && Fs.readFileSync(log, "utf8").includes("the node on") ? true : undefined), 90_000, 100)
+  if (started === undefined) throw new Error(`the supervisor of ${host.node} did not start: ${Fs.existsSync(log) ? Fs.readFileSync(log, "utf8") : "no log"}`)
+  return child
+}
+
+/** A run for the host's node, posted on the server through the forum's web form by alice: `true` in a directory of its own. */
+export const postRunTo = async (host: CloneHost, alice: WebSession, script = "true"): Promise<string> => {
+  const run = {
+    clone: host.cloneCode,
+    objective: `a run for ${host.node}`,
+    workspace: [{ step: "directory", at: "$$root$$/work/$$run$$" }],
+    sandbox: sandbox(),
+    limits: { wall: "2m" },
+    process: { user: host.runUser, command: ["sh", "-c", script], env: { PATH: "/usr/bin:/bin" } }
+  }
+  return webNewThread({ repository: host.served }, alice, { title: `a run for ${host.node}`, text: writeMessage({ ocx: 2, to: host.node, run }, "A run for a board of the fleet.") })
 }
