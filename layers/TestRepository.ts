@@ -10,10 +10,8 @@ import { composeForumPost, composeTag, composeTicketChange, parseArtifact, cardV
 import { fullcap } from "../src/fossil/Fullcap.js"
 import { sha3 } from "../src/fossil/Hash.js"
 import {
-  type Item, isAfter, type Post, type TagArtifact, type TicketChange, type UnversionedFile, type User
-} from "../src/fossil/Items.js"
-import {
-  InvalidInput, NotFound, Repository, type RepositoryService, WriteRefused, type Written
+  InvalidInput, type Item, isAfter, NotFound, type Post, Repository, type RepositoryService, type TagArtifact, type TicketChange,
+  type UnversionedFile, type User, WriteRefused, type Written
 } from "../services/Repository.js"
 
 export interface TestRepositoryOptions {

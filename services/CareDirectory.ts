@@ -11,8 +11,28 @@ import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
-import type { WaitingRun } from "../src/care/ProcessUserFiles.js"
-import type { SessionFile } from "../src/care/SessionFiles.js"
+
+/** One run waiting for its process user: one JSON line of ~USER.waiting. */
+export interface WaitingRun {
+  readonly run: string
+  readonly personStart?: boolean
+  /** its place in the server's order: [rcvid, rid] */
+  readonly at?: readonly [number, number]
+}
+
+/** A session in this host's care: ROOT/care/RUN.session, as the node's rounds need it (2.11). */
+export interface SessionFile {
+  readonly run: string
+  readonly processUser: string
+  /** the first post of the run's thread, when the run is a post */
+  readonly thread?: string
+  /** the run's ticket, when the run is a ticket change */
+  readonly ticket?: string
+  readonly checkins: ReadonlyArray<string>
+  readonly hears: ReadonlyArray<string>
+  /** its started that counts, once written and received; absent before */
+  readonly started?: { readonly hash: string; readonly rcvid: number; readonly rid: number }
+}
 
 /** "absent": not in care; "alive": its watcher holds RUN.lock; "gone": RUN.lock is there and free */
 export type RunCare = "absent" | "alive" | "gone"

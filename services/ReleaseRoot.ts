@@ -8,8 +8,26 @@ import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as Schema from "effect/Schema"
-import type { RuntimePackage } from "../src/release/RuntimeModules.js"
-import type { ProgramRelease, ServedLink } from "../src/release/ReleasePaths.js"
+
+/** The three links that say what is served, each a relative link to staged/NAME. */
+export type ServedLink = "next" | "current" | "previous"
+
+/** A program released into a root: ROOT/staged/NAME/PROGRAM, read off its real path. */
+export interface ProgramRelease {
+  readonly root: string
+  /** The release it belongs to: NAME. */
+  readonly name: string
+  /** The program's own name in the release, such as ocx2 or ocx2-cgi. */
+  readonly program: string
+}
+
+/** One package to copy: its directory relative to the checkout (node_modules/NAME, or nested). */
+export interface RuntimePackage {
+  readonly name: string
+  readonly relativeDir: string
+  /** Built from native sources (binding.gyp): only its compiled addon is copied of build/. */
+  readonly native: boolean
+}
 
 /** Reading or changing the root failed. */
 export class ReleaseRootError extends Schema.TaggedError<ReleaseRootError>()("ReleaseRootError", {

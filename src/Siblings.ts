@@ -43,7 +43,7 @@ const codeOf = (loader: string): string => (loader.endsWith(".mjs") ? loader.sli
  * through it (no `import()` there, see above), else imported by the plain ES module program (the
  * hook) with the import() its bundle's banner offers. `fromSource` imports the module itself when
  * there is no bundle (tests); the one table of bundles (src/Bundles.ts) writes it
- * `typeof OCX2_BUNDLED === "undefined" ? () => import("../bin/NAME.js") : undefined`, so no bundle
+ * `typeof OCX2_BUNDLED === "undefined" ? () => import(ENTRY) : undefined` (ENTRY the bundle's entry in bin/), so no bundle
  * keeps it.
  */
 export const loadSibling = async <T>(

@@ -4,6 +4,10 @@
 
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import type { WaitingRun } from "../../services/CareDirectory.js"
+
+// the queue's line is the CareDirectory service's contract
+export type { WaitingRun }
 
 export const processUserFileName = (user: string, ext: "lock" | "waiting"): string => `~${encodeURIComponent(user)}.${ext}`
 
@@ -38,13 +42,6 @@ export const waitingRuns = (careDir: string): ReadonlyArray<{ readonly user: str
 // second watcher that would only find the user busy. The record stays the truth: a line lost here
 // leaves an open run, which the node's next start decides again.
 
-/** One run waiting for its process user: one JSON line of ~USER.waiting. */
-export interface WaitingRun {
-  readonly run: string
-  readonly personStart?: boolean
-  /** its place in the server's order: [rcvid, rid] */
-  readonly at?: readonly [number, number]
-}
 
 const userPath = (careDir: string, user: string, ext: "lock" | "waiting") => Path.join(careDir, processUserFileName(user, ext))
 const handedPath = (careDir: string, user: string) => Path.join(careDir, `~${encodeURIComponent(user)}.handed`)

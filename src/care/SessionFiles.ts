@@ -6,20 +6,11 @@
 
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import type { SessionFile } from "../../services/CareDirectory.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 
-export interface SessionFile {
-  readonly run: string
-  readonly processUser: string
-  /** the first post of the run's thread, when the run is a post */
-  readonly thread?: string
-  /** the run's ticket, when the run is a ticket change */
-  readonly ticket?: string
-  readonly checkins: ReadonlyArray<string>
-  readonly hears: ReadonlyArray<string>
-  /** its started that counts, once written and received; absent before */
-  readonly started?: { readonly hash: string; readonly rcvid: number; readonly rid: number }
-}
+// the file's form is the CareDirectory service's contract
+export type { SessionFile }
 
 const suffix = ".session"
 

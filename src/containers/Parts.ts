@@ -11,7 +11,7 @@ import { VolumeHolds } from "./VolumeHolds.js"
 import { VolumeStore } from "./VolumeStore.js"
 
 /** The server's parts for ROOT, its services taken from the Effect context they are provided in. */
-export const makeServerParts = (root: string, onRunEnded?: ServerParts["onRunEnded"]) =>
+export const makeServerParts = (root: string) =>
   Effect.gen(function* () {
     const deployer = yield* Deployer
     const images = yield* ImageSource
@@ -41,8 +41,7 @@ export const makeServerParts = (root: string, onRunEnded?: ServerParts["onRunEnd
         return Either.isRight(got) ? got.right : got.left.message
       },
       stopDeployment: (deployment) => Effect.runPromise(deployment.stop),
-      closeDeployer: () => (deployer.close === undefined ? Promise.resolve() : Effect.runPromise(deployer.close)),
-      onRunEnded
+      closeDeployer: () => (deployer.close === undefined ? Promise.resolve() : Effect.runPromise(deployer.close))
     }
     return parts
   })

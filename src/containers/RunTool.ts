@@ -481,7 +481,6 @@ export class RunTool {
       this.hold?.release()
       this.scope.finish()
       this.state = "ended"
-      this.parts.onRunEnded?.(this)
       this.markFinished()
     })()
     return this.ending

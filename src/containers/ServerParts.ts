@@ -2,7 +2,6 @@ import type { Deployment, DeploySpec } from "../../services/Deployer.js"
 import type { ClientImages, ObtainedImage } from "../../services/ImageSource.js"
 import type { Capabilities } from "./Capabilities.js"
 import type { Running } from "./Running.js"
-import type { RunTool } from "./RunTool.js"
 import type { VolumeHolds } from "./VolumeHolds.js"
 import type { VolumeStore } from "./VolumeStore.js"
 
@@ -24,6 +23,4 @@ export interface ServerParts {
   readonly stopDeployment: (deployment: Deployment) => Promise<void>
   /** frees what the deployer holds ready for deploys to come (the server's close) */
   readonly closeDeployer?: () => Promise<void>
-  /** for tests and logs: a run reached its end */
-  readonly onRunEnded?: ((run: RunTool) => void) | undefined
 }

@@ -6,14 +6,11 @@
  * write of a composed artifact can be recognised by its hash.
  */
 import { fossilize, defossilize } from "./Fossilize.js"
+import type { Artifact } from "../../services/Repository.js"
 import { md5, sha3 } from "./Hash.js"
 
-export interface Artifact {
-  /** the artifact's exact bytes */
-  readonly bytes: Buffer
-  /** SHA3-256 of the bytes: the artifact's name */
-  readonly hash: string
-}
+// what a composed artifact is, the Repository service's writes take
+export type { Artifact }
 
 /** Fossil's D card form: UTC `YYYY-MM-DDTHH:MM:SS.SSS`. */
 export const dateCard = (date: Date): string => date.toISOString().replace(/Z$/, "")

@@ -19,7 +19,8 @@ import { readSessionFiles } from "../care/SessionFiles.js"
 import type { Arrival } from "../protocol/Subscriptions.js"
 import { advanceCursor, cursorFileOf, readCursor } from "../root/HookFiles.js"
 import type { NodeConfig } from "../root/NodeConfig.js"
-import { decideMessage, nodeMessagesAfter, type NodeMessage, type RunDecision } from "./Round.js"
+import { decideMessage, nodeMessagesAfter, type NodeMessage } from "./Round.js"
+import type { RunDecision } from "./RunDecision.js"
 
 export interface CloneRoundResult {
   readonly from: Cursor

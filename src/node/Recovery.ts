@@ -17,7 +17,7 @@ import { writeMessageWhereTheRunIs, writeWhereTheRunIs } from "./Reports.js"
 import { readRunStatus, recoveredEnd } from "../watcher/RecoveredEnd.js"
 import { readRunRecord } from "../pickup/RunRecord.js"
 import { finishOutbox, outboxRuns, readOutbox } from "../watcher/Outbox.js"
-import type { RunDecision } from "./Round.js"
+import type { RunDecision } from "./RunDecision.js"
 
 export type Recovered =
   | "alive" // its watcher holds the run

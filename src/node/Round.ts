@@ -31,17 +31,12 @@ import { advanceCursor, cursorFileOf, readCursor, writeCursor } from "../root/Ho
 import { repositoryName, type NodeConfig } from "../root/NodeConfig.js"
 import { writeWhereTheRunIs } from "./Reports.js"
 import { recoverRun } from "./Recovery.js"
+import type { RunDecision } from "./RunDecision.js"
 import { checkRecord, processUserOf } from "../pickup/RunCheck.js"
 import { readRunRecord, type RunRecord } from "../pickup/RunRecord.js"
 import { openDatabase } from "../fossil/Sqlite.js"
 import { settleMs, unsettledAfter } from "./ReceiptSettled.js"
 import { diskRoom, holdsBack, holdStartsBack } from "../root/DiskRoom.js"
-
-export interface RunDecision {
-  readonly run: string
-  /** what was done (or in a dry run would be), in words */
-  readonly action: string
-}
 
 export interface RoundResult {
   readonly from: Cursor

@@ -9,20 +9,10 @@ import { checkRun } from "../protocol/Refusals.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { cloneUsers } from "../root/CloneUsers.js"
 import { hostSettings, type NodeConfig } from "../root/NodeConfig.js"
-import type { RunRecord } from "./RunRecord.js"
+import { processUserOf, type RunRecord } from "./RunRecord.js"
 
-/**
- * The process user a run's block names, as posted: read before the run is checked, since a run
- * refused for another key still holds a place in that user's queue and passes the turn on.
- */
-export const processUserOf = (message: Pick<Message, "block">): string | undefined => {
-  const run = message.block["run"]
-  if (typeof run !== "object" || run === null) return undefined
-  const process = (run as { readonly process?: unknown }).process
-  if (typeof process !== "object" || process === null) return undefined
-  const user = (process as { readonly user?: unknown }).user
-  return typeof user === "string" ? user : undefined
-}
+// the process user a run names is read off its record; the round, the watcher and the tools ask it here too
+export { processUserOf }
 
 export interface RunCheckOptions {
   /**

@@ -6,36 +6,29 @@ import { Receipts } from "../../services/Receipts.js"
 import { Repository } from "../../services/Repository.js"
 import { cardValue, parseArtifact } from "../fossil/Artifact.js"
 import { readMessage, type Message } from "../protocol/Envelope.js"
-import { decodeEnded, decodeStarted, type StartedContent } from "../protocol/Messages.js"
-import type { EndedContent } from "../protocol/Outcomes.js"
-import { compareServerOrder, replyCounts, type ReplyKind, type Sender } from "../protocol/Senders.js"
-import { processUserOf } from "./RunCheck.js"
+import { type Counted, type Reply, tally, type Tally } from "../protocol/Replies.js"
+import type { Sender } from "../protocol/Senders.js"
 import { tolessAnswerer } from "../root/TolessAnswerer.js"
+
+// which replies count (2.4) is the protocol's, pure; the record's readers name it here too
+export { type Counted, type Reply, tally, type Tally }
+
+/**
+ * The process user a run's block names, as posted: read before the run is checked, since a run
+ * refused for another key still holds a place in that user's queue and passes the turn on.
+ */
+export const processUserOf = (message: Pick<Message, "block">): string | undefined => {
+  const run = message.block["run"]
+  if (typeof run !== "object" || run === null) return undefined
+  const process = (run as { readonly process?: unknown }).process
+  if (typeof process !== "object" || process === null) return undefined
+  const user = (process as { readonly user?: unknown }).user
+  return typeof user === "string" ? user : undefined
+}
 
 export type RunPlace =
   | { readonly _tag: "Thread"; readonly root: string }
   | { readonly _tag: "Ticket"; readonly ticket: string }
-
-/** An artifact where the run is, with the message it holds and its sender as the server says. */
-export interface Reply {
-  readonly hash: string
-  readonly rcvid: number
-  readonly rid: number
-  readonly message: Message | undefined
-  readonly sender: Sender | undefined
-}
-
-export interface Counted<A> {
-  readonly hash: string
-  readonly content: A
-}
-
-export interface Tally {
-  readonly started: Counted<StartedContent | undefined> | undefined
-  readonly ended: Counted<EndedContent> | undefined
-  readonly stops: ReadonlyArray<Counted<Sender>>
-  readonly publishes: ReadonlyArray<Counted<Sender>>
-}
 
 export interface RunRecord extends Tally {
   readonly hash: string
@@ -51,34 +44,6 @@ export interface RunRecord extends Tally {
    * the served repository, its own node (TolessAnswerer.ts, DECISIONS 16); else undefined.
    */
   readonly answerer: string | undefined
-}
-
-const replyKinds: ReadonlyArray<ReplyKind> = ["started", "ended", "stop", "publish"]
-
-/** 2.4: of the replies naming the run, in server order, which count. Pure. */
-export const tally = (run: { readonly hash: string; readonly to: string | undefined; readonly rcvid: number; readonly rid: number }, replies: ReadonlyArray<Reply>): Tally => {
-  let started: Tally["started"]
-  let ended: Tally["ended"]
-  const stops: Array<Counted<Sender>> = []
-  const publishes: Array<Counted<Sender>> = []
-  const ordered = [...replies].sort(compareServerOrder)
-  for (const reply of ordered) {
-    const message = reply.message
-    if (message === undefined || message.re !== run.hash) continue
-    if (compareServerOrder(reply, run) <= 0) continue // a reply cannot come before what it answers
-    const kind = message.kind as ReplyKind
-    if (!replyKinds.includes(kind) || run.to === undefined || !replyCounts(kind, reply.sender, run.to)) continue
-    if (kind === "started" && started === undefined) {
-      const content = decodeStarted(message.content)
-      started = { hash: reply.hash, content: content._tag === "Right" ? content.right : undefined }
-    } else if (kind === "ended" && ended === undefined) {
-      const content = decodeEnded(message.content)
-      // an ended whose content cannot be read still ends the run (2.12: an unknown outcome is ended)
-      ended = { hash: reply.hash, content: content._tag === "Right" ? content.right : { outcome: "unreadable" } }
-    } else if (kind === "stop") stops.push({ hash: reply.hash, content: reply.sender! })
-    else if (kind === "publish") publishes.push({ hash: reply.hash, content: reply.sender! })
-  }
-  return { started, ended, stops, publishes }
 }
 
 const runMessageOf = (text: string): Message | undefined => {

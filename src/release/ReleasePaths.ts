@@ -3,6 +3,10 @@
 // not bind OCX's own paths) can share the one description of ROOT.
 
 import * as Path from "node:path"
+import type { ProgramRelease, ServedLink } from "../../services/ReleaseRoot.js"
+
+// what a served link and a program's release are is the ReleaseRoot service's contract
+export type { ProgramRelease, ServedLink }
 
 /** A release is named by its check-in's first twelve hex digits. */
 export const releaseNamePattern = /^[0-9a-f]{12}$/
@@ -13,8 +17,7 @@ export const isReleaseName = (name: string): boolean => releaseNamePattern.test(
 export const releaseNameOf = (checkin: string): string => checkin.toLowerCase().slice(0, 12)
 
 /** The three links that say what is served, each a relative link to staged/NAME. */
-export const servedLinks = ["next", "current", "previous"] as const
-export type ServedLink = typeof servedLinks[number]
+export const servedLinks: ReadonlyArray<ServedLink> = ["next", "current", "previous"]
 
 /** The hook's program inside a release, and the link in ROOT that follows current. */
 export const hookProgram = "ocx2-hook"
@@ -88,15 +91,6 @@ export const ownPaths = (root: string): ReadonlyArray<string> => {
  * ROOT/staged/NAME/PROGRAM gives ROOT; any other path gives undefined.
  */
 export const rootOfProgram = (realProgramPath: string): string | undefined => releaseOfProgram(realProgramPath)?.root
-
-/** A program released into a root: ROOT/staged/NAME/PROGRAM, read off its real path. */
-export interface ProgramRelease {
-  readonly root: string
-  /** The release it belongs to: NAME. */
-  readonly name: string
-  /** The program's own name in the release, such as ocx2 or ocx2-cgi. */
-  readonly program: string
-}
 
 /**
  * Which release of which root a program is, from its real path (links followed):

@@ -5,6 +5,10 @@
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as Path from "node:path"
+import type { RuntimePackage } from "../../services/ReleaseRoot.js"
+
+// a package a release carries is the ReleaseRoot service's contract
+export type { RuntimePackage }
 
 /** The packages the checkout's build leaves out of its bundles: each `--external:NAME`. */
 export const externalsOfBuild = (buildScript: string): ReadonlyArray<string> => {
@@ -32,14 +36,6 @@ export const runtimeDependencies = (manifest: PackageManifest): ReadonlyArray<{ 
   const required = Object.keys(manifest.dependencies ?? {}).map((name) => ({ name, optional: false }))
   const optional = Object.keys(manifest.optionalDependencies ?? {}).map((name) => ({ name, optional: true }))
   return [...required, ...optional].filter((dep) => !installWords.has(dep.name))
-}
-
-/** One package to copy: its directory relative to the checkout (node_modules/NAME, or nested). */
-export interface RuntimePackage {
-  readonly name: string
-  readonly relativeDir: string
-  /** Built from native sources (binding.gyp): only its compiled addon is copied of build/. */
-  readonly native: boolean
 }
 
 /** How the closure reads the installed tree; the live layer reads the checkout's node_modules. */

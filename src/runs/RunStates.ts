@@ -2,7 +2,7 @@
 // the messages come from src/fossil/ReadMessages.ts, the filters from the runs tool.
 
 import type { MessageRow } from "../fossil/ReadMessages.js"
-import { tally, type Reply, type Tally } from "../pickup/RunRecord.js"
+import { tally, type Reply, type Tally } from "../protocol/Replies.js"
 import type { EndedContent } from "../protocol/Outcomes.js"
 import type { Sender } from "../protocol/Senders.js"
 

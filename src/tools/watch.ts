@@ -3,8 +3,8 @@ import * as Fs from "node:fs"
 import * as Schema from "effect/Schema"
 import type { ReleaseRoot } from "../../services/ReleaseRoot.js"
 import { releasePaths } from "../release/ReleasePaths.js"
-import { stateWordsOf } from "../runs/RunWords.js"
 import { followThroughServer } from "../watch/AskServer.js"
+import { eventOut, WatchEventOut } from "../watch/EventOut.js"
 import { follow, readRunSummary, type WatchEvent } from "../watch/Follow.js"
 import { PostOut, read, RunOut } from "./read.js"
 import { RunRow, rowOf } from "./runs.js"
@@ -31,16 +31,8 @@ export const WatchInput = Schema.Struct({
 })
 export type WatchInput = typeof WatchInput.Type
 
-export const WatchEventOut = Schema.Struct({
-  type: Schema.Literal("state", "output", "delivery", "missed", "end"),
-  at: Schema.String.annotations({ description: "when (ISO 8601, UTC)" }),
-  state: optional(Schema.String, "state and end: the state in words"),
-  stream: optional(Schema.Literal("stdout", "stderr"), "output: which stream printed it"),
-  text: optional(Schema.String, "output: what it printed; missed: what was missed"),
-  hash: optional(Schema.String, "delivery: the artifact given to the session"),
-  line: optional(Schema.String, "delivery: the line given on its standard input")
-})
-export type WatchEventOut = typeof WatchEventOut.Type
+// an event as the answer gives it is the follower's (src/watch/EventOut.ts), which the stream server gives too
+export { eventOut, WatchEventOut }
 
 export const WatchOutput = Schema.Struct({
   run: Schema.String,
@@ -63,24 +55,7 @@ export const WatchOutput = Schema.Struct({
 })
 export type WatchOutput = typeof WatchOutput.Type
 
-const iso = (ms: number): string => new Date(ms).toISOString().replace(/\.(\d{3})Z$/, ".$1Z")
 const OUTPUT_BOUND = 1 << 20
-
-/** An event as the answer gives it. */
-export const eventOut = (event: WatchEvent): WatchEventOut => {
-  const at = iso(event.at)
-  switch (event.type) {
-    case "state":
-    case "end":
-      return { type: event.type, at, state: stateWordsOf(event.summary) }
-    case "output":
-      return { type: "output", at, stream: event.stream, text: event.text }
-    case "delivery":
-      return { type: "delivery", at, hash: event.hash, line: event.line }
-    case "missed":
-      return { type: "missed", at, text: event.what }
-  }
-}
 
 /** What a person at a terminal sees as it happens: the output as printed, the rest on stderr in brackets. */
 const printed = (run: string, event: WatchEventOut, progress: NonNullable<ToolContext["progress"]>): void => {
@@ -185,7 +160,7 @@ export const watch = defineTool({
             }
             const run = "summary" in found ? found.summary.run : input.run
             const remote = yield* Effect.tryPromise({
-              try: (signal) => followThroughServer(file, run, keep(run), signal),
+              try: (signal) => followThroughServer<WatchOutput>(file, run, keep(run), signal),
               catch: (e) => new CallRefused({ message: (e as Error).message })
             })
             act.note("follow", `the run ${remote.run} through the run page of ${file.url}${remote.live !== undefined ? " and its node's stream server" : ""}, as ${file.user}`)

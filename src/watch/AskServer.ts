@@ -4,7 +4,7 @@
 // grant for this user, and then follows the same stream the page follows.
 
 import { openDatabase } from "../fossil/Sqlite.js"
-import type { WatchEventOut, WatchOutput } from "../tools/watch.js"
+import type { WatchEventOut } from "./EventOut.js"
 
 /** Fossil's unobscure(): the hex of a salt byte and the text, each byte XOR-ed with the salt and a fixed 16-byte pattern. */
 const pattern = [0xa7, 0x21, 0x31, 0xe3, 0x2a, 0x50, 0x2c, 0x86, 0x4c, 0xa4, 0x52, 0x25, 0xff, 0x49, 0x35, 0x85]
@@ -51,15 +51,26 @@ const signIn = async (server: URL, user: string, password: string): Promise<stri
   return cookie
 }
 
-interface Answer { readonly stopped: { readonly reason: string; readonly message?: string }; readonly output?: WatchOutput }
+/**
+ * What of the run page's answer (watch's output) following through the server reads; the caller
+ * names the whole answer it expects (the page's JSON is taken as it comes).
+ */
+export interface PageAnswer {
+  readonly events: ReadonlyArray<WatchEventOut>
+  readonly over: boolean
+  readonly offset: number
+  readonly live?: { readonly url: string; readonly token: string } | undefined
+}
+
+interface Answer<A> { readonly stopped: { readonly reason: string; readonly message?: string }; readonly output?: A }
 
 /** The run page's answer; with `after`, what came after that offset, the page holding it up to 3 s. */
-const askPage = async (server: URL, cookie: string, run: string, after?: number): Promise<WatchOutput> => {
+const askPage = async <A extends PageAnswer>(server: URL, cookie: string, run: string, after?: number): Promise<A> => {
   const more = after === undefined ? "" : `&offset=${after}&seconds=3`
   const response = await fetch(new URL(`ext/ocx2-cgi/watch?run=${encodeURIComponent(run)}&format=json${more}`, server), { headers: { cookie } })
-  let answer: Answer
+  let answer: Answer<A>
   try {
-    answer = await response.json() as Answer
+    answer = await response.json() as Answer<A>
   } catch {
     throw new Error(`${server}ext/ocx2-cgi/watch answered HTTP ${response.status} without the run's JSON: does the server serve the OCX pages there?`)
   }
@@ -88,13 +99,13 @@ async function* serverSentEvents(body: ReadableStream<Uint8Array>): AsyncGenerat
 }
 
 /** Follows the run through its page alone, each answer going on from the offset of the one before, until it is over. */
-const followThroughPage = async (
-  server: URL, cookie: string, run: string, page: WatchOutput, emit: (event: WatchEventOut) => void, signal: AbortSignal | undefined
-): Promise<WatchOutput> => {
+const followThroughPage = async <A extends PageAnswer>(
+  server: URL, cookie: string, run: string, page: A, emit: (event: WatchEventOut) => void, signal: AbortSignal | undefined
+): Promise<A> => {
   let last = page
   let state = page.events.filter((e) => e.type === "state").at(-1)?.state
   while (!last.over && signal?.aborted !== true) {
-    last = await askPage(server, cookie, run, last.offset)
+    last = await askPage<A>(server, cookie, run, last.offset)
     for (const event of last.events) {
       // each answer starts with the state as it stands: given only when it changed
       if (event.type === "state" && event.state === state) continue
@@ -102,7 +113,7 @@ const followThroughPage = async (
       emit(event)
     }
   }
-  return last.over ? askPage(server, cookie, run) : last
+  return last.over ? askPage<A>(server, cookie, run) : last
 }
 
 /**
@@ -110,18 +121,18 @@ const followThroughPage = async (
  * as they come; the answer is the run page's once it ended (or as it stood, when the page gives no
  * live stream: the run is over, or its node is not the server's host).
  */
-export const followThroughServer = async (
+export const followThroughServer = async <A extends PageAnswer>(
   clone: { readonly path: string; readonly url: string; readonly user: string },
   run: string,
   emit: (event: WatchEventOut) => void,
   signal?: AbortSignal
-): Promise<WatchOutput> => {
+): Promise<A> => {
   const found = signInPassword(clone.path)
   if ("problem" in found) throw new Error(found.problem)
   const password = found.password
   const server = new URL(clone.url.endsWith("/") ? clone.url : `${clone.url}/`)
   const cookie = await signIn(server, clone.user, password)
-  const page = await askPage(server, cookie, run)
+  const page = await askPage<A>(server, cookie, run)
   for (const event of page.events) emit(event)
   if (page.live === undefined) return page
   const url = page.live.url.startsWith(":") ? `${server.protocol}//${server.hostname}${page.live.url}` : page.live.url
@@ -148,6 +159,6 @@ export const followThroughServer = async (
       break
     }
   }
-  const after = ended ? await askPage(server, cookie, run) : page
+  const after = ended ? await askPage<A>(server, cookie, run) : page
   return after
 }

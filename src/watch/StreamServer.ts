@@ -26,7 +26,7 @@ import * as Path from "node:path"
 import { alive } from "../care/ProcessAlive.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { mayReadWith, readerRefusal } from "./StreamReader.js"
-import { eventOut } from "../tools/watch.js"
+import { eventOut } from "./EventOut.js"
 import { follow, readRunSummary } from "./Follow.js"
 import { type StreamGrant, streamSecret, TOKEN_MS, verifyGrant } from "./StreamToken.js"
 
