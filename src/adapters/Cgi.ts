@@ -5,7 +5,7 @@
 // - A tool runs for real only from a POST whose Referer is that tool's own page (same origin,
 //   same path), as Fossil demands of its own forms: another site cannot make a viewer's browser
 //   act for it. A POST without it is refused and nothing runs. The one other page taken is the run
-//   page (watch) for its stop and start buttons (stop, run): same origin, that page's path.
+//   page (watch) for its stop, start and run-again buttons (stop, run, create): same origin, that page's path.
 // - Server paths (ROOT, the repository's file) are shown to setup users only (Redact.ts).
 // - The landing page is the runs list; the tools' list is BASE/tools.
 // - A GET never changes anything: it shows the form, refilled from the query string. A JSON
@@ -127,8 +127,8 @@ const refererProblem = (request: CgiRequest, page: string): string | undefined =
     : `a change is taken only from its own page, ${expected}: this request came from ${referer.origin}${referer.pathname}, so nothing was done`
 }
 
-/** The pages, besides a tool's own, whose forms post to it: the run page's stop and start buttons. */
-const fromRunPage: Readonly<Record<string, ReadonlyArray<string>>> = { stop: ["watch"], run: ["watch"] }
+/** The pages, besides a tool's own, whose forms post to it: the run page's stop, start and run-again buttons. */
+const fromRunPage: Readonly<Record<string, ReadonlyArray<string>>> = { stop: ["watch"], run: ["watch"], create: ["watch"] }
 
 export type Cgi = (request: CgiRequest) => Promise<CgiResponse>
 

@@ -332,17 +332,21 @@ const liveScript = (): string => `(function () {
 })();`
 
 /**
- * Stop and start buttons, for those the tools allow (stop and run need admin or setup): each a
- * POST to the tool's own page, which checks it as the tool does (the CGI takes it from the run page).
+ * Stop, start and run-again buttons, for those the tools allow (stop, run and create need admin
+ * or setup): each a POST to the tool's own page, which checks it as the tool does (the CGI takes
+ * it from the run page). Run again is create's `again`: the run's fields read from the record
+ * again, never from this page (whose server paths are redacted for anyone without setup).
  */
 const runButtons = (run: RunRow, base: string, caller: Caller | undefined): string => {
   if (caller === undefined || !hasCapability(caller, "as")) return ""
-  const button = (tool: string, words: string) =>
+  const button = (tool: string, field: string, words: string, name: string = tool) =>
     `<form method="post" action="${escape(`${base}/${tool}`)}" class="ocx-button-form">` +
-    `<input type="hidden" name="run" value="${escape(run.run)}"><button type="submit" class="ocx-${tool}">${escape(words)}</button></form>`
+    `<input type="hidden" name="${field}" value="${escape(run.run)}"><button type="submit" class="ocx-${name}">${escape(words)}</button></form>`
+  const going = run.state === "waiting" || run.state === "started"
   const buttons = [
-    run.state === "waiting" || run.state === "started" ? button("stop", "Stop this run") : "",
-    run.state === "waiting" && run.manual ? button("run", "Start this manual run") : ""
+    going ? button("stop", "run", "Stop this run") : "",
+    run.state === "waiting" && run.manual ? button("run", "run", "Start this manual run") : "",
+    going ? "" : button("create", "again", "Run again", "again")
   ].filter((b) => b !== "")
   return buttons.length === 0 ? "" : `<div class="ocx-buttons">${buttons.join("")}</div>`
 }

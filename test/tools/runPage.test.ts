@@ -5,6 +5,7 @@ import { chromium, type Browser, type Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { create } from "../../src/tools/create.js"
 import { hook } from "../../src/tools/hook.js"
+import { read as read_ } from "../../src/tools/read.js"
 import type { WatchOutput } from "../../src/tools/watch.js"
 import { runningServer } from "../../src/watch/StreamServer.js"
 import { fossil, webLogin, type WebSession } from "../support/fossilServer.js"
@@ -268,6 +269,57 @@ describe("the run page", () => {
       await context.close()
     }
   }, 180_000)
+
+  it("Run again on a finished run's page writes the same run anew as the signed-in user, in its thread, and it is answered; no one else is offered it (issue 40)", async () => {
+    const run = await createRun("echo again-and-again; echo \"as $(id -un)\"")
+    await world.waitEnded(run, 90_000)
+    const watchUrl = `${world.server.url}ext/ocx2-cgi/watch?run=${run}`
+    // not signed in, or without admin or setup: no button, and create's page refuses the POST
+    expect(await (await fetch(watchUrl)).text()).not.toContain(`class="ocx-again"`)
+    const mallory = await webLogin(world.server.url, users.stranger.login, users.stranger.password)
+    expect(await (await fetch(watchUrl, { headers: { cookie: mallory.cookie } })).text()).not.toContain(`class="ocx-again"`)
+    const before = (await world.thread(run)).length
+    const refused: any = await (await fetch(`${world.server.url}ext/ocx2-cgi/create?format=json`, {
+      method: "POST",
+      headers: { cookie: mallory.cookie, referer: watchUrl, "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ again: run }).toString()
+    })).json()
+    expect(refused.stopped.reason).toBe("refused")
+    expect(refused.stopped.message).toContain("create needs Fossil's admin (a) or setup (s) capability")
+    expect((await world.thread(run)).length).toBe(before)
+
+    const context = await browser.newContext({ viewport: { width: 1200, height: 900 } })
+    const page = await context.newPage()
+    try {
+      await logIn(page)
+      await page.goto(watchUrl)
+      expect(await page.locator("#ocx-run-state").textContent()).toBe("exited 0")
+      // a finished run has no stop button; its run-again button follows its output
+      expect(await page.locator("button.ocx-stop").count()).toBe(0)
+      await Promise.all([page.waitForNavigation(), page.click("button.ocx-again")])
+      expect(await page.locator("#ocx-answer").getAttribute("data-reason")).toBe("completed")
+      const link = page.locator("a.ocx-run-link")
+      const again = /watch\?run=([0-9a-f]{64})$/.exec((await link.getAttribute("href")) ?? "")?.[1]
+      expect(again).toBeDefined()
+      expect(again).not.toBe(run)
+      await Promise.all([page.waitForNavigation(), link.click()])
+      // followed on its own run page to its end
+      await page.locator("#ocx-run-state", { hasText: "exited 0" }).waitFor({ timeout: 90_000 })
+      await page.screenshot({ path: Path.join(screenshots, "issue-40", "run-again.png"), fullPage: true })
+      // the same run anew: its fields, its node, where it was (a reply to it in its thread), as alice
+      const ended = await world.waitEnded(again!, 90_000)
+      expect(ended.find((m) => m.kind === "ended")!.content).toMatchObject({ outcome: "exited", exit: 0 })
+      const read = await world.call(read_, { what: again! })
+      const original = await world.call(read_, { what: run })
+      expect(read.output!.run!.content).toEqual(original.output!.run!.content)
+      expect(read.output!.run!.summary).toMatchObject({ node: users.node.login, sender: users.admin.login })
+      expect(read.output!.posts!.find((p) => p.hash === again)).toMatchObject({ kind: "run", in_reply_to: run, sender: users.admin.login })
+      await page.reload()
+      expect(await page.locator("button.ocx-again").count()).toBe(1)
+    } finally {
+      await context.close()
+    }
+  }, 240_000)
 
   it("Fossil's menu links the runs list once its mainmenu is set as docs/operations.md says", async () => {
     const docs = Fs.readFileSync(Path.join(import.meta.dirname, "../../docs/operations.md"), "utf8")

@@ -78,6 +78,11 @@ describe("create", () => {
       /^bad argument: fields: not JSON at line 1, column 2 \(position 1\): /)
     refused(yield* Effect.promise(() => throughEveryEntryPoint(world, { login: "alice", tool: "create", input: { title: "t", ticket, node: "lab", objective: "x" } })),
       "give exactly one of title")
+    // again writes anew a run the repository holds (the run page's Run again, issue 40): a name holding none is refused, naming it
+    refused(yield* Effect.promise(() => throughEveryEntryPoint(world, { login: "alice", tool: "create", input: { again: "0123456789abcdef" } })),
+      /0123456789abcdef/)
+    refused(yield* Effect.promise(() => throughEveryEntryPoint(world, { login: "alice", tool: "create", input: { again: "0123456789abcdef", pattern: "run/x" } })),
+      "again and pattern are each the first layer of the run's fields: give one of them")
     refused(yield* Effect.promise(() => throughEveryEntryPoint(world, { login: "alice", tool: "create", input: { title: "t", node: "lab", objective: "x", user: "lab", fields: { process: { command: ["true"] } } } })),
       "a node would refuse this run as written: refusal 4: process.user (lab) is the run's to")
     refused(yield* Effect.promise(() => throughEveryEntryPoint(world, { login: "alice", tool: "create", input: { title: "t", node: "lab", objective: "x", user: "builder", fields: { node: "lab", process: { command: ["true"] } } } })),
