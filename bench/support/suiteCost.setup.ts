@@ -1,10 +1,15 @@
 // A vitest setup file for bench/suite: what each test file cost, appended to $OCX2_SUITE_COST as
-// a JSON line when the file ends. The machine's CPU (every process, from /proc/stat) is what a
-// file cost only while it runs alone (bench/suite runs one file at a time): most of a file's
-// work is in the programs and servers it starts, which its worker's own usage does not count.
+// a JSON line when the file ends. The suite's CPU (every process of its cgroup, exact, from the
+// file $OCX2_SUITE_CPU names; the machine's, from /proc/stat, where bench/suite could make no
+// cgroup) is what a file cost only while it runs alone (bench/suite runs one file at a time): most
+// of a file's work is in the programs and servers it starts, which its worker's own usage does not count.
 import * as Fs from "node:fs"
 import { afterAll, beforeAll } from "vitest"
 import { machineBusySeconds } from "./machineCpu.js"
+
+const usageFile = process.env.OCX2_SUITE_CPU
+/** the suite's CPU seconds so far: its cgroup's (nanoseconds in cpuacct.usage), else the machine's */
+const suiteBusySeconds = () => (usageFile === undefined ? machineBusySeconds() : Number(Fs.readFileSync(usageFile, "utf8")) / 1e9)
 
 const own = () => {
   const u = process.cpuUsage()
@@ -13,18 +18,18 @@ const own = () => {
 
 let file = ""
 let started = 0
-let before = machineBusySeconds()
+let before = suiteBusySeconds()
 let ownBefore = 0
 
 beforeAll((suite) => {
   file = "filepath" in suite ? suite.filepath : suite.file.filepath
   started = Date.now()
-  before = machineBusySeconds()
+  before = suiteBusySeconds()
   ownBefore = own()
 })
 
 afterAll(() => {
-  const after = machineBusySeconds()
+  const after = suiteBusySeconds()
   const line = {
     file,
     wall: (Date.now() - started) / 1000,

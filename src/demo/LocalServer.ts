@@ -176,7 +176,9 @@ const rollBackWhatWasCut = (repository: string): void => {
 export const serviceEnvironment = (): NodeJS.ProcessEnv => ({
   PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
   HOME: Os.homedir(),
-  LANG: "C.UTF-8"
+  LANG: "C.UTF-8",
+  // bench/suite names each Node program the suite starts by a preload in NODE_OPTIONS: a server's hooks and CGI programs too
+  ...(process.env.OCX2_SUITE_WHO !== undefined && process.env.NODE_OPTIONS !== undefined ? { NODE_OPTIONS: process.env.NODE_OPTIONS } : {})
 })
 
 /** Starts `fossil ARGS` as a service manager would: from `/`, in its own process group, with a bare environment. */
