@@ -19,6 +19,7 @@ const usage = `usage:
   ocx2 containers volumes
   ocx2 containers volume-create NAME ephemeral|read_only|persistent
   ocx2 containers version
+  ocx2 containers output ID [--stream stdout|stderr]
 common options: --server ws://HOST:PORT (or OCX2_CONTAINERS_URL), --token-file FILE (or OCX2_CONTAINERS_TOKEN),
   --dry-run (say what would be sent, and connect to nothing)`
 
@@ -32,7 +33,7 @@ interface Parsed {
 }
 
 const repeatable = new Set(["volume", "fuse-file", "fuse-directory"])
-const known = new Set(["server", "token-file", "layout", "template", "memory", "disk", "arguments", "secrets", ...repeatable])
+const known = new Set(["server", "token-file", "layout", "template", "memory", "disk", "arguments", "secrets", "stream", ...repeatable])
 
 const parse = (args: ReadonlyArray<string>): Parsed => {
   const parsed: Parsed = { positional: [], dryRun: false, single: new Map(), many: new Map() }
@@ -149,6 +150,25 @@ const cli = async (args: ReadonlyArray<string>): Promise<number> => {
         await client.volumesCreate(name!, mode!)
         process.stdout.write(`created ${name} (${mode})\n`)
       }
+      return 0
+    } finally {
+      client.close()
+    }
+  }
+  if (command === "output") {
+    const [id] = p.positional
+    if (id === undefined) throw new Usage("output takes the container's ID, as run printed it")
+    const stream = p.single.get("stream") ?? "stdout"
+    if (stream !== "stdout" && stream !== "stderr") throw new Usage(`--stream takes stdout or stderr: ${JSON.stringify(stream)}`)
+    if (p.dryRun) {
+      process.stdout.write(`would connect to ${server} with the token and read the ${stream} the server kept of the container ${id}; nothing was done (a dry run)\n`)
+      return 0
+    }
+    const client = await connect(server, token)
+    try {
+      // the bytes as the program wrote them (their last part, as the server keeps it), nothing added
+      const bytes = await client.output(id, stream)
+      await new Promise<void>((resolve, reject) => process.stdout.write(bytes, (e) => (e ? reject(e) : resolve())))
       return 0
     } finally {
       client.close()

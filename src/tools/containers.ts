@@ -12,10 +12,12 @@ import { defineTool } from "./Tool.js"
 const text = (description: string) => Schema.optionalWith(Schema.String.annotations({ description }), { exact: true })
 
 export const ContainersInput = Schema.Struct({
-  command: Schema.Literal("run", "volumes", "volume-create", "version").annotations({
-    description: "run: run a tool container; volumes: list your volumes; volume-create: create one; version: the server's version and capabilities"
+  command: Schema.Literal("run", "volumes", "volume-create", "version", "output").annotations({
+    description:
+      "run: run a tool container; volumes: list your volumes; volume-create: create one; version: the server's version and capabilities; " +
+      "output: what the program of a container you ran wrote, as the server kept it"
   }),
-  subject: text("run: the image, REPOSITORY@sha256:DIGEST (the manifest's digest); volume-create: the new volume's name"),
+  subject: text("run: the image, REPOSITORY@sha256:DIGEST (the manifest's digest); volume-create: the new volume's name; output: the container's id, as run printed it"),
   mode: text("volume-create: the volume's mode, ephemeral, read_only or persistent"),
   server: text("the server, ws://HOST:PORT (by default $OCX2_CONTAINERS_URL)"),
   token_file: text("the file holding your token, which `ocx2-containers token` minted (by default the token is $OCX2_CONTAINERS_TOKEN)"),
@@ -27,6 +29,7 @@ export const ContainersInput = Schema.Struct({
   secrets: text("run: a JSON object of the secrets' first values, fed to the container when it registers; never in the request"),
   volume: text("run: a volume mount NAME:CONTAINER-PATH:MODE[:RELATIVE-PATH]; give it once for each mount"),
   fuse_file: text("run: a FUSE file mount ID:CONTAINER-PATH:HOST-FILE, whose every read and write this client answers from HOST-FILE; once for each"),
+  stream: text("output: stdout or stderr, the stream to print (default stdout)"),
   fuse_directory: text("run: a FUSE directory mount ID:CONTAINER-PATH:HOST-DIRECTORY, whose every read and write this client answers from HOST-DIRECTORY; once for each")
 })
 
@@ -37,7 +40,9 @@ export const containers = defineTool({
     "ocx2 containers COMMAND [OPTIONS] is a client of a tool-container server (ocx2-containers serve): run runs a " +
     "tool container from an image you name by its manifest's digest, prints its id, `active` and `inactive` as the " +
     "container reports them, and `ended` when it ends (Ctrl-C stops it); volumes lists the volumes of the identity " +
-    "your token names, volume-create creates one, version asks the server's version and capabilities. The server " +
+    "your token names, volume-create creates one, version asks the server's version and capabilities, output ID prints " +
+    "what the program of the container ID (one you ran) wrote on its stdout, or with --stream stderr its stderr: the last " +
+    "256 KiB at most, as the server keeps it, during the run and after it. The server " +
     "is --server or $OCX2_CONTAINERS_URL, the token --token-file or $OCX2_CONTAINERS_TOKEN. --dry-run says what it " +
     "would send, and connects to nothing. It takes none of ocx2's own options (--json, --repository, --user) and " +
     "writes nothing in Fossil. Exit status: 0 done, 1 the run's error or a failure, 2 refused or bad usage.",

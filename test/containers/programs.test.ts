@@ -87,10 +87,10 @@ describe("ocx2 containers among the commands", () => {
     const help = plain("--help")
     expect(help.status).toBe(0)
     expect(help.stdout).toMatch(/^ {2}- containers +Run a tool container/m)
-    expect(plain("list").stdout).toContain("ocx2 containers run|volumes|volume-create|version [SUBJECT] [MODE]")
+    expect(plain("list").stdout).toContain("ocx2 containers run|volumes|volume-create|version|output [SUBJECT] [MODE]")
     for (const asked of [plain("help", "containers"), plain("containers", "--help")]) {
       expect(asked.status).toBe(0)
-      for (const option of ["--server SERVER", "--token-file TOKEN-FILE", "--layout LAYOUT", "--volume VOLUME", "--fuse-file", "--fuse-directory", "--secrets", "--dry-run"]) {
+      for (const option of ["--server SERVER", "--token-file TOKEN-FILE", "--layout LAYOUT", "--volume VOLUME", "--fuse-file", "--fuse-directory", "--secrets", "--stream STREAM", "--dry-run"]) {
         expect(asked.stdout).toContain(option)
       }
     }
