@@ -19,6 +19,7 @@ import { imageLaunch } from "../src/containers/deploy/ImageLaunch.js"
 import {
   cgroupPrefix, containersDir, diskFile, freeContainer, socketFile, sweepContainers, writeRecord
 } from "../src/containers/deploy/Leftovers.js"
+import { DiskPool } from "../src/containers/deploy/DiskPool.js"
 import { mountDisk, mountOverlay, mountStaging } from "../src/containers/deploy/Mounts.js"
 import { proxyKit, volumesMount, type ProxyKit } from "../src/containers/deploy/ProxyKit.js"
 import { sandboxArgs } from "../src/containers/deploy/SandboxArgs.js"
@@ -51,6 +52,8 @@ export interface BwrapDeployerOptions {
    * both). Default: `defaultSpares`.
    */
   readonly spares?: number
+  /** for how many of the disk sizes most recently asked for an empty disk is made ahead (DiskPool.ts); default 3, 0: none */
+  readonly disksAhead?: number
 }
 
 /** each spare is a proxy (the C proxy, its program not started) and a relay waiting: a few, for a small machine */
@@ -123,6 +126,8 @@ export const make = (options: BwrapDeployerOptions) => {
   const log = options.log ?? ((line: string) => process.stderr.write(line + "\n"))
   const trace = options.trace ?? (() => {})
   const volumesProgram = options.volumesProgram ?? Path.join(Path.dirname(options.relayProgram), "ocx2-container-volumes")
+  // an empty disk of each size recently asked for, made ahead: a deploy from nothing runs no mkfs
+  const disks = new DiskPool(Path.join(options.root, "disks"), options.disksAhead ?? 3, log)
 
   /** a container stood up to the relay listening; its proxy not dialled yet */
   const standUp = async (
@@ -178,7 +183,7 @@ export const make = (options: BwrapDeployerOptions) => {
     })
     try {
       writeRecord(dir, record())
-      await mountDisk(diskFile(dir), spec.disk, Path.join(dir, "disk"), trace)
+      await mountDisk(diskFile(dir), spec.disk, Path.join(dir, "disk"), trace, disks.take(spec.disk))
       await mountOverlay(plan.rootfs, Path.join(dir, "disk"), Path.join(dir, "merged"))
       trace("overlay mounted")
       // a spare's volumes are not known yet: they come through its staging mount as it is taken
@@ -324,7 +329,10 @@ export const make = (options: BwrapDeployerOptions) => {
       }
     }
     const standing = taken ?? (await standUp(plan, spec, kit, trace, false))
-    standing.whenReached(() => spares.used(shape))
+    standing.whenReached(() => {
+      spares.used(shape)
+      disks.want(spec.disk)
+    })
     // the program's output beside the Deployment's fields: the server keeps it (src/containers/ProgramOutput.ts)
     const deployment: Deployment & WithProgramOutput = { proxyUrl: `ws+unix:${standing.socket}:/`, stop: Effect.promise(standing.stop), output: standing.output }
     return deployment
@@ -333,7 +341,10 @@ export const make = (options: BwrapDeployerOptions) => {
   return {
     restore: (shapes: ReadonlyArray<SpareShape>) => spares.restore(shapes),
     service: Deployer.of({
-      close: Effect.promise(() => spares.close()),
+      close: Effect.promise(async () => {
+        await spares.close()
+        await disks.close()
+      }),
       deploy: (spec) =>
         Effect.tryPromise({
           try: () => deploy(spec),

@@ -28,8 +28,8 @@ const overlayPath = (p: string): string => {
   return p
 }
 
-/** makes the disk file, its file system, and mounts it at `mountPoint` on a loop device */
-export const mountDisk = async (file: string, bytes: number, mountPoint: string, trace: (step: string) => void = () => {}): Promise<void> => {
+/** makes a disk file of BYTES with its (empty) file system */
+export const makeDiskFile = async (file: string, bytes: number): Promise<void> => {
   const fd = Fs.openSync(file, "wx", 0o600)
   try {
     Fs.ftruncateSync(fd, bytes)
@@ -41,7 +41,20 @@ export const mountDisk = async (file: string, bytes: number, mountPoint: string,
   } catch (e) {
     throw new Error(`a disk of ${bytes} bytes could not be made (too small for a file system?): ${(e as Error).message}`)
   }
-  trace("disk made")
+}
+
+/**
+ * Makes the disk file (or takes READY, one made ahead of the same size: DiskPool.ts) and mounts it
+ * at `mountPoint` on a loop device
+ */
+export const mountDisk = async (file: string, bytes: number, mountPoint: string, trace: (step: string) => void = () => {}, ready?: string): Promise<void> => {
+  if (ready !== undefined) {
+    Fs.renameSync(ready, file)
+    trace("disk taken")
+  } else {
+    await makeDiskFile(file, bytes)
+    trace("disk made")
+  }
   Fs.mkdirSync(mountPoint)
   await exec("mount", ["-t", "ext4", "-o", "loop,nodev,nosuid", file, mountPoint])
   trace("disk mounted")
