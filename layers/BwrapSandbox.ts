@@ -291,237 +291,284 @@ export const sandboxCommand = (o: SandboxTools, spec: LaunchSpec, mounts: Planne
   return inner
 }
 
+/** The files a launch creates in the sandbox: their text reaches bwrap on inherited descriptors. */
+interface Created {
+  readonly fds: Array<number>
+  /** where their text was written (a terminal's wrapper opens the files itself, by name) */
+  dir: string | undefined
+}
+
+const closeCreated = (created: Created) => {
+  for (const fd of created.fds.splice(0)) Fs.closeSync(fd)
+  if (created.dir !== undefined) Fs.rmSync(created.dir, { recursive: true, force: true })
+  created.dir = undefined
+}
+
+/**
+ * The created files written and opened, and the status file opened after them (a terminal's
+ * wrapper opens that itself); LaunchFailed, with everything closed again, when one cannot be.
+ */
+const createFiles = (spec: LaunchSpec): Created | LaunchFailed => {
+  const created: Created = { fds: [], dir: undefined }
+  const sb = spec.sandbox
+  try {
+    if (sb !== undefined && sb.createdFiles.length > 0) {
+      created.dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-created-"))
+      sb.createdFiles.forEach((f, i) => {
+        const file = Path.join(created.dir!, String(i))
+        Fs.writeFileSync(file, f.text, { mode: 0o600 })
+        created.fds.push(Fs.openSync(file, "r"))
+      })
+    }
+  } catch (e) {
+    closeCreated(created)
+    return new LaunchFailed({ step: "created_files", reason: (e as Error).message, ...errorCode(e) })
+  }
+  if (spec.statusFile !== undefined && spec.terminal === undefined) {
+    try {
+      created.fds.push(openStatusFile(spec.statusFile))
+    } catch (e) {
+      closeCreated(created)
+      return new LaunchFailed({ step: "status_file", reason: (e as Error).message, ...errorCode(e) })
+    }
+  }
+  return created
+}
+
+/** The wrapper started: a child with pipes, or with a terminal (2.10) whose wrapper opens the created files itself. */
+const spawnWrapper = (
+  o: SandboxTools,
+  spec: LaunchSpec,
+  created: Created,
+  cgroups: LaunchCgroups | undefined,
+  inner: ReadonlyArray<string>
+): { readonly child: LaunchedChild; readonly terminal: TerminalChild | undefined } => {
+  const gated = spec.gated === true
+  if (spec.terminal === undefined) {
+    const argv = [
+      "--norc", "--noprofile", "-c", wrapperScript, "ocx2-launch", String(created.fds.length), gated ? "1" : "0",
+      ...(cgroups?.procsFiles() ?? []), "--", ...inner
+    ]
+    const child = ChildProcess.spawn(o.bash, argv, { cwd: "/", env: wrapperEnv, detached: true, stdio: ["pipe", "pipe", "pipe", ...created.fds] })
+    return { child, terminal: undefined }
+  }
+  const terminal = new TerminalChild({
+    bash: o.bash,
+    stty: "/usr/bin/stty",
+    mkfifo: "/usr/bin/mkfifo",
+    env: wrapperEnv,
+    size: spec.terminal,
+    gated,
+    createdFiles: created.fds.map((_, i) => Path.join(created.dir!, String(i))),
+    statusFile: spec.statusFile,
+    procsFiles: cgroups?.procsFiles() ?? [],
+    command: [...inner]
+  })
+  return { child: terminal, terminal }
+}
+
+/** One launched process and what its ends (wall, memory, stop, exit) and its input have changed. */
+interface Launched {
+  readonly spec: LaunchSpec
+  readonly child: LaunchedChild
+  readonly terminal: TerminalChild | undefined
+  readonly pid: number
+  readonly stdin: NonNullable<LaunchedChild["stdin"]>
+  readonly cgroups: LaunchCgroups | undefined
+  readonly created: Created
+  readonly timers: Array<NodeJS.Timeout>
+  readonly startedAt: number
+  stopped: boolean
+  wallExpired: boolean
+  oomSeen: boolean
+  ended: boolean
+  exitCode: number | undefined
+  stdinOpen: boolean
+}
+
+/** Wall counts from the launch: for a gated launch, from its release. */
+const startWall = (l: Launched) => {
+  if (l.spec.limits.wallSeconds === undefined || l.ended) return
+  l.timers.push(setTimeout(() => {
+    if (l.ended) return
+    l.wallExpired = true
+    noteEnding(l.spec.statusFile, "wall")
+    void endTree(l.pid)
+  }, l.spec.limits.wallSeconds * 1000))
+}
+
+/** Past the memory limit the run is over, even when the kernel killed only a child. */
+const watchMemory = (l: Launched) => {
+  const cgroups = l.cgroups
+  if (cgroups === undefined || l.spec.limits.memoryBytes === undefined) return
+  l.timers.push(setInterval(() => {
+    if (l.ended || l.oomSeen || cgroups.oomKills() === 0) return
+    l.oomSeen = true
+    noteEnding(l.spec.statusFile, "memory")
+    void endTree(l.pid)
+  }, 200))
+}
+
+/** What the launch ends with, once its process exited: its groups emptied and removed, its output drained. */
+const resultAfterExit = async (l: Launched, out: StreamSink, err: StreamSink, problems: Array<string>): Promise<LaunchResult> => {
+  l.ended = true
+  if (l.terminal !== undefined) closeCreated(l.created)
+  for (const t of l.timers) clearTimeout(t)
+  l.stdinOpen = false
+  l.stdin.destroy()
+  const cgroups = l.cgroups
+  // the pid namespace is gone with bwrap; whatever an odd path left in the groups goes too
+  if (cgroups !== undefined) {
+    for (let i = 0; i < 100 && cgroups.killAll() > 0; i++) await new Promise((r) => setTimeout(r, 10))
+  }
+  const drained = await Promise.race([
+    Promise.all([out.done, err.done]).then(() => true),
+    new Promise<boolean>((r) => setTimeout(() => r(false), 2000))
+  ])
+  if (!drained) {
+    l.child.stdout!.destroy()
+    l.child.stderr!.destroy()
+    await Promise.all([out.done, err.done])
+  }
+  const oomKilled = l.oomSeen || (cgroups?.oomKills() ?? 0) > 0
+  if (cgroups !== undefined) {
+    for (let i = 0; i < 100 && !cgroups.removeNow(); i++) await new Promise((r) => setTimeout(r, 20))
+  }
+  const logs: { stdout?: string; stderr?: string } = {}
+  if (out.logPath !== undefined) logs.stdout = out.logPath
+  if (err.logPath !== undefined) logs.stderr = err.logPath
+  return {
+    ending: decideEnding({ exit: l.exitCode, stopped: l.stopped, wallExpired: l.wallExpired, oomKilled, limits: l.spec.limits }),
+    stdout: { tail: out.tail.bytes(), totalBytes: out.tail.total },
+    stderr: { tail: err.tail.bytes(), totalBytes: err.tail.total },
+    startedAt: l.startedAt,
+    endedAt: Date.now(),
+    logs,
+    logProblems: problems
+  }
+}
+
+const writeRaw = (l: Launched, text: string) =>
+  new Promise<void>((resolve, reject) => {
+    if (!l.stdinOpen) return reject(new StdinClosed({ reason: l.ended ? "the process ended" : "it was closed" }))
+    l.stdin.write(text, (e) => (e ? reject(new StdinClosed({ reason: e.message })) : resolve()))
+  })
+
+const closeStdin = (l: Launched) => {
+  if (!l.stdinOpen) return
+  l.stdinOpen = false
+  l.stdin.end()
+}
+
+/** The running process as the service gives it. */
+const handleOf = (l: Launched, exited: Promise<void>, result: Promise<LaunchResult>): RunningProcess => ({
+  pid: l.pid,
+  writeLine: (line) =>
+    line.includes("\n")
+      ? Effect.fail(new StdinClosed({ reason: "a line may not hold a newline" }))
+      : Effect.tryPromise({ try: () => writeRaw(l, `${line}\n`), catch: (e) => e as StdinClosed }),
+  queueLine: (line) =>
+    line.includes("\n") ? Effect.fail(new StdinClosed({ reason: "a line may not hold a newline" }))
+    : !l.stdinOpen ? Effect.fail(new StdinClosed({ reason: l.ended ? "the process ended" : "it was closed" }))
+    : Effect.sync(() => {
+      // a failed write shows as stdin closed at the next line
+      l.stdin.write(`${line}\n`, () => {})
+    }),
+  pendingInput: Effect.sync(() => (l.stdinOpen ? l.stdin.writableLength : 0)),
+  closeStdin: Effect.sync(() => closeStdin(l)),
+  stop: Effect.promise(async () => {
+    if (l.ended) return
+    l.stopped = true
+    noteEnding(l.spec.statusFile, "stopped")
+    await endTree(l.pid)
+    await exited
+  }),
+  result: Effect.promise(() => result),
+  release: Effect.void,
+  processIds: Effect.sync(() => (l.ended ? [] : l.cgroups?.pids() ?? [l.pid])),
+  terminal: l.terminal?.access
+})
+
+/** The first lines (after the go of a gated launch), then stdin closed unless the caller keeps it. */
+const beginInput = (l: Launched, prefix: string) => {
+  const text = prefix + l.spec.stdin.lines.map((line) => `${line}\n`).join("")
+  // a terminal's end of input is typed (Ctrl-D); the plan keeps a terminal open for the people who join it
+  const afterFirst = () => {
+    if (!l.spec.stdin.keepOpen) closeStdin(l)
+  }
+  if (text.length > 0) writeRaw(l, text).then(afterFirst, afterFirst)
+  else afterFirst()
+}
+
+/** The handle once the wrapper runs: a gated launch's release lets the program start (its go, or the terminal's). */
+const started = (l: Launched, handle: RunningProcess): RunningProcess => {
+  if (l.spec.gated !== true) {
+    beginInput(l, "")
+    return handle
+  }
+  let released = false
+  return {
+    ...handle,
+    release: Effect.sync(() => {
+      if (released) return
+      released = true
+      startWall(l)
+      if (l.terminal !== undefined) {
+        l.terminal.go()
+        beginInput(l, "")
+      } else beginInput(l, "go\n")
+    })
+  }
+}
+
 const launch = (
   o: Required<Omit<BwrapSandboxOptions, "capabilitiesCache">>,
   spec: LaunchSpec,
   mounts: PlannedMounts | undefined,
   cgroups: LaunchCgroups | undefined
 ): Promise<RunningProcess> => {
-  // created files: their text reaches bwrap on inherited descriptors
-  const createdFds: Array<number> = []
-  let createdDir: string | undefined
-  const closeCreated = () => {
-    for (const fd of createdFds.splice(0)) Fs.closeSync(fd)
-    if (createdDir !== undefined) Fs.rmSync(createdDir, { recursive: true, force: true })
-    createdDir = undefined
-  }
-  const sb = spec.sandbox
-  try {
-    if (sb !== undefined && sb.createdFiles.length > 0) {
-      createdDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "ocx2-created-"))
-      sb.createdFiles.forEach((f, i) => {
-        const file = Path.join(createdDir!, String(i))
-        Fs.writeFileSync(file, f.text, { mode: 0o600 })
-        createdFds.push(Fs.openSync(file, "r"))
-      })
-    }
-  } catch (e) {
-    closeCreated()
-    return Promise.reject(new LaunchFailed({ step: "created_files", reason: (e as Error).message, ...errorCode(e) }))
-  }
-  // a terminal's wrapper opens the status file itself, after the created files
-  if (spec.statusFile !== undefined && spec.terminal === undefined) {
-    try {
-      createdFds.push(openStatusFile(spec.statusFile))
-    } catch (e) {
-      closeCreated()
-      return Promise.reject(new LaunchFailed({ step: "status_file", reason: (e as Error).message, ...errorCode(e) }))
-    }
-  }
-
+  const created = createFiles(spec)
+  if (created instanceof LaunchFailed) return Promise.reject(created)
   const inner = sandboxCommand(o, spec, mounts)
-  const gated = spec.gated === true
-  const argv = [
-    "--norc", "--noprofile", "-c", wrapperScript, "ocx2-launch", String(createdFds.length), gated ? "1" : "0",
-    ...(cgroups?.procsFiles() ?? []), "--", ...inner
-  ]
-
   return new Promise<RunningProcess>((resolveStart, rejectStart) => {
     const startedAt = Date.now()
-    let child: LaunchedChild
-    // with a terminal (2.10) the wrapper opens the created files itself: they stay until the end
-    let terminal: TerminalChild | undefined
+    let spawned: ReturnType<typeof spawnWrapper>
     try {
-      child = spec.terminal === undefined
-        ? ChildProcess.spawn(o.bash, argv, {
-          cwd: "/",
-          env: wrapperEnv,
-          detached: true,
-          stdio: ["pipe", "pipe", "pipe", ...createdFds]
-        })
-        : (terminal = new TerminalChild({
-          bash: o.bash,
-          stty: "/usr/bin/stty",
-          mkfifo: "/usr/bin/mkfifo",
-          env: wrapperEnv,
-          size: spec.terminal,
-          gated,
-          createdFiles: createdFds.map((_, i) => Path.join(createdDir!, String(i))),
-          statusFile: spec.statusFile,
-          procsFiles: cgroups?.procsFiles() ?? [],
-          command: inner
-        }))
+      spawned = spawnWrapper(o, spec, created, cgroups, inner)
     } catch (e) {
-      closeCreated()
+      closeCreated(created)
       return rejectStart(new LaunchFailed({ step: "spawn", reason: (e as Error).message, ...errorCode(e) }))
     }
-    const problems: Array<string> = []
-    let stopped = false
-    let wallExpired = false
-    let oomSeen = false
-    let ended = false
-    let exitCode: number | undefined
-    let stdinOpen = true
-    const stdin = child.stdin!
-    stdin.on("error", () => {
-      stdinOpen = false
+    const { child, terminal } = spawned
+    const l: Launched = {
+      spec, child, terminal, pid: child.pid!, stdin: child.stdin!, cgroups, created, timers: [], startedAt,
+      stopped: false, wallExpired: false, oomSeen: false, ended: false, exitCode: undefined, stdinOpen: true
+    }
+    l.stdin.on("error", () => {
+      l.stdinOpen = false
     })
-
     // the logs the launcher writes for the process are bounded as the files it writes itself (file_size)
+    const problems: Array<string> = []
     const live = spec.streamFile === undefined ? undefined : openStreamWriter(spec.streamFile)
     const out = new StreamSink("stdout", child.stdout!, spec.keep.stdout, spec.logDir, problems, spec.limits.fileSizeBytes, live)
     const err = new StreamSink("stderr", child.stderr!, spec.keep.stderr, spec.logDir, problems, spec.limits.fileSizeBytes, live)
-    const pid = child.pid!
-
-    const timers: Array<NodeJS.Timeout> = []
-    // wall counts from the launch: for a gated launch, from its release
-    const startWall = () => {
-      if (spec.limits.wallSeconds === undefined || ended) return
-      timers.push(setTimeout(() => {
-        if (ended) return
-        wallExpired = true
-        noteEnding(spec.statusFile, "wall")
-        void endTree(pid)
-      }, spec.limits.wallSeconds * 1000))
-    }
-    if (!gated) startWall()
-    if (cgroups !== undefined && spec.limits.memoryBytes !== undefined) {
-      // past the memory limit the run is over, even when the kernel killed only a child
-      timers.push(setInterval(() => {
-        if (ended || oomSeen || cgroups.oomKills() === 0) return
-        oomSeen = true
-        noteEnding(spec.statusFile, "memory")
-        void endTree(pid)
-      }, 200))
-    }
-
+    if (spec.gated !== true) startWall(l)
+    watchMemory(l)
     const exited = new Promise<void>((resolve) => {
       child.once("exit", (code, sig) => {
-        exitCode = code ?? (sig === null ? undefined : 128 + signalNumber(sig))
+        l.exitCode = code ?? (sig === null ? undefined : 128 + signalNumber(sig))
         resolve()
       })
     })
-    const result: Promise<LaunchResult> = exited.then(async () => {
-      ended = true
-      if (terminal !== undefined) closeCreated()
-      for (const t of timers) clearTimeout(t)
-      stdinOpen = false
-      stdin.destroy()
-      // the pid namespace is gone with bwrap; whatever an odd path left in the groups goes too
-      if (cgroups !== undefined) {
-        for (let i = 0; i < 100 && cgroups.killAll() > 0; i++) await new Promise((r) => setTimeout(r, 10))
-      }
-      const drained = await Promise.race([
-        Promise.all([out.done, err.done]).then(() => true),
-        new Promise<boolean>((r) => setTimeout(() => r(false), 2000))
-      ])
-      if (!drained) {
-        child.stdout!.destroy()
-        child.stderr!.destroy()
-        await Promise.all([out.done, err.done])
-      }
-      const oomKilled = oomSeen || (cgroups?.oomKills() ?? 0) > 0
-      if (cgroups !== undefined) {
-        for (let i = 0; i < 100 && !cgroups.removeNow(); i++) await new Promise((r) => setTimeout(r, 20))
-      }
-      const logs: { stdout?: string; stderr?: string } = {}
-      if (out.logPath !== undefined) logs.stdout = out.logPath
-      if (err.logPath !== undefined) logs.stderr = err.logPath
-      return {
-        ending: decideEnding({ exit: exitCode, stopped, wallExpired, oomKilled, limits: spec.limits }),
-        stdout: { tail: out.tail.bytes(), totalBytes: out.tail.total },
-        stderr: { tail: err.tail.bytes(), totalBytes: err.tail.total },
-        startedAt,
-        endedAt: Date.now(),
-        logs,
-        logProblems: problems
-      }
-    })
-
-    const writeRaw = (text: string) =>
-      new Promise<void>((resolve, reject) => {
-        if (!stdinOpen) return reject(new StdinClosed({ reason: ended ? "the process ended" : "it was closed" }))
-        stdin.write(text, (e) => (e ? reject(new StdinClosed({ reason: e.message })) : resolve()))
-      })
-    const closeStdin = () => {
-      if (!stdinOpen) return
-      stdinOpen = false
-      stdin.end()
-    }
-
+    const result = exited.then(() => resultAfterExit(l, out, err, problems))
     child.once("error", (e) => {
-      closeCreated()
-      for (const t of timers) clearTimeout(t)
+      closeCreated(created)
+      for (const t of l.timers) clearTimeout(t)
       rejectStart(new LaunchFailed({ step: "spawn", reason: e.message, ...errorCode(e) }))
     })
     child.once("spawn", () => {
-      if (terminal === undefined) closeCreated()
-      const handle: RunningProcess = {
-        pid,
-        writeLine: (line) =>
-          line.includes("\n")
-            ? Effect.fail(new StdinClosed({ reason: "a line may not hold a newline" }))
-            : Effect.tryPromise({ try: () => writeRaw(`${line}\n`), catch: (e) => e as StdinClosed }),
-        queueLine: (line) =>
-          line.includes("\n") ? Effect.fail(new StdinClosed({ reason: "a line may not hold a newline" }))
-          : !stdinOpen ? Effect.fail(new StdinClosed({ reason: ended ? "the process ended" : "it was closed" }))
-          : Effect.sync(() => {
-            // a failed write shows as stdin closed at the next line
-            stdin.write(`${line}\n`, () => {})
-          }),
-        pendingInput: Effect.sync(() => (stdinOpen ? stdin.writableLength : 0)),
-        closeStdin: Effect.sync(closeStdin),
-        stop: Effect.promise(async () => {
-          if (ended) return
-          stopped = true
-          noteEnding(spec.statusFile, "stopped")
-          await endTree(pid)
-          await exited
-        }),
-        result: Effect.promise(() => result),
-        release: Effect.void,
-        processIds: Effect.sync(() => (ended ? [] : cgroups?.pids() ?? [pid])),
-        terminal: terminal?.access
-      }
-      // the first lines (after the go of a gated launch), then close unless the caller keeps stdin
-      const first = spec.stdin.lines.map((l) => `${l}\n`).join("")
-      const afterFirst = () => {
-        // a terminal's end of input is typed (Ctrl-D); the plan keeps a terminal open for the people who join it
-        if (!spec.stdin.keepOpen) closeStdin()
-      }
-      const begin = (prefix: string) => {
-        const text = prefix + first
-        if (text.length > 0) writeRaw(text).then(afterFirst, afterFirst)
-        else afterFirst()
-      }
-      if (gated) {
-        let released = false
-        resolveStart({
-          ...handle,
-          release: Effect.sync(() => {
-            if (released) return
-            released = true
-            startWall()
-            if (terminal !== undefined) {
-              terminal.go()
-              begin("")
-            } else begin("go\n")
-          })
-        })
-      } else {
-        begin("")
-        resolveStart(handle)
-      }
+      if (terminal === undefined) closeCreated(created)
+      resolveStart(started(l, handleOf(l, exited, result)))
     })
   })
 }

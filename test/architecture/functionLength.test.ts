@@ -62,7 +62,6 @@ const longFunctions = (): Map<string, number> => {
   return found
 }
 
-const supervisorActors = "the supervisor is being rewritten as Effect actors (issue 41), in its own change"
 const containersEffect = "the tool-container server moves to Effect at its boundaries (issue 41), in its own change"
 const pages = "the pages are being reworked (issue 40) in their own change"
 
@@ -72,9 +71,7 @@ const pages = "the pages are being reworked (issue 40) in their own change"
 const allowed: Readonly<Record<string, string>> = {
   "src/tools/support/NodeInit.ts initNode": "init's steps in the order it says and checks them, each skipped when one it needs failed: not split yet",
   "src/tools/doctor.ts doctorCheck": "doctor's checks in the order it reports them: not split yet",
-  "layers/BwrapSandbox.ts launch": "a launch's process and its ends (wall, memory, stop, exit) share one state: not split into module-level functions yet",
   "layers/BwrapDeployer.ts make": "the bubblewrap deployer's layer: its operations not made module-level functions yet",
-  "src/node/supervisor/Roll.ts makeRoll": supervisorActors,
   "layers/BwrapDeployer.ts make.standUp": "a container's stand-up in the order its parts are made and undone on failure: not split yet",
   "layers/StoreImageSource.ts make": "the image store's layer: its operations not made module-level functions yet",
   "layers/RemoteReceipts.ts make": "the remote receipts' layer: its operations not made module-level functions yet",
