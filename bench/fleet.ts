@@ -197,14 +197,29 @@ const newestReceipt = (served: string) => {
   }
 }
 
-/** One receipt (a forum post by alice), and the time from it to each idle node being told: [median, last], or how many were told. */
+/** The receipt number of an artifact in the served repository. */
+const receiptOf = (served: string, hash: string) => {
+  const db = new BetterSqlite3(served, { readonly: true, fileMustExist: true })
+  try {
+    return (db.prepare("SELECT rcvid FROM blob WHERE uuid = ?").get(hash) as { rcvid: number } | undefined)?.rcvid
+  } finally {
+    db.close()
+  }
+}
+
+/**
+ * One receipt (a forum post by alice), and the time from it to each idle node being told of it (a
+ * number at least its receipt's; the real nodes' own reports may tell them of others before):
+ * [median, last], or how many were told.
+ */
 const notifyAll = async (world: CloneWorld, idles: ReadonlyArray<Idle>, alice: WebSession) => {
-  const marks = idles.map((i) => i.told.length)
   const post = await webNewThread({ repository: world.served }, alice, { title: "a receipt for the fleet", text: "nothing for anyone" })
   const at = receivedAt(world.served, post)!
-  const all = await waitFor(() => (idles.every((i, k) => i.told.length > marks[k]!) ? true : undefined), 60_000, 20)
-  if (all === undefined) return `${idles.filter((i, k) => i.told.length > marks[k]!).length} of ${idles.length} told within 60 s`
-  const delays = idles.map((i, k) => i.told[marks[k]!]![1] - at)
+  const rcvid = receiptOf(world.served, post)!
+  const toldAt = (idle: Idle) => idle.told.find(([newest]) => newest >= rcvid)?.[1]
+  const all = await waitFor(() => (idles.every((i) => toldAt(i) !== undefined) ? true : undefined), 60_000, 20)
+  if (all === undefined) return `${idles.filter((i) => toldAt(i) !== undefined).length} of ${idles.length} told within 60 s`
+  const delays = idles.map((i) => toldAt(i)! - at)
   return { median: quantile(delays, 0.5), last: Math.max(...delays) }
 }
 
@@ -215,6 +230,22 @@ const main = async () => {
   const supervisors: Array<ChildProcess.ChildProcess> = []
   let listener: RunningListener | undefined
   let idles: Array<Idle> = []
+  // stopped (Ctrl-C): every process of the bench's own directory ended, by pid, and the directory removed
+  const endAll = () => {
+    for (const pid of pidsNaming(world.dir)) {
+      if (pid !== process.pid) {
+        try {
+          process.kill(pid, "SIGKILL")
+        } catch { /* gone */ }
+      }
+    }
+  }
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.once(signal, () => {
+      endAll()
+      void closeCloneWorld(world).finally(() => process.exit(130))
+    })
+  }
   try {
     useThisBuild(world, dist)
     const host = await serveFromReleaseRoot(world, dist)
@@ -286,13 +317,7 @@ const main = async () => {
     for (const child of supervisors) child.kill("SIGTERM")
     await listener?.stop("SIGKILL")
     // the other boards' watchers, by pid: every process naming the bench's own directory
-    for (const pid of pidsNaming(world.dir)) {
-      if (pid !== process.pid) {
-        try {
-          process.kill(pid, "SIGKILL")
-        } catch { /* gone */ }
-      }
-    }
+    endAll()
     await closeCloneWorld(world)
   }
 }
