@@ -362,7 +362,11 @@ const watchPage = (output: WatchOutput, base: string, nonce: string | undefined,
   const words = output.live !== undefined ? "Following the run as its process prints."
     : output.over ? (output.followed === "care directory" ? "What its process printed, as its node's host kept it." : "The run is over; its kept logs are among its reports below.")
     : output.followed === "record" ? "Its output is followed on its node's host; this page shows its state as the record holds it." : ""
-  parts.push(`<h3>Output</h3>`, `<p id="ocx-live">${escape(words)}</p>`,
+  // why its output is not shown, when this host's node has it and the page may not read it
+  const recordOnly = output.record_only !== undefined
+    ? `<p class="generalError ocx-record-only" id="ocx-record-only">${escape(output.record_only.charAt(0).toUpperCase() + output.record_only.slice(1))}.</p>`
+    : ""
+  parts.push(`<h3>Output</h3>`, `<p id="ocx-live">${escape(words)}</p>`, ...(recordOnly !== "" ? [recordOnly] : []),
     `<pre class="ocx-stream" id="ocx-stream"${output.live !== undefined
       ? ` data-live="${escape(JSON.stringify(output.live))}" data-offset="${output.offset}" data-poll="${escape(runPageHref(base, output.run))}"`
       : ""}>${printed}</pre>`)

@@ -1,5 +1,6 @@
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as Schema from "effect/Schema"
 import type { ReleaseRoot } from "../../services/ReleaseRoot.js"
 import { releasePaths } from "../release/ReleasePaths.js"
@@ -73,6 +74,15 @@ const printed = (run: string, event: WatchEventOut, progress: NonNullable<ToolCo
   }
 }
 
+/** This process's account by name (its uid when the system has no name for it). */
+const accountName = (): string => {
+  try {
+    return Os.userInfo().username
+  } catch {
+    return `uid ${process.getuid?.() ?? "unknown"}`
+  }
+}
+
 /** ROOT/care when this call can read it (the node's host, as its own account); otherwise why not, in words that say what to do. */
 const careDirOf = (input: WatchInput, context: ToolContext): Effect.Effect<{ readonly care: string } | { readonly why: string }, CallRefused, ReleaseRoot> =>
   (input.root === undefined && process.argv[1] === undefined
@@ -90,8 +100,12 @@ const careDirOf = (input: WatchInput, context: ToolContext): Effect.Effect<{ rea
         Fs.accessSync(care, Fs.constants.R_OK | Fs.constants.X_OK)
         return { care }
       } catch (e) {
-        const account = process.env.USER ?? String(process.getuid?.() ?? "this account")
-        return { why: `${care} cannot be read here as ${account} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}): watch as the node's account on its host to see its output` }
+        const code = (e as NodeJS.ErrnoException).code ?? (e as Error).message
+        // the pages run as the server's account, which Fossil gives no USER: the account by its uid
+        const fix = context.entryPoint === "cgi"
+          ? "serve the pages as the node's account (the one that writes ROOT, as docs/operations.md installs it) to show its output here"
+          : "watch as the node's account on its host to see its output"
+        return { why: `${care} cannot be read here as ${accountName()} (${code}): ${fix}` }
       }
     }))
 

@@ -176,6 +176,43 @@ describe("watch", () => {
     expect(none.stopped.message).toMatch(/names no run/)
   }, 120_000)
 
+  it("on a host whose care directory it cannot read, says it follows the record only and why: on the command line and on the run page (issue 40)", async () => {
+    const run = await createRun("echo hidden-output")
+    await world.waitEnded(run, 90_000)
+    const care = Path.join(world.root, "care")
+    // an account that may not read ROOT/care: root without the capabilities that pass over a
+    // file's mode (the node, with them, goes on), the care directory's mode taken away meanwhile
+    const capless = (program: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv) =>
+      ChildProcess.spawnSync("setpriv", ["--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search", "--", program, ...args], { encoding: "utf8", env })
+    const mode = Fs.statSync(care).mode & 0o7777
+    Fs.chmodSync(care, 0)
+    try {
+      const cli = capless(process.execPath, [Path.join(dist, "ocx2.mjs"), "--repository", world.repository, "--user", users.admin.login, "watch", run, "--root", world.root],
+        { ...process.env })
+      expect(cli.status, cli.stderr).toBe(0)
+      expect(cli.stderr).toContain(`[ocx2 watch: following the record only (its state and reports, not its output): ${care} cannot be read here as root (EACCES): ` +
+        "watch as the node's account on its host to see its output]")
+      expect(cli.stdout).toMatch(new RegExp(`^run ${run}: exited 0`))
+      expect(cli.stdout).not.toContain("hidden-output")
+      // the run page as the server's account runs it (Fossil's CGI environment; the release's own page program)
+      const page = (user: string, capabilities: string) => capless(process.execPath, [Path.join(world.root, "current", "ocx2-cgi")], {
+        PATH: process.env.PATH ?? "/usr/bin:/bin", GATEWAY_INTERFACE: "CGI/1.1", REQUEST_METHOD: "GET", SCRIPT_NAME: "/ext/ocx2-cgi", PATH_INFO: "/watch",
+        QUERY_STRING: `run=${run}`, HTTP_HOST: "127.0.0.1:8080", FOSSIL_USER: user, FOSSIL_CAPABILITIES: capabilities, FOSSIL_REPOSITORY: world.repository
+      })
+      const hers = page(users.admin.login, "s")
+      expect(hers.stdout, hers.stderr).toMatch(/^Status: 200 /)
+      expect(hers.stdout).toContain(`id="ocx-run-state">exited 0</span>`)
+      expect(hers.stdout).toContain(`<p class="generalError ocx-record-only" id="ocx-record-only">Following the record only (its state and reports, not its output): ${care} cannot be read here as root (EACCES): ` +
+        "serve the pages as the node&#39;s account")
+      // a viewer without setup is told why too, without the server's path (the record's own texts are shown as written)
+      const his = page(users.builder.login, "o2")
+      expect(his.stdout).toContain(`id="ocx-record-only">Following the record only (its state and reports, not its output): [server path] cannot be read here as root (EACCES)`)
+      expect(/id="ocx-record-only">[^<]*</.exec(his.stdout)?.[0]).not.toContain(world.root)
+    } finally {
+      Fs.chmodSync(care, mode)
+    }
+  }, 180_000)
+
   it("from the checkout, without --root, says it follows the record only and why; --exit-status ends 1 unless the run exited 0 (issue 40)", async () => {
     const failing = await createRun("exit 3")
     const passing = await createRun("true")
