@@ -100,7 +100,6 @@ const allowed: Readonly<Record<string, string>> = {
   "src/tools/create.ts handle": "create's body: not split yet",
   "src/protocol/Steps.ts planRun": "a run's plan, one case per step kind: not split yet",
   "src/tools/watch.ts handle": "watch's body: not split yet (src/watch is being renamed)",
-  "layers/FossilReceipts.ts make": "the receipts' layer: its operations not made module-level functions yet",
   "src/node/HookFast.ts runHook": "the hook's lean entry, plain code on the path every receipt takes: not split yet",
   "src/sandbox/TerminalChild.ts TerminalChild.constructor": "a terminal child's wiring of its pty's events: not split yet",
   "src/watcher/TerminalServer.ts serveTerminal": "the terminal server's connection: not split yet",
