@@ -23,6 +23,32 @@ export const watcherOf = (root: string): string => {
   return Fs.existsSync(served) ? served : defaultWatcherProgram()
 }
 
+/**
+ * How a watcher's Node is started, by the hand-off and the spare alike (a session's watcher lives as
+ * long as its session: a node holding hundreds holds hundreds of these). Measured by bench/sessions
+ * (issue 42), a live watcher held 27 MB of its own:
+ * - half of it malloc's heap holding what its start had freed in its middle (glibc raises its
+ *   threshold for mapping a block apart as large blocks are freed): large blocks are mapped apart
+ *   and given back (a fixed threshold), with two arenas at most;
+ * - V8's heap: a 1 MB young generation, no optimizing compiler (a watcher waits on its process and
+ *   files, as the supervisor does), one thread for V8's work, a heap sized for memory over speed,
+ *   and bytecode flushed once a function has not run since the last collection: the whole code
+ *   cache gives every function its bytecode, and most run once; what the start leaves is
+ *   collected once the process runs, and after bursts of deliveries (src/watcher/Collect.ts).
+ * --jitless and --lite-mode would save a little more, but they turn WebAssembly off, and fetch's
+ * HTTP parser (a clone's watcher talks to its server through it) is WebAssembly. V8 rejects a code
+ * cache written under other flags: the watcher's is written by the first watcher started with these
+ * that exits (a run of the program by hand with others rewrites it; the next watcher writes it back).
+ */
+export const watcherNodeFlags: ReadonlyArray<string> = [
+  "--max-semi-space-size=1", "--no-opt", "--single-threaded", "--v8-pool-size=1", "--optimize-for-size", "--bytecode-old-age=1"
+]
+export const watcherEnvironment: Readonly<Record<string, string>> = {
+  MALLOC_ARENA_MAX: "2",
+  MALLOC_MMAP_THRESHOLD_: "65536",
+  MALLOC_TRIM_THRESHOLD_: "65536"
+}
+
 export interface HandOffOptions {
   readonly watcherProgram: string
   readonly personStart?: boolean
@@ -50,10 +76,10 @@ export const handOff = (config: NodeConfig, run: string, options: HandOffOptions
   Fs.mkdirSync(care, { recursive: true, mode: 0o700 })
   const out = Fs.openSync(Path.join(care, `${run}.log`), "a", 0o600)
   try {
-    const child = ChildProcess.spawn(process.execPath, [options.watcherProgram, ...watcherArgs(config, run, options)], {
+    const child = ChildProcess.spawn(process.execPath, [...watcherNodeFlags, options.watcherProgram, ...watcherArgs(config, run, options)], {
       detached: true,
       stdio: ["ignore", out, out],
-      env: { ...process.env, ...options.env }
+      env: { ...process.env, ...watcherEnvironment, ...options.env }
     })
     child.unref()
     return child.pid ?? -1

@@ -6,7 +6,7 @@
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
-import { handOff, nodeArgs, type HandOffOptions } from "./HandOff.js"
+import { handOff, nodeArgs, type HandOffOptions, watcherEnvironment, watcherNodeFlags } from "./HandOff.js"
 import type { NodeConfig } from "../root/NodeConfig.js"
 import { releasePaths } from "../release/ReleasePaths.js"
 import { writeHandOff } from "../care/HandOffFiles.js"
@@ -138,9 +138,9 @@ export const ensureSpare = async (config: NodeConfig, watcherProgram: string): P
 const startSpare = (config: NodeConfig, watcherProgram: string, log: string): number | undefined => {
   const out = Fs.openSync(log, "a", 0o600)
   try {
-    const env = { ...process.env }
+    const env = { ...process.env, ...watcherEnvironment }
     delete env["OCX2_CRASH_AT"]
-    const child = ChildProcess.spawn(process.execPath, [watcherProgram, "--spare", ...nodeArgs(config)], {
+    const child = ChildProcess.spawn(process.execPath, [...watcherNodeFlags, watcherProgram, "--spare", ...nodeArgs(config)], {
       detached: true,
       stdio: ["ignore", out, out],
       env

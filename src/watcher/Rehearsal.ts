@@ -11,8 +11,6 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
-import * as V8 from "node:v8"
-import * as Vm from "node:vm"
 import { CareDirectory } from "../../services/CareDirectory.js"
 import type { WatcherHostsService } from "../../services/Hosts.js"
 import { Receipts } from "../../services/Receipts.js"
@@ -26,6 +24,7 @@ import { readMessage, writeMessage } from "../protocol/Envelope.js"
 import { endedMessage, startedMessage, startedValues } from "../protocol/Messages.js"
 import { checkRun } from "../protocol/Refusals.js"
 import { releasePaths } from "../release/ReleasePaths.js"
+import { collectGarbage } from "./Collect.js"
 import { launchSpec } from "./LaunchPlan.js"
 
 const rehearsedRun = (config: NodeConfig) => ({
@@ -103,23 +102,8 @@ export const warmUp = (config: NodeConfig, hosts: WatcherHostsService): Promise<
     // a rehearsal only warms
   }
   return Effect.runPromise(Effect.zipRight(rehearseSpawn, rehearseRecord(config, hosts)).pipe(Effect.catchAllCause(() => Effect.void)))
+    // a full collection now, while nothing waits: the rehearsal's garbage is not the run's to collect
     .then(collectGarbage)
-}
-
-/**
- * A full collection now, while nothing waits: the rehearsal's garbage is not the run's to collect.
- * The flag is set back at once: V8 stamps a code cache with its flags, and a spare that found no
- * cache writes one as it exits, which every later start would otherwise reject.
- */
-const collectGarbage = (): void => {
-  try {
-    V8.setFlagsFromString("--expose-gc")
-    ;(Vm.runInNewContext("gc") as () => void)()
-  } catch {
-    // V8 collects when it must
-  } finally {
-    V8.setFlagsFromString("--no-expose-gc")
-  }
 }
 
 const rehearseDecision = (config: NodeConfig): void => {

@@ -51,6 +51,7 @@ import { deliveryBound, makeSessionInbox, sessionOf, startEach } from "./Session
 import { runPagePath } from "../watch/RunPageLink.js"
 import { runStreamFile } from "../watch/StreamFile.js"
 import { decideHeld, formOf } from "./HeldDecision.js"
+import { collectWhenGrown } from "./Collect.js"
 import { launchOrRefuse } from "./LaunchFailures.js"
 import { readRunStatus, recoveredEnd } from "./RecoveredEnd.js"
 import { launchSpec, refusalOfUnfit } from "./LaunchPlan.js"
@@ -567,6 +568,9 @@ const launchAndWait = <E, R>(
         yield* running.release
         yield* serveTerminal(options.run, running, care.path, log)
         yield* log(`launched: ${spec.command.join(" ")} (pid ${running.pid})`)
+        // the watcher waits beside its process from now on: what its start and its deliveries leave
+        // is collected as it goes (Collect.ts)
+        yield* Effect.fork(collectWhenGrown("10 seconds"))
         yield* crash(options, "running")
         yield* followed(running)
         const result: LaunchResult = yield* running.result
