@@ -19,7 +19,7 @@
 import { build, version as esbuildVersion } from "esbuild"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { buildContainerProxy, buildContainerRelay, buildContainerVolumes, buildFlockAddon, buildFuseMountFd } from "./fusemountfd.mjs"
+import { buildContainerMounts, buildContainerProxy, buildContainerRelay, buildContainerVolumes, buildFlockAddon, buildFuseMountFd } from "./fusemountfd.mjs"
 import { shareBuiltins } from "./sharedBuiltins.mjs"
 
 const project = Path.resolve(import.meta.dirname, "..")
@@ -249,4 +249,5 @@ buildFuseMountFd(dist)
 buildContainerRelay(dist)
 buildContainerVolumes(dist)
 buildContainerProxy(dist)
+buildContainerMounts(dist)
 buildFlockAddon(dist)

@@ -2,7 +2,8 @@
 // mount for src/containers/fuse/Mount.ts (from src/containers/fuse/fusemountfd.c), and
 // ocx2-container-relay, the relay to a container's proxy (src/containers/deploy/relay.c), and
 // ocx2-container-volumes, which binds a taken spare's volumes (src/containers/deploy/volumes.c), and
-// ocx2-container-proxy-c, the proxy every container starts (src/containers/proxy/proxy.c);
+// ocx2-container-proxy-c, the proxy every container starts (src/containers/proxy/proxy.c), and
+// ocx2-container-mounts, which mounts a container's disk and overlay (src/containers/deploy/mounts.c);
 // and ocx2-flock.node, the addon that gives the node's programs flock(2) (src/care/flock.c).
 // `gcc -static`, so fusemountfd runs in any amd64 image, libc or none; the addon is a shared
 // object Node loads, written against Node-API's stable ABI, so gcc alone builds it. Run by bin/build.mjs;
@@ -41,6 +42,9 @@ export const buildContainerVolumes = (dist = Path.join(project, "dist")) =>
 export const buildContainerProxy = (dist = Path.join(project, "dist")) =>
   buildStatic(Path.join(project, "src", "containers", "proxy", "proxy.c"), Path.join(dist, "ocx2-container-proxy-c"))
 
+export const buildContainerMounts = (dist = Path.join(project, "dist")) =>
+  buildStatic(Path.join(project, "src", "containers", "deploy", "mounts.c"), Path.join(dist, "ocx2-container-mounts"))
+
 export const buildFlockAddon = (dist = Path.join(project, "dist")) =>
   buildStatic(Path.join(project, "src", "care", "flock.c"), Path.join(dist, "ocx2-flock.node"), ["-shared", "-fPIC", "-O2", "-s"])
 
@@ -49,5 +53,6 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   buildContainerRelay()
   buildContainerVolumes()
   buildContainerProxy()
+  buildContainerMounts()
   buildFlockAddon()
 }

@@ -20,7 +20,7 @@ import {
   cgroupPrefix, containersDir, diskFile, freeContainer, socketFile, sweepContainers, writeRecord
 } from "../src/containers/deploy/Leftovers.js"
 import { DiskPool } from "../src/containers/deploy/DiskPool.js"
-import { mountDisk, mountOverlay, mountStaging } from "../src/containers/deploy/Mounts.js"
+import { mountDiskAndOverlay, mountStaging } from "../src/containers/deploy/Mounts.js"
 import { proxyKit, volumesMount, type ProxyKit } from "../src/containers/deploy/ProxyKit.js"
 import { sandboxArgs } from "../src/containers/deploy/SandboxArgs.js"
 import { readShapes, shapesFile, SparePool, type SpareShape } from "../src/containers/deploy/SparePool.js"
@@ -39,6 +39,8 @@ export interface BwrapDeployerOptions {
   readonly relayProgram: string
   /** the static binder of a taken spare's volumes (src/containers/deploy/volumes.c); default: beside the relay */
   readonly volumesProgram?: string
+  /** the static maker of a container's disk and overlay mounts (src/containers/deploy/mounts.c); default: beside the relay */
+  readonly mountsProgram?: string
   /** the most processes a container may have at once (its pids cgroup) */
   readonly pidsMax?: number
   readonly bwrap?: string
@@ -126,6 +128,7 @@ export const make = (options: BwrapDeployerOptions) => {
   const log = options.log ?? ((line: string) => process.stderr.write(line + "\n"))
   const trace = options.trace ?? (() => {})
   const volumesProgram = options.volumesProgram ?? Path.join(Path.dirname(options.relayProgram), "ocx2-container-volumes")
+  const mountsProgram = options.mountsProgram ?? Path.join(Path.dirname(options.relayProgram), "ocx2-container-mounts")
   // an empty disk of each size recently asked for, made ahead: a deploy from nothing runs no mkfs
   const disks = new DiskPool(Path.join(options.root, "disks"), options.disksAhead ?? 3, log)
 
@@ -183,9 +186,8 @@ export const make = (options: BwrapDeployerOptions) => {
     })
     try {
       writeRecord(dir, record())
-      await mountDisk(diskFile(dir), spec.disk, Path.join(dir, "disk"), trace, disks.take(spec.disk))
-      await mountOverlay(plan.rootfs, Path.join(dir, "disk"), Path.join(dir, "merged"))
-      trace("overlay mounted")
+      const paths = { file: diskFile(dir), disk: Path.join(dir, "disk"), lower: plan.rootfs, merged: Path.join(dir, "merged") }
+      await mountDiskAndOverlay(mountsProgram, paths, spec.disk, trace, disks.take(spec.disk))
       // a spare's volumes are not known yet: they come through its staging mount as it is taken
       const staging = spare ? Path.join(dir, "volumes") : undefined
       if (staging !== undefined) await mountStaging(staging)

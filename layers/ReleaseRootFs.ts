@@ -323,9 +323,10 @@ const make: ReleaseRootService = {
         })
         // the static C programs, beside the programs, where src/containers/fuse/Mount.ts and the
         // container server look: the FUSE mount helper, the relay to a container's proxy and the
-        // binder of a taken spare's volumes, the container proxy (src/containers/proxy/proxy.c); and the
+        // binder of a taken spare's volumes, the container proxy (src/containers/proxy/proxy.c), the
+        // maker of a container's disk and overlay mounts (src/containers/deploy/mounts.c); and the
         // flock(2) addon (src/care/NativeFlock.ts)
-        for (const binary of ["fusemountfd", "ocx2-container-relay", "ocx2-container-volumes", "ocx2-container-proxy-c", "ocx2-flock.node"]) {
+        for (const binary of ["fusemountfd", "ocx2-container-relay", "ocx2-container-volumes", "ocx2-container-proxy-c", "ocx2-container-mounts", "ocx2-flock.node"]) {
           if (!Fs.existsSync(Path.join(dist, binary))) continue
           Fs.copyFileSync(Path.join(dist, binary), Path.join(into, binary))
           Fs.chmodSync(Path.join(into, binary), 0o755)

@@ -75,8 +75,13 @@ export const runContainersServer = async (
     const relayProgram = proxyBundle === undefined ? undefined : Path.join(Path.dirname(proxyBundle), "ocx2-container-relay")
     // and the binder of a taken spare's volumes, found beside the relay (layers/BwrapDeployer.ts)
     const volumesProgram = relayProgram === undefined ? undefined : Path.join(Path.dirname(relayProgram), "ocx2-container-volumes")
-    if (proxyBundle === undefined || relayProgram === undefined || !Fs.existsSync(relayProgram) || volumesProgram === undefined || !Fs.existsSync(volumesProgram)) {
-      return bad("--deployer bwrap needs ocx2-container-proxy, ocx2-container-relay and ocx2-container-volumes beside this program (npm run build)")
+    // and the makers of a container's disk and overlay mounts and the C proxy, found beside the relay too
+    const others = relayProgram === undefined ? [] : ["ocx2-container-mounts", "ocx2-container-proxy-c"].map((name) => Path.join(Path.dirname(relayProgram), name))
+    if (
+      proxyBundle === undefined || relayProgram === undefined || !Fs.existsSync(relayProgram) || volumesProgram === undefined || !Fs.existsSync(volumesProgram) ||
+      others.some((program) => !Fs.existsSync(program))
+    ) {
+      return bad("--deployer bwrap needs ocx2-container-proxy, ocx2-container-proxy-c, ocx2-container-relay, ocx2-container-volumes and ocx2-container-mounts beside this program (npm run build)")
     }
     const spares = option(rest, "spares")
     if (spares !== undefined && !/^\d{1,3}$/.test(spares)) return bad(`--spares takes how many shapes keep a container stood up ahead, 0 to 999: ${spares}`)

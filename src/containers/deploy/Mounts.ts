@@ -5,7 +5,6 @@
  */
 
 import * as Fs from "node:fs"
-import * as Path from "node:path"
 import { exec, pause } from "./Exec.js"
 
 /** the mount points under DIR, deepest first, as the host's mount table lists them */
@@ -44,29 +43,29 @@ export const makeDiskFile = async (file: string, bytes: number): Promise<void> =
 }
 
 /**
- * Makes the disk file (or takes READY, one made ahead of the same size: DiskPool.ts) and mounts it
- * at `mountPoint` on a loop device
+ * The container's disk and root file system: the disk file made (or READY, one made ahead of the
+ * same size, taken: DiskPool.ts), then in one start of the static helper `mounts`
+ * (deploy/mounts.c) the disk mounted at `disk` on a loop device that frees itself once unmounted,
+ * and the overlay of `lower` (the image's rootfs) with its upper and work directories on the disk
+ * mounted at `merged`.
  */
-export const mountDisk = async (file: string, bytes: number, mountPoint: string, trace: (step: string) => void = () => {}, ready?: string): Promise<void> => {
+export const mountDiskAndOverlay = async (
+  mounts: string,
+  paths: { readonly file: string; readonly disk: string; readonly lower: string; readonly merged: string },
+  bytes: number,
+  trace: (step: string) => void = () => {},
+  ready?: string
+): Promise<void> => {
   if (ready !== undefined) {
-    Fs.renameSync(ready, file)
+    Fs.renameSync(ready, paths.file)
     trace("disk taken")
   } else {
-    await makeDiskFile(file, bytes)
+    await makeDiskFile(paths.file, bytes)
     trace("disk made")
   }
-  Fs.mkdirSync(mountPoint)
-  await exec("mount", ["-t", "ext4", "-o", "loop,nodev,nosuid", file, mountPoint])
-  trace("disk mounted")
-}
-
-export const mountOverlay = async (lower: string, disk: string, merged: string): Promise<void> => {
-  const upper = Path.join(disk, "upper")
-  const work = Path.join(disk, "work")
-  Fs.mkdirSync(upper)
-  Fs.mkdirSync(work)
-  Fs.mkdirSync(merged)
-  await exec("mount", ["-t", "overlay", "overlay", "-o", `lowerdir=${overlayPath(lower)},upperdir=${overlayPath(upper)},workdir=${overlayPath(work)}`, merged])
+  // the overlay's option string names them: checked before anything is mounted
+  await exec(mounts, [paths.file, overlayPath(paths.disk), overlayPath(paths.lower), overlayPath(paths.merged)])
+  trace("disk and overlay mounted")
 }
 
 /**

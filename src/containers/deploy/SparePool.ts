@@ -12,8 +12,8 @@ import { decodeLaunch, encodeLaunch, type Launch } from "../proxy/Launch.js"
  * stands with.
  *
  * At most `max` shapes are remembered, the most recent first, and each has at most one spare; a
- * shape pushed out has its spare stopped. Spares are stood up one at a time (each is a Node start
- * inside a sandbox: two at once on a small machine only slow each other and the runs). The shapes
+ * shape pushed out has its spare stopped. Spares are stood up one at a time (each is a disk, an
+ * overlay and a sandbox made: two at once on a small machine only slow each other and the runs). The shapes
  * are written to `file` (under the server's ROOT), so that a server started again stands their
  * spares up before any request comes.
  */
