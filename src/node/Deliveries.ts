@@ -6,6 +6,8 @@
 // nothing when the next round reads the same arrivals.
 
 import * as Effect from "effect/Effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 import { CareDirectory } from "../../services/CareDirectory.js"
 import { Receipts } from "../../services/Receipts.js"
 import type { Item } from "../../services/Repository.js"
@@ -50,19 +52,48 @@ const startedOf = (session: SessionFile) =>
     return answer?._tag === "Received" ? { rcvid: answer.rcvid, rid: answer.rid } : undefined
   })
 
-/** The hashes a session's inbox already holds a delivery of. */
-const alreadyInInbox = (run: string) =>
+/**
+ * Which of `wanted` (this round's arrivals for the session) its inbox already holds a delivery of:
+ * a round that died after appending and before moving its cursor left them at the inbox's end.
+ * The inbox is read backwards from its end, a window at a time, only until a delivery of something
+ * else: the rounds append in the server's order, so what lies before that was delivered before
+ * this round's arrivals. The whole inbox was read on every round, which made a round of one post
+ * in a thread of 5,000 read 5,000 lines (bench/sessions); the watcher drops a hash it has given
+ * anyway, so this spares the inbox a second copy, and is not what keeps a delivery once.
+ */
+const alreadyInInbox = (run: string, wanted: ReadonlySet<string>) =>
   Effect.gen(function*() {
     const care = yield* CareDirectory
-    const read = yield* care.readInbox(run, 0)
+    const size = inboxSize(care.path, run)
     const hashes = new Set<string>()
-    for (const line of read.lines) {
-      // written by deliverArrivals below, in this form: the hash is read without parsing the line
-      const hash = /^\{"deliver":"([0-9a-f]+)"/.exec(line)?.[1]
-      if (hash !== undefined) hashes.add(hash)
+    for (let window = 16 * 1024; ; window *= 4) {
+      const from = Math.max(0, size - window)
+      // read from inside a line, the window's first line is a piece of it: no piece of a line opens
+      // as a delivery does (the line inside is JSON in a string, its quotes escaped)
+      const lines = (yield* care.readInbox(run, from)).lines
+      let before = from === 0
+      for (let i = lines.length - 1; i >= 0; i--) {
+        // written by deliverArrivals below, in this form: the hash is read without parsing the line
+        const hash = /^\{"deliver":"([0-9a-f]+)"/.exec(lines[i]!)?.[1]
+        if (hash === undefined) continue // a stop, or the window's first piece
+        if (!wanted.has(hash)) {
+          before = true
+          break
+        }
+        hashes.add(hash)
+      }
+      if (before) return hashes
     }
-    return hashes
   })
+
+/** The size of the run's inbox on disk (0 when there is none yet, or the care directory is not on disk: then it is read whole). */
+const inboxSize = (careDir: string, run: string): number => {
+  try {
+    return Fs.statSync(Path.join(careDir, `${run}.inbox`)).size
+  } catch {
+    return 0
+  }
+}
 
 /**
  * Appends a delivery to the run's inbox unless the inbox would then hold more than the disk bound
@@ -112,7 +143,7 @@ export const deliverArrivals = (config: NodeConfig, arrivals: ReadonlyArray<Arri
       }
       const passing = arrivals.filter((a) => filterArrival(view, a)._tag === "Pass")
       if (passing.length === 0) continue
-      const inInbox = yield* alreadyInInbox(session.run)
+      const inInbox = yield* alreadyInInbox(session.run, new Set(passing.map((a) => a.hash)))
       let appended = 0
       let past = 0
       for (const arrival of passing) {
