@@ -23,6 +23,8 @@ import type BetterSqlite3 from "better-sqlite3"
 import type { Receipts } from "../../services/Receipts.js"
 import type { Repository } from "../../services/Repository.js"
 import { heldReader, openDatabase } from "../fossil/Sqlite.js"
+import { grants } from "../fossil/Fullcap.js"
+import { readMessage } from "../protocol/Envelope.js"
 import { arrivedFor, type ArrivedItems, arrivedItems, type ArrivedOutput, type ReceiptOutput } from "../tools/receipt.js"
 import { canonicalRepository } from "../root/HookFiles.js"
 import { processStartTime } from "../root/SupervisorFiles.js"
@@ -53,6 +55,23 @@ interface Waiter {
   readonly timer: NodeJS.Timeout
 }
 
+interface Arrivals {
+  readonly read: ArrivedItems
+  /** the nodes the runs among them are addressed to */
+  readonly addressed: ReadonlySet<string>
+}
+
+/** The nodes the runs among what arrived are addressed to. */
+const addressedIn = (read: ArrivedItems): ReadonlySet<string> => {
+  const nodes = new Set<string>()
+  for (const item of read.items) {
+    if (item._tag !== "Post" && item._tag !== "TicketChange") continue
+    const reading = readMessage(item.text)
+    if (reading._tag === "Message" && reading.kind === "run" && reading.to !== undefined) nodes.add(reading.to)
+  }
+  return nodes
+}
+
 interface Served {
   readonly id: string
   readonly path: string
@@ -60,14 +79,20 @@ interface Served {
   readonly reader: ReturnType<typeof heldReader>
   readonly waiters: Set<Waiter>
   newest: number
-  /** what arrived after each N up to `newest`, read once for every waiter at N */
-  readonly items: Map<number, Promise<ArrivedItems>>
+  /** what arrived after each N up to `newest`, read once for every waiter at N, with the nodes its runs are addressed to */
+  readonly items: Map<string, Promise<Arrivals>>
+  /**
+   * the answers given since `newest` changed, by what makes them differ: N, whether the caller may
+   * see private artifacts (x), and the caller's login only when a run among them is addressed to it
+   * (its process users' capabilities); every other waiter at N shares one answer
+   */
+  readonly answers: Map<string, Promise<string>>
   watch: Fs.FSWatcher | undefined
 }
 
-const answer = (response: Http.ServerResponse, status: number, body: object) => {
+const answer = (response: Http.ServerResponse, status: number, body: object) => answerText(response, status, JSON.stringify(body))
+const answerText = (response: Http.ServerResponse, status: number, text: string) => {
   if (response.writableEnded || response.destroyed) return
-  const text = JSON.stringify(body)
   response.writeHead(status, { "Content-Type": "application/json; charset=utf-8", "Content-Length": Buffer.byteLength(text), "Cache-Control": "no-store" })
   response.end(text)
 }
@@ -104,19 +129,24 @@ const failure = (e: unknown) => (e instanceof Error ? e.message : String(e))
 const tell = async (s: Served, w: Waiter, newest: number) => {
   const caller: Caller = s.reader.read((db) => callerOf(db, w.cookie))
   if (!mayRead(caller)) return answer(w.response, 200, completed({ receipts: [] }))
-  let arrived: ArrivedOutput | undefined
-  if (w.arrived) {
-    if (newest === w.after) arrived = nothingArrived
-    else {
-      let read = s.items.get(w.after)
-      if (read === undefined) {
-        read = s.runtime.runPromise(arrivedItems(w.after, newest))
-        s.items.set(w.after, read)
-      }
-      arrived = await s.runtime.runPromise(arrivedFor(await read, caller.login, caller.login === "nobody" ? undefined : caller.login))
-    }
+  if (!w.arrived || newest === w.after) {
+    return answer(w.response, 200, completed({ receipts: [], newest, ...(w.arrived ? { arrived: nothingArrived } : {}) }))
   }
-  answer(w.response, 200, completed({ receipts: [], newest, ...(arrived !== undefined ? { arrived } : {}) }))
+  // by N and the newest number both: a tell that began before `newest` moved leaves nothing a later one would take
+  let arrivals = s.items.get(`${w.after}:${newest}`)
+  if (arrivals === undefined) {
+    arrivals = s.runtime.runPromise(arrivedItems(w.after, newest)).then((read) => ({ read, addressed: addressedIn(read) }))
+    s.items.set(`${w.after}:${newest}`, arrivals)
+  }
+  const { read, addressed } = await arrivals
+  const node = caller.login !== "nobody" && addressed.has(caller.login) ? caller.login : undefined
+  const key = `${w.after}:${newest}:${grants(caller.capabilities, "x") ? "x" : ""}:${node ?? ""}`
+  let text = s.answers.get(key)
+  if (text === undefined) {
+    text = s.runtime.runPromise(arrivedFor(read, caller.login, node)).then((arrived) => JSON.stringify(completed({ receipts: [], newest, arrived })))
+    s.answers.set(key, text)
+  }
+  answerText(w.response, 200, await text)
 }
 
 /** The waiter answered with `newest` (its connection cut when undefined), and no longer waiting. */
@@ -141,6 +171,7 @@ const look = (s: Served, log: Log) => {
   if (now === s.newest) return
   s.newest = now
   s.items.clear()
+  s.answers.clear()
   for (const w of [...s.waiters]) if (w.after !== now) finishWaiter(s, w, now, log)
 }
 
@@ -150,7 +181,7 @@ const openServed = (given: string, record: ListenerOptions["record"], log: Log) 
     const path = canonicalRepository(given)
     const reader = heldReader(path, () => openDatabase(path, { readonly: true, fileMustExist: true }))
     const newest = yield* Effect.try({ try: () => reader.read(newestOf), catch: (e) => new Error(`cannot read ${path}: ${failure(e)}`) })
-    const s: Served = { id: repositoryId(path), path, runtime: ManagedRuntime.make(record(path)), reader, waiters: new Set(), newest, items: new Map(), watch: undefined }
+    const s: Served = { id: repositoryId(path), path, runtime: ManagedRuntime.make(record(path)), reader, waiters: new Set(), newest, items: new Map(), answers: new Map(), watch: undefined }
     yield* Effect.addFinalizer(() => Effect.promise(async () => {
       s.watch?.close()
       reader.close()
