@@ -16,4 +16,4 @@ export const runPersonStart = (config: NodeConfig, run: string, dryRun: boolean)
   Effect.runPromise(servedPersonStart(config, run, dryRun).pipe(Effect.provide(LiveHosts.layer)))
 
 export const runSupervisor = (argv: ReadonlyArray<string>, program: string | undefined = process.argv[1]): Promise<number> =>
-  Supervisor.runSupervisor(argv, LiveHosts.hosts, program)
+  Effect.runPromise(Supervisor.runSupervisor(argv, LiveHosts.hosts, program))
