@@ -11,10 +11,10 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import {
-  CareDirectory, CareDirError, InvalidRunName, RoundBusy, RunBusy, type CareDirectoryService, type RunCare
+  CareDirectory, CareDirError, InvalidRunName, RoundBusy, RunBusy, type CareDirectoryService, type RunCare, type SessionFile,
+  type WaitingRun
 } from "../services/CareDirectory.js"
-import { handedForMillis, inServerOrder, type WaitingRun } from "../src/care/ProcessUserFiles.js"
-import type { SessionFile } from "../src/care/SessionFiles.js"
+import { handedForMillis, inServerOrder } from "../src/care/ProcessUserFiles.js"
 
 export interface MemoryCare {
   readonly service: CareDirectoryService
@@ -34,140 +34,171 @@ export interface MemoryCare {
 
 const runName = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/
 
-export const make = (options: { readonly path?: string } = {}): MemoryCare => {
-  const path = options.path ?? "/memory/care"
-  // run -> "held" (by whom, if known) or "free" (the lock file left by a watcher gone)
-  const runs = new Map<string, { held: boolean; pid?: number }>()
-  const users = new Set<string>()
-  const waiting = new Map<string, Array<WaitingRun>>()
-  const handed = new Map<string, { run: string; at: number }>()
-  const sessions = new Map<string, SessionFile>()
-  const logs = new Map<string, string>()
-  const inboxes = new Map<string, Array<string>>()
-  const workspaces = new Map<string, string>()
-  let round = false
-  let clock: (() => number) = Date.now
+/** What the memory care directory holds; made once by `make`, changed by each operation below. */
+interface Memory {
+  readonly path: string
+  /** run -> "held" (by whom, if known) or "free" (the lock file left by a watcher gone) */
+  readonly runs: Map<string, { held: boolean; pid?: number }>
+  readonly users: Set<string>
+  readonly waiting: Map<string, Array<WaitingRun>>
+  readonly handed: Map<string, { run: string; at: number }>
+  readonly sessions: Map<string, SessionFile>
+  readonly logs: Map<string, string>
+  readonly inboxes: Map<string, Array<string>>
+  readonly workspaces: Map<string, string>
+  round: boolean
+  clock: () => number
+}
 
-  const checked = (run: string) =>
-    runName.test(run) && run !== "round" ? Effect.succeed(run) : Effect.fail(new InvalidRunName({ run }))
+const checked = (run: string) =>
+  runName.test(run) && run !== "round" ? Effect.succeed(run) : Effect.fail(new InvalidRunName({ run }))
 
-  const lockRun: CareDirectoryService["lockRun"] = (run) =>
-    Effect.flatMap(checked(run), () =>
-      Effect.acquireRelease(
-        Effect.suspend(() => {
-          const now = runs.get(run)
-          if (now?.held === true) {
-            return Effect.fail(now.pid === undefined ? new RunBusy({ run, lockPath: `${path}/${run}.lock` }) : new RunBusy({ run, lockPath: `${path}/${run}.lock`, holder: now.pid }))
-          }
-          runs.set(run, { held: true, pid: process.pid })
-          return Effect.succeed({ run, fd: -1, lockPath: `${path}/${run}.lock` })
-        }),
-        () => Effect.sync(() => runs.set(run, { held: false, pid: process.pid }))
-      ))
-
-  const probe: CareDirectoryService["probe"] = (run) =>
-    Effect.map(checked(run), (): RunCare => {
-      const now = runs.get(run)
-      return now === undefined ? "absent" : now.held ? "alive" : "gone"
-    })
-
-  const withRoundLock: CareDirectoryService["withRoundLock"] = (effect, opts) =>
-    Effect.acquireUseRelease(
-      Effect.suspend(() => {
-        if (round) return Effect.fail(new RoundBusy({ lockPath: `${path}/round.lock`, waitedMillis: Duration.toMillis(Duration.decode(opts?.wait ?? "10 seconds")) }))
-        round = true
-        return Effect.void
-      }),
-      () => effect,
-      () => Effect.sync(() => { round = false })
-    )
-
-  const lockUser: CareDirectoryService["lockUser"] = (user) =>
+const lockRun = (m: Memory): CareDirectoryService["lockRun"] => (run) =>
+  Effect.flatMap(checked(run), () =>
     Effect.acquireRelease(
-      Effect.sync(() => {
-        if (users.has(user)) return false
-        users.add(user)
-        return true
+      Effect.suspend(() => {
+        const now = m.runs.get(run)
+        if (now?.held === true) {
+          return Effect.fail(now.pid === undefined ? new RunBusy({ run, lockPath: `${m.path}/${run}.lock` }) : new RunBusy({ run, lockPath: `${m.path}/${run}.lock`, holder: now.pid }))
+        }
+        m.runs.set(run, { held: true, pid: process.pid })
+        return Effect.succeed({ run, fd: -1, lockPath: `${m.path}/${run}.lock` })
       }),
-      (took) => Effect.sync(() => { if (took) users.delete(user) })
-    ).pipe(Effect.map((took) => (took ? Option.some({ user, lockPath: `${path}/~${encodeURIComponent(user)}.lock` }) : Option.none())))
+      () => Effect.sync(() => m.runs.set(run, { held: false, pid: process.pid }))
+    ))
 
-  const addWaiting: CareDirectoryService["addWaiting"] = (user, w) =>
-    Effect.sync(() => {
-      const list = waiting.get(user) ?? []
-      if (!list.some((x) => x.run === w.run)) waiting.set(user, [...list, w])
-    })
+const probe = (m: Memory): CareDirectoryService["probe"] => (run) =>
+  Effect.map(checked(run), (): RunCare => {
+    const now = m.runs.get(run)
+    return now === undefined ? "absent" : now.held ? "alive" : "gone"
+  })
 
-  const takeNextWaiting: CareDirectoryService["takeNextWaiting"] = (user) =>
+const withRoundLock = (m: Memory): CareDirectoryService["withRoundLock"] => (effect, opts) =>
+  Effect.acquireUseRelease(
+    Effect.suspend(() => {
+      if (m.round) return Effect.fail(new RoundBusy({ lockPath: `${m.path}/round.lock`, waitedMillis: Duration.toMillis(Duration.decode(opts?.wait ?? "10 seconds")) }))
+      m.round = true
+      return Effect.void
+    }),
+    () => effect,
+    () => Effect.sync(() => { m.round = false })
+  )
+
+const lockUser = (m: Memory): CareDirectoryService["lockUser"] => (user) =>
+  Effect.acquireRelease(
     Effect.sync(() => {
-      const [next, ...rest] = inServerOrder(waiting.get(user) ?? [])
-      if (rest.length > 0) waiting.set(user, rest)
-      else waiting.delete(user)
+      if (m.users.has(user)) return false
+      m.users.add(user)
+      return true
+    }),
+    (took) => Effect.sync(() => { if (took) m.users.delete(user) })
+  ).pipe(Effect.map((took) => (took ? Option.some({ user, lockPath: `${m.path}/~${encodeURIComponent(user)}.lock` }) : Option.none())))
+
+/** The process users' queue: each user's waiting runs, in the server's order. */
+const queue = (m: Memory) => ({
+  withTurn: (_user, effect) => effect, // one fiber at a time in a unit test: the turn is a file lock's matter
+  waiting: (user) => Effect.sync(() => inServerOrder(m.waiting.get(user) ?? [])),
+  waitingUsers: Effect.sync(() =>
+    [...m.waiting.entries()].filter(([, list]) => list.length > 0).sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([user, list]) => ({ user, runs: inServerOrder(list).map((w) => w.run) }))),
+  addWaiting: (user, w) =>
+    Effect.sync(() => {
+      const list = m.waiting.get(user) ?? []
+      if (!list.some((x) => x.run === w.run)) m.waiting.set(user, [...list, w])
+    }),
+  removeWaiting: (user, run) => Effect.sync(() => {
+    const kept = (m.waiting.get(user) ?? []).filter((w) => w.run !== run)
+    if (kept.length > 0) m.waiting.set(user, kept)
+    else m.waiting.delete(user)
+  }),
+  takeNextWaiting: (user) =>
+    Effect.sync(() => {
+      const [next, ...rest] = inServerOrder(m.waiting.get(user) ?? [])
+      if (rest.length > 0) m.waiting.set(user, rest)
+      else m.waiting.delete(user)
       return { next, dropped: 0 }
     })
+}) satisfies Partial<CareDirectoryService>
 
-  const service: CareDirectoryService = {
-    path,
-    lockRun,
-    probe,
-    holder: (run) => Effect.map(checked(run), () => Option.fromNullable(runs.get(run)?.pid)),
-    listRuns: Effect.sync(() => [...runs.keys()].sort()),
-    withRoundLock,
-    lockUser,
-    userBusy: (user) => Effect.sync(() => users.has(user)),
-    withTurn: (_user, effect) => effect, // one fiber at a time in a unit test: the turn is a file lock's matter
-    waiting: (user) => Effect.sync(() => inServerOrder(waiting.get(user) ?? [])),
-    waitingUsers: Effect.sync(() =>
-      [...waiting.entries()].filter(([, list]) => list.length > 0).sort(([a], [b]) => (a < b ? -1 : 1))
-        .map(([user, list]) => ({ user, runs: inServerOrder(list).map((w) => w.run) }))),
-    addWaiting,
-    removeWaiting: (user, run) => Effect.sync(() => {
-      const kept = (waiting.get(user) ?? []).filter((w) => w.run !== run)
-      if (kept.length > 0) waiting.set(user, kept)
-      else waiting.delete(user)
+/** The hand-offs on their way (~USER.handed), timed by the memory's clock. */
+const handOffs = (m: Memory) => ({
+  markHanded: (user, run) => Effect.sync(() => m.handed.set(user, { run, at: m.clock() })),
+  handedLately: (user) =>
+    Effect.sync(() => {
+      const h = m.handed.get(user)
+      return h !== undefined && m.clock() - h.at <= handedForMillis ? Option.some(h.run) : Option.none()
     }),
-    takeNextWaiting,
-    markHanded: (user, run) => Effect.sync(() => handed.set(user, { run, at: clock() })),
-    handedLately: (user) =>
-      Effect.sync(() => {
-        const h = handed.get(user)
-        return h !== undefined && clock() - h.at <= handedForMillis ? Option.some(h.run) : Option.none()
-      }),
-    clearHanded: (user, run) => Effect.sync(() => {
-      if (run === undefined || handed.get(user)?.run === run) handed.delete(user)
+  clearHanded: (user, run) => Effect.sync(() => {
+    if (run === undefined || m.handed.get(user)?.run === run) m.handed.delete(user)
+  }),
+  handedNotes: Effect.sync(() => [...m.handed.keys()].map((user) => `${m.path}/~${encodeURIComponent(user)}.handed`)),
+  clearAllHanded: Effect.sync(() => m.handed.clear())
+}) satisfies Partial<CareDirectoryService>
+
+/** The sessions in care. */
+const sessions = (m: Memory) => ({
+  writeSession: (session) => Effect.sync(() => m.sessions.set(session.run, session)),
+  removeSession: (run) => Effect.sync(() => m.sessions.delete(run)),
+  sessions: Effect.sync(() => [...m.sessions.values()].sort((a, b) => (a.run < b.run ? -1 : 1))),
+  anySession: Effect.sync(() => m.sessions.size > 0)
+}) satisfies Partial<CareDirectoryService>
+
+/** Each run's inbox, workspace and log. */
+const runFiles = (m: Memory) => ({
+  appendInbox: (run, line) =>
+    Effect.flatMap(checked(run), () =>
+      line.includes("\n")
+        ? Effect.fail(new CareDirError({ op: "append", path: `${m.path}/${run}.inbox`, reason: "an inbox line may not hold a newline" }))
+        : Effect.sync(() => m.inboxes.set(run, [...(m.inboxes.get(run) ?? []), line]))),
+  // the offset counts lines here (bytes in the live layer): a reader only hands it back
+  readInbox: (run, offset) =>
+    Effect.map(checked(run), () => {
+      const lines = (m.inboxes.get(run) ?? []).slice(offset)
+      return { lines, nextOffset: offset + lines.length }
     }),
-    handedNotes: Effect.sync(() => [...handed.keys()].map((user) => `${path}/~${encodeURIComponent(user)}.handed`)),
-    clearAllHanded: Effect.sync(() => handed.clear()),
-    writeSession: (session) => Effect.sync(() => sessions.set(session.run, session)),
-    removeSession: (run) => Effect.sync(() => sessions.delete(run)),
-    sessions: Effect.sync(() => [...sessions.values()].sort((a, b) => (a.run < b.run ? -1 : 1))),
-    anySession: Effect.sync(() => sessions.size > 0),
-    appendInbox: (run, line) =>
-      Effect.flatMap(checked(run), () =>
-        line.includes("\n")
-          ? Effect.fail(new CareDirError({ op: "append", path: `${path}/${run}.inbox`, reason: "an inbox line may not hold a newline" }))
-          : Effect.sync(() => inboxes.set(run, [...(inboxes.get(run) ?? []), line]))),
-    // the offset counts lines here (bytes in the live layer): a reader only hands it back
-    readInbox: (run, offset) =>
-      Effect.map(checked(run), () => {
-        const lines = (inboxes.get(run) ?? []).slice(offset)
-        return { lines, nextOffset: offset + lines.length }
-      }),
-    writeWorkspace: (run, workspace) => Effect.map(checked(run), () => { workspaces.set(run, workspace) }),
-    readWorkspace: (run) => Effect.map(checked(run), () => Option.fromNullable(workspaces.get(run))),
-    appendLog: (run, text) => Effect.map(checked(run), () => { logs.set(run, `${logs.get(run) ?? ""}${text.endsWith("\n") ? text : `${text}\n`}`) }),
-    readLog: (run) => Effect.map(checked(run), () => logs.get(run) ?? "")
+  writeWorkspace: (run, workspace) => Effect.map(checked(run), () => { m.workspaces.set(run, workspace) }),
+  readWorkspace: (run) => Effect.map(checked(run), () => Option.fromNullable(m.workspaces.get(run))),
+  appendLog: (run, text) => Effect.map(checked(run), () => { m.logs.set(run, `${m.logs.get(run) ?? ""}${text.endsWith("\n") ? text : `${text}\n`}`) }),
+  readLog: (run) => Effect.map(checked(run), () => m.logs.get(run) ?? "")
+}) satisfies Partial<CareDirectoryService>
+
+export const make = (options: { readonly path?: string } = {}): MemoryCare => {
+  const m: Memory = {
+    path: options.path ?? "/memory/care",
+    runs: new Map(),
+    users: new Set(),
+    waiting: new Map(),
+    handed: new Map(),
+    sessions: new Map(),
+    logs: new Map(),
+    inboxes: new Map(),
+    workspaces: new Map(),
+    round: false,
+    clock: Date.now
   }
-
+  const service: CareDirectoryService = {
+    path: m.path,
+    lockRun: lockRun(m),
+    probe: probe(m),
+    holder: (run) => Effect.map(checked(run), () => Option.fromNullable(m.runs.get(run)?.pid)),
+    listRuns: Effect.sync(() => [...m.runs.keys()].sort()),
+    withRoundLock: withRoundLock(m),
+    lockUser: lockUser(m),
+    userBusy: (user) => Effect.sync(() => m.users.has(user)),
+    ...queue(m),
+    ...handOffs(m),
+    ...sessions(m),
+    ...runFiles(m)
+  }
   return {
     service,
-    holdRun: (run, pid) => runs.set(run, pid === undefined ? { held: true } : { held: true, pid }),
-    leaveRun: (run) => runs.set(run, { held: false }),
-    holdUser: (user) => users.add(user),
-    releaseUser: (user) => users.delete(user),
-    logs,
-    inboxes,
-    setNow: (now) => { clock = () => now }
+    holdRun: (run, pid) => m.runs.set(run, pid === undefined ? { held: true } : { held: true, pid }),
+    leaveRun: (run) => m.runs.set(run, { held: false }),
+    holdUser: (user) => m.users.add(user),
+    releaseUser: (user) => m.users.delete(user),
+    logs: m.logs,
+    inboxes: m.inboxes,
+    setNow: (now) => { m.clock = () => now }
   }
 }
 
