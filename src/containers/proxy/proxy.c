@@ -1152,6 +1152,8 @@ static void wsHandshake(void) {
   /* the server's one connection: nothing else in the container can reach the proxy from now on */
   close(wsListen);
   wsListen = -1;
+  /* the answer leaves before the program is forked: the server's begin is on the path to the id, the program is not */
+  buf_flush(&wsOut, ws);
   startProgram();
 }
 
