@@ -77,7 +77,6 @@ const allowed: Readonly<Record<string, string>> = {
   "layers/RemoteReceipts.ts make": "the remote receipts' layer: its operations not made module-level functions yet",
   "src/watcher/Spare.ts serveAsSpare": "the spare watcher's wait and take-over: not split yet",
   "src/adapters/cli/Front.ts frontDoor": "the CLI's front door (usage, help, the tools' commands): not split yet",
-  "layers/TestRepository.ts make": "a test layer's operations: not made module-level functions yet",
   "src/node/Round.ts decideRun": "a run's decision on a round, each refusal and hand-off in order: not split yet",
   "layers/TestReleaseRoot.ts make": "a test layer's operations: not made module-level functions yet",
   "src/containers/fuse/Session.ts Session.serve": containersEffect,
