@@ -3,13 +3,13 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Effect from "effect/Effect"
+import { chromium } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as FossilRepository from "../../layers/FossilRepository.js"
 import { Repository } from "../../services/Repository.js"
 import { removeTree } from "../../src/demo/RemoveTree.js"
-import { webLogin, webNewThread } from "../../src/demo/WebForms.js"
 import { stopSpare } from "../../src/pickup/SpareClient.js"
-import { readMessage, writeMessage } from "../../src/protocol/Envelope.js"
+import { readMessage } from "../../src/protocol/Envelope.js"
 import type { DoctorOutput } from "../../src/tools/doctor.js"
 import {
   cspWith, fossilDefaultCsp, type InitOutput, supervisorUnitTemplate, supervisorUnitText, unitEnvFile, unitFile
@@ -17,13 +17,14 @@ import {
 import { createRepository, makeTempDir, type RunningServer, startServer } from "../support/fossilServer.js"
 import { shellRun } from "../support/nodeWorld.js"
 import { closeCloneWorld, cloneUsers, makeCloneWorld, type CloneWorld } from "./cloneWorld.js"
-import { answerWithin, dist, endWatchers, makeReleaseRoot, project, waitFor } from "../support/world.js"
+import { answerWithin, dist, endWatchers, makeReleaseRoot, project } from "../support/world.js"
 
 // ocx2 init (issue 40), following README.md "Installing a node" and docs/operations.md from a bare
 // repository (only its admin): a real fossil server started as a service manager starts it, with an
 // empty extension root; a release root as accept leaves it (makeReleaseRoot: staging runs the
 // checkout's gate, a minute or more). The checkout's program, as README's `bin/ocx2`, runs init; a
-// run posted through the forum's web form is answered; doctor (the installed ROOT/current/ocx2)
+// person follows README's "A first run from the web pages" in Chromium (the runs list, New run,
+// the form with README's own fields, create's link) to the run page showing its end; doctor (the installed ROOT/current/ocx2)
 // finds every check ok; init again changes nothing. This host has no systemd as PID 1, so the
 // supervisor is the detached one; the unit init would write is held to docs/systemd's.
 
@@ -74,15 +75,6 @@ const snapshot = () => {
       settings: Fs.existsSync(Path.join(root, "settings")) ? Fs.readdirSync(Path.join(root, "settings")).sort() : [],
       ext: Fs.readdirSync(extroot).sort()
     }
-  } finally {
-    db.close()
-  }
-}
-
-const serverCode = () => {
-  const db = new BetterSqlite3(repository, { readonly: true })
-  try {
-    return String((db.prepare("SELECT value FROM config WHERE name = 'server-code'").get() as { value: unknown }).value)
   } finally {
     db.close()
   }
@@ -154,18 +146,50 @@ describe("ocx2 init", () => {
     const home = await (await fetch(`${server.url}timeline`)).text()
     expect(home).toContain(`connect-src 'self' http://127.0.0.1:${stream.port}`)
 
-    // a person posts a run through the forum's web form
-    const alice = await webLogin(server.url, admin.login, admin.password)
-    const run = await webNewThread(server, alice, {
-      title: "a run after init",
-      text: writeMessage({ ocx: 2, to: "lab", run: shellRun({ serverCode: serverCode() }, "echo answered") }, "A run after ocx2 init.")
+    // a person follows README's "A first run from the web pages" in a browser, literally: the
+    // runs list, New run, the form filled as it says with its fields, create's link, the run page
+    // showing the end without a reload
+    const readme = Fs.readFileSync(Path.join(project, "README.md"), "utf8")
+    const section = readme.slice(readme.indexOf("A first run from the web pages"))
+    const fields = /```json\n([\s\S]*?)```/.exec(section)?.[1]
+    expect(fields, "README's first run has its fields").toBeDefined()
+    const browser = await chromium.launch({
+      executablePath: "/usr/bin/chromium",
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
     })
-    const ended = await waitFor(async () => {
-      const got = await replies(run)
-      return got.some((m) => m.kind === "ended") ? got : undefined
-    }, answerWithin, 150)
-    expect(ended?.map((m) => m.kind), `the run ${run} was not ended within ${answerWithin / 1000} s`).toContain("started")
-    const end = ended!.find((m) => m.kind === "ended")!.content
+    let run: string | undefined
+    try {
+      const page = await (await browser.newContext({ viewport: { width: 1200, height: 900 } })).newPage()
+      await page.goto(`${server.url}login`)
+      await page.fill("input[name=u]", admin.login)
+      await page.fill("input[name=p]", admin.password)
+      await Promise.all([page.waitForNavigation(), page.click("input[name=in]")])
+      await page.goto(`${server.url}ext/ocx2-cgi`)
+      expect(await page.locator("#ocx-runs").count()).toBe(1)
+      await Promise.all([page.waitForNavigation(), page.click("text=New run")])
+      await page.fill("#f-title", "a first run after init")
+      await page.fill("#f-node", "lab")
+      await page.fill("#f-objective", "say hello")
+      await page.fill("#f-user", "builder")
+      await page.fill("#f-fields", fields!)
+      await Promise.all([page.waitForNavigation(), page.click("button[type=submit]:has-text('create')")])
+      const link = page.locator("a.ocx-run-link")
+      expect(await link.count(), await page.locator("#ocx-answer").textContent() ?? "").toBe(1)
+      run = /watch\?run=([0-9a-f]{64})$/.exec((await link.getAttribute("href")) ?? "")?.[1]
+      let navigations = 0
+      await Promise.all([page.waitForNavigation(), link.click()])
+      page.on("framenavigated", () => navigations++)
+      await page.locator("#ocx-run-state", { hasText: "exited 0" }).waitFor({ timeout: answerWithin })
+        .catch(async (e) => { throw new Error(`the run page of ${run} did not show its end within ${answerWithin / 1000} s: ${await replies(run!).then((r) => r.map((m) => m.kind).join(", "))}: ${String(e)}`) })
+      await page.locator("#ocx-stream", { hasText: "hello from lab" }).waitFor({ timeout: 30_000 })
+      expect(navigations).toBe(0)
+      await page.screenshot({ path: Path.join(dir, "first-run.png"), fullPage: true })
+    } finally {
+      await browser.close()
+    }
+    const ended = await replies(run!)
+    expect(ended.map((m) => m.kind)).toContain("started")
+    const end = ended.find((m) => m.kind === "ended")!.content
     expect(end.outcome).toBe("exited")
     expect(end.exit, JSON.stringify(ended)).toBe(0)
 
