@@ -13,7 +13,7 @@
  * The suite's CPU time is its own, exact: vitest and everything it starts run in a cgroup of their
  * own (cpuacct), so what others run on the machine meanwhile is not counted (the machine's CPU
  * time, from /proc/stat, is printed beside it). It is printed as a ratio to a bare Node start
- * (`node -e 0`, the median of 10, measured in the same run the same way), which every Node
+ * (`node -e 0`, the median of 10 before the suite and 10 after, measured the same way), which every Node
  * program the suite starts pays, and split by the kind of program that spent it: the watchers,
  * the CGI requests, the hook runs, the CLI calls, the vitest workers, Chromium, fossil, the
  * sandboxes (bench/support/processKinds.ts: the kernel's process accounting, and how exact it is).
@@ -72,10 +72,10 @@ const printSplit = (split: Split, node: number) => {
     if (k.processes === 0) continue
     const names = k.names.map(([n, c, p]) => `${n} ${c.toFixed(1)} s/${p}`).join(", ")
     const started = k.inclusive > k.cpu + 0.05 ? `, with what it started ${s(k.inclusive)}` : ""
-    console.log(`  ${s(k.cpu).padStart(8)} ${pct(k.cpu)} ${String(k.processes).padStart(6)} processes, ${(1000 * k.cpu / k.processes).toFixed(0).padStart(5)} ms each (${(k.cpu / k.processes / node).toFixed(1)} bare Node starts)  ${k.kind}${started}: ${names}`)
+    console.log(`  ${s(k.cpu).padStart(8)} ${pct(k.cpu)} ${String(k.processes).padStart(6)} processes, ${(1000 * k.cpu / k.processes).toFixed(0).padStart(5)} ms each (${(k.cpu / k.processes / node).toFixed(1)} bare Node starts; truncated: up to ${s(0.02 * k.processes)} more)  ${k.kind}${started}: ${names}`)
   }
   console.log(`  fossil by who started it: ${split.fossilBy.map(([k, c]) => `${k.replace(/ \(.*$/, "")} ${s(c)}`).join(", ")}`)
-  console.log(`  ${s(split.unaccounted).padStart(8)} ${pct(split.unaccounted)} not in a process's record: the kernel's records are truncated to 10 ms, each process's user and system time (up to 20 ms a process, about 10 on average)`)
+  console.log(`  ${s(split.unaccounted).padStart(8)} ${pct(split.unaccounted)} in no process's record: the kernel's records are truncated to 10 ms, each process's user and system time (up to 20 ms a process, ${s(0.02 * split.processes)} for these ${split.processes}), and a process whose parent was not seen`)
 }
 
 const main = async () => {
@@ -105,6 +105,10 @@ const main = async () => {
   const machine = machineBusySeconds() - busy0
   const split = accounting?.finish()
   const cpu = split === undefined ? machine : split.total - suite0
+  // a bare start costs more CPU on a loaded machine: measured again at the end, the ratio is to the mean of both
+  const nodeAfter = median(Array.from({ length: 10 }, accounting === undefined ? bareNode : bareNodeCpu))
+  const nodeBefore = node
+  node = (nodeBefore + nodeAfter) / 2
   const costs: Array<Cost> = Fs.existsSync(out) ? Fs.readFileSync(out, "utf8").trim().split("\n").map((l) => JSON.parse(l) as Cost) : []
   Fs.rmSync(Path.dirname(out), { recursive: true, force: true })
   const summary = vitest.stdout.split("\n").filter((l) => /Test Files|Tests /.test(l)).map((l) => l.trim()).join("; ")
@@ -128,7 +132,7 @@ const main = async () => {
   const ownCpu = costs.reduce((a, c) => a + c.worker, 0)
   console.log(`${costs.length} files: wall ${s(wall)}, CPU ${s(cpu)} (${split === undefined ? "the machine's" : `the suite's own; the machine's meanwhile ${s(machine)}`}), of which the vitest workers' own during the files ${s(ownCpu)}; ${summary}`)
   console.log(`floor on this machine's ${cores} cores, every core busy all the time: ${s(cpu / cores)} (CPU ${s(cpu)} / ${cores}); without the vitest workers' own: ${s((cpu - ownCpu) / cores)}`)
-  console.log(`a bare Node start here (node -e 0): ${(node * 1000).toFixed(0)} ms of CPU; the suite's CPU is ${(cpu / node).toFixed(0)} of them; load average at the end ${load()}`)
+  console.log(`a bare Node start here (node -e 0): ${(node * 1000).toFixed(0)} ms of CPU (${(nodeBefore * 1000).toFixed(0)} before the suite, ${(nodeAfter * 1000).toFixed(0)} after); the suite's CPU is ${(cpu / node).toFixed(0)} of them; load average at the end ${load()}`)
   if (split !== undefined) printSplit(split, node)
   if (vitest.status !== 0) {
     console.log(`vitest exited ${String(vitest.status)}:\n${vitest.stdout.split("\n").slice(-40).join("\n")}\n${vitest.stderr}`)

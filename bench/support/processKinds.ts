@@ -194,6 +194,16 @@ const productKinds = new Set<Kind>(kinds.filter((k) => !["fossil (servers, their
  */
 export const start = (dir: string): Accounting => {
   if (!Fs.existsSync(Path.join(cpuacct, "cpuacct.usage"))) throw new Error(`no cgroup v1 cpuacct hierarchy at ${cpuacct}`)
+  // the kernel keeps one accounting file for the whole machine: a second bench would take it from the first
+  for (const name of Fs.readdirSync(cpuacct).filter((n) => /^ocx2-suite-\d+$/.test(n))) {
+    const pid = Number(name.slice("ocx2-suite-".length))
+    if (Fs.existsSync(`/proc/${pid}`)) throw new Error(`another bench/suite (pid ${pid}) has the kernel's process accounting, which is one for the whole machine: run one at a time`)
+    try {
+      Fs.rmdirSync(Path.join(cpuacct, name))
+    } catch {
+      // a process left in it: the cgroup stays, harmless
+    }
+  }
   const cgroup = Path.join(cpuacct, `ocx2-suite-${process.pid}`)
   Fs.mkdirSync(cgroup)
   const pacct = Path.join(dir, "pacct")
