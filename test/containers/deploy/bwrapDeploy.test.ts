@@ -6,6 +6,7 @@ import { tagged } from "../../../src/containers/Frames.js"
 import { Answer } from "../../../src/containers/Wire.js"
 import { hostDirectoryHandler, hostFileHandler } from "../../../src/containers/fuse/HostHandler.js"
 import { hostIdBase } from "../../../src/containers/deploy/UserNamespace.js"
+import { until } from "../world.js"
 import { containersUnder, deployCases, makeDeployWorld, obtained, tempDir, type DeployWorld } from "./deployWorld.js"
 
 // a loaded machine may be slow; nothing here waits on time, only on what it waits for
@@ -220,6 +221,38 @@ describe("the bubblewrap deployer", () => {
     // the server read Begun: the container is registered all the same, and its end follows the id
     expect(first.kind).toBe("id")
     expect(later).toEqual(["6 the program /bin/no-such-program could not be started: spawn /bin/no-such-program ENOENT"])
+  })
+
+  it("an idle container adds under 4 MiB proportional beyond its program: its relay, bubblewrap's processes and the proxy, no Node", async () => {
+    const image = sh(`wget -q -O /dev/null --post-data up ${api}/ask/16; exec sleep 1000`)
+    const w = await world(image)
+    const client = await w.client()
+    let asked!: () => void
+    const up = new Promise<void>((resolve) => (asked = resolve))
+    const run = client.run(runRequest(image.digest), { onAsk: (c) => (c.finish(), asked()) })
+    expect((await run.first).kind).toBe("id")
+    await up
+    const [container] = containersUnder(w.root).filter((c) => !c.spare)
+    const record = JSON.parse(Fs.readFileSync(Path.join(w.root, "containers", container!.name, "record.json"), "utf8")) as { cgroups: Array<string> }
+    const procs = () => Fs.readFileSync(Path.join(record.cgroups[0]!, "cgroup.procs"), "utf8").split("\n").filter((l) => l !== "").map(Number)
+    const cmdline = (pid: number) => {
+      try {
+        return Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " ").trim()
+      } catch {
+        return ""
+      }
+    }
+    // idle: its wget ended, its shell became the sleep
+    await until(() => procs().every((pid) => !/^(?:\/bin\/sh|wget) /.test(cmdline(pid))), "the program to be only its sleep")
+    const pids = procs()
+    // the program is the image's (sleep, once its ask was answered); every other process the server added
+    const added = [container!.relayPid!, ...pids.filter((pid) => !cmdline(pid).startsWith("sleep"))]
+    expect(added.map(cmdline).filter((c) => !/^(?:bwrap |\/\.proxy\/ocx2-container-proxy-c |.*ocx2-container-relay )/.test(c))).toEqual([])
+    const pss = (pid: number) => Number(/^Pss:\s+(\d+) kB$/m.exec(Fs.readFileSync(`/proc/${pid}/smaps_rollup`, "utf8"))![1]) * 1024
+    const total = added.reduce((sum, pid) => sum + pss(pid), 0)
+    expect(total).toBeLessThan(4 * 1024 * 1024)
+    run.scope.openChannel(tagged(0))
+    await run.finished
   })
 
   it("a container whose proxy never listens (its memory too small for the sandbox and its proxy) is the run's error", async () => {
