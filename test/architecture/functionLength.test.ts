@@ -82,7 +82,6 @@ const allowed: Readonly<Record<string, string>> = {
   "src/containers/fuse/Session.ts Session.serve": containersEffect,
   "src/containers/ContainersCli.ts cli": containersEffect,
   "src/watcher/Watcher.ts startChecked": "the watcher's start of a checked run: not split yet",
-  "layers/TestSandboxLauncher.ts make": "a test layer's operations: not made module-level functions yet",
   "src/watch/Follow.ts follow": "following a run's stream and record: not split yet (src/watch is being renamed)",
   "src/watch/StreamServer.ts runStreamServer": "the stream server's requests: not split yet (src/watch is being renamed)",
   "src/git/FastExportBranches.ts relabelStream": "one pass over git fast-export's stream, a hot path over every commit: not split yet",
