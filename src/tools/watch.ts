@@ -206,7 +206,10 @@ export const watch = defineTool({
           })
           act.note("follow", `the run ${run}${careDir !== undefined ? `, its output in ${careDir}` : ", its state in the record"}: ${followed.over ? "it ended" : "it goes on"}`)
           const record = yield* runTool(read, { what: run }, { ...context, entryPoint: context.entryPoint ?? "cli", dryRun: false })
-          const reports = (record.output?.posts ?? record.output?.ticket?.changes ?? []).filter((p) => p.hash !== run)
+          // what came after it where it is: a run written again in its thread has the first run's posts before it
+          const where = record.output?.posts ?? record.output?.ticket?.changes ?? []
+          const at = where.findIndex((p) => p.hash === run)
+          const reports = at < 0 ? where : where.slice(at + 1)
           // the web page follows it live from the node's stream server, as the viewer Fossil signed in
           const live = context.entryPoint === "cgi" && !followed.over && careDir !== undefined && process.argv[1] !== undefined
             ? yield* Effect.tryPromise({

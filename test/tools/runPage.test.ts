@@ -316,6 +316,9 @@ describe("the run page", () => {
       expect(read.output!.posts!.find((p) => p.hash === again)).toMatchObject({ kind: "run", in_reply_to: run, sender: users.admin.login })
       await page.reload()
       expect(await page.locator("button.ocx-again").count()).toBe(1)
+      // its reports are its own: what came after it in the thread, not the first run and its replies
+      expect(await page.locator(".ocx-post-run").count()).toBe(0)
+      expect(await page.locator(".ocx-post-ended").count()).toBe(1)
     } finally {
       await context.close()
     }
