@@ -78,7 +78,6 @@ const allowed: Readonly<Record<string, string>> = {
   "src/watcher/Spare.ts serveAsSpare": "the spare watcher's wait and take-over: not split yet",
   "src/adapters/cli/Front.ts frontDoor": "the CLI's front door (usage, help, the tools' commands): not split yet",
   "src/node/Round.ts decideRun": "a run's decision on a round, each refusal and hand-off in order: not split yet",
-  "layers/TestReleaseRoot.ts make": "a test layer's operations: not made module-level functions yet",
   "src/containers/fuse/Session.ts Session.serve": containersEffect,
   "src/containers/ContainersCli.ts cli": containersEffect,
   "src/watcher/Watcher.ts startChecked": "the watcher's start of a checked run: not split yet",
