@@ -104,6 +104,22 @@ describe("create", () => {
     })
   }))
 
+  it.live("again writes a run anew where it is, its fields and node read from the record: a reply to it in its thread, a change to its ticket (issue 40)", () => Effect.gen(function*() {
+    const inThread = yield* writeRun(runFields({ objective: "first in a thread" }))
+    const onTicket = yield* repo((r) => r.ticketChange({ user: "alice", ticket, fields: { icomment: writeMessage({ ocx: 2, to: "lab", run: runFields({ objective: "first on a ticket" }) }) } }).pipe(Effect.map((w) => w.hash)))
+    const threads = yield* Effect.promise(() => throughEveryEntryPoint(world, { login: "alice", tool: "create", dryRun: true, input: { again: inThread.slice(0, 12) } }))
+    for (const answer of threads) {
+      expect(answer.stopped.reason, JSON.stringify(answer.stopped)).toBe("dry_run")
+      expect(answer.output).toMatchObject({ to: "lab", place: "reply", thread: inThread, again: inThread, message: { ocx: 2, to: "lab", run: runFields({ objective: "first in a thread" }) } })
+    }
+    // the layers over it as ever: objective said otherwise
+    const tickets = yield* Effect.promise(() => throughEveryEntryPoint(world, { login: "alice", tool: "create", dryRun: true, input: { again: onTicket, objective: "again, said otherwise" } }))
+    for (const answer of tickets) {
+      expect(answer.stopped.reason, JSON.stringify(answer.stopped)).toBe("dry_run")
+      expect(answer.output).toMatchObject({ to: "lab", place: "ticket", ticket, again: onTicket, message: { run: runFields({ objective: "again, said otherwise" }) } })
+    }
+  }))
+
   it.live("writes a run as the caller in a new thread, a reply and a ticket change, each received from the caller", () => Effect.gen(function*() {
     const places = [{ title: "a run" }, { to: talk.slice(0, 10) }, { ticket: ticket.slice(0, 8) }]
     for (const place of places) {
