@@ -132,7 +132,7 @@ const readLines = (file: string, offset: number, limit: number, most: number): R
  * Calls `handle` with each entry as it is appended, forever (the caller's scope ends it): each
  * stop as soon as it lands; each delivery in order, the next only once `handle` returned for the
  * one before (so a handler that waits for the process to read holds the rest back on disk). The
- * care directory is watched (inotify), so a line is read as soon as it lands; the poll every
+ * inbox is watched (inotify), so a line is read as soon as it lands; the poll every
  * `every` is only the fallback where watching is not possible.
  */
 export const followInbox = <R>(
@@ -149,12 +149,16 @@ export const followInbox = <R>(
     const name = `${run}.inbox`
     const file = Path.join(care.path, name)
     const bound = diskBound ?? deliveryDiskBound(Path.join(Path.dirname(care.path), "settings")).bytes
+    // a name the care directory would refuse names no inbox: nothing ever arrives
+    if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/.test(run)) return yield* Effect.never
     yield* Effect.acquireRelease(
       Effect.sync(() => {
         try {
-          const watcher = Fs.watch(care.path, { persistent: false }, (_event, changedFile) => {
-            if (changedFile === null || changedFile === name) Queue.unsafeOffer(changed, undefined)
-          })
+          // the inbox itself is watched, made empty first if no round has appended to it yet: a
+          // watch of the care directory woke every watcher of the node at each line appended to any
+          // inbox, each round's deliveries to S sessions S times S wake-ups (bench/sessions)
+          Fs.closeSync(Fs.openSync(file, "a", 0o600))
+          const watcher = Fs.watch(file, { persistent: false }, () => Queue.unsafeOffer(changed, undefined))
           watcher.on("error", () => {})
           return watcher
         } catch {
@@ -163,8 +167,6 @@ export const followInbox = <R>(
       }),
       (watcher) => Effect.sync(() => watcher?.close())
     )
-    // a name the care directory would refuse names no inbox: nothing ever arrives
-    if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/.test(run)) return yield* Effect.never
     /** how far the arrivals cursor has read: the deliveries cursor reads nothing it has not */
     let arrivals = 0
     /** how far the deliveries cursor has given (or passed by) */
