@@ -261,6 +261,8 @@ const main = async () => {
     const realWaiting = await waitFor(async () => ((await listenerWaiting(host)) === real ? true : undefined), 120_000, 200)
     say(`${real} real clone nodes started, ${realWaiting === true ? "each holding its question at the listener" : `only ${await listenerWaiting(host)} at the listener`}`)
     const alice = await webLogin(world.url, "alice", "alice-pw")
+    // the forum's first post alone: Fossil makes its forum's table at the first post, and two first posts at once fail ("table forumpost already exists")
+    await webNewThread({ repository: world.served }, alice, { title: "the fleet", text: "the forum's first post" })
     const most = Math.max(...counts, pageCount)
     const users = await addNodeUsers(world.served, "idle", most, "o")
     const cookies: Array<string> = []
