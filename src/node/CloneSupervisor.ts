@@ -66,7 +66,7 @@ export const superviseClone = (
       did: [`supervising ${config.nodeUser} on the clone ${config.repository} of ${config.serverUrl} from ${config.root}` +
         (options.shortCycle ? `, pulling every ${cloneEveryMs} ms` : ", pulling when the server's OCX page says a receipt arrived")]
     })
-    yield* Effect.forkScoped(Effect.flatMap(startUntilStarted(config, program, hosts, shell, noFailure), (started) =>
+    yield* Effect.forkScoped(Effect.flatMap(startUntilStarted(config, program, hosts, shell), (started) =>
       Effect.scoped(cloneNode(config, options, shell, started.did)).pipe(
         Effect.provide(started.layer),
         Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : shell.log({ did: [`could not keep the node: ${firstLine(Cause.squash(cause))}`] }).pipe(Effect.zipRight(shell.stop(1)))))))
@@ -99,12 +99,16 @@ interface Started {
 }
 
 /** `ocx2 node`'s call made in the process until it starts the node, after a pause each time it fails. */
-const startUntilStarted = (config: NodeConfig, program: string | undefined, hosts: HostsService, shell: NodeShell, was: Failing): Effect.Effect<Started> =>
-  Effect.gen(function*() {
-    const started = yield* Effect.exit(startOnce(config, program, hosts, shell))
-    if (Exit.isSuccess(started)) return started.value
-    return yield* startUntilStarted(config, program, hosts, shell, yield* failedThen(shell, "the node's start", was, Cause.squash(started.cause)))
-  })
+const startUntilStarted = (config: NodeConfig, program: string | undefined, hosts: HostsService, shell: NodeShell): Effect.Effect<Started> =>
+  Effect.iterate<Failing | Started, never, never>(noFailure, {
+    while: (s) => !("layer" in s),
+    body: (was) =>
+      Effect.gen(function*() {
+        const started = yield* Effect.exit(startOnce(config, program, hosts, shell))
+        if (Exit.isSuccess(started)) return started.value
+        return yield* failedThen(shell, "the node's start", was as Failing, Cause.squash(started.cause))
+      })
+  }).pipe(Effect.map((s) => s as Started))
 
 /**
  * The node's start (which signs in and checks the clone and the passwords file): the layers of the
@@ -221,11 +225,15 @@ const step = (shell: NodeShell, polling: Polling): Effect.Effect<Polling, unknow
     return { ...polling, seen: told }
   })
 
-/** The clone's event source until the supervisor stops: after a failure the newest is asked again, then a pull, so nothing that arrived meanwhile is passed by. */
-const poll = (shell: NodeShell, polling: Polling): Effect.Effect<never, never, Receipts> =>
+/** One step of the clone's event source and what follows it: after a failure the newest is asked again, then a pull, so nothing that arrived meanwhile is passed by. */
+const pollOnce = (shell: NodeShell, polling: Polling): Effect.Effect<Polling, never, Receipts> =>
   Effect.gen(function*() {
     const next = yield* Effect.exit(step(shell, polling))
-    if (Exit.isSuccess(next)) return yield* poll(shell, { ...next.value, failing: noFailure })
+    if (Exit.isSuccess(next)) return { ...next.value, failing: noFailure }
     const failing = yield* failedThen(shell, "the round", polling.failing, Cause.squash(next.cause))
-    return yield* poll(shell, { ...polling, seen: undefined, failing })
+    return { ...polling, seen: undefined, failing }
   })
+
+/** The clone's event source until the supervisor stops (a loop, not a recursion: a fiber's frames would grow with each step). */
+const poll = (shell: NodeShell, polling: Polling): Effect.Effect<Polling, never, Receipts> =>
+  Effect.iterate(polling, { while: () => true, body: (p) => pollOnce(shell, p) })

@@ -183,48 +183,62 @@ const endDecided = (c: RollCtx, run: string, pid: number) =>
     return yield* Deferred.await(answered)
   })
 
-/** A gone watcher's run decided, again after a pause while that fails, while its minute is full, or while its lock is held. */
-const decideGone = (c: RollCtx, run: string, pid: number, failures = 0): Effect.Effect<void> =>
+/**
+ * One try at deciding a gone watcher's run: the failures in a row after it, or undefined when
+ * nothing is left to do (decided; or its lock held by someone else now).
+ */
+const decideGoneOnce = (c: RollCtx, run: string, pid: number, failures: number): Effect.Effect<number | undefined> =>
   Effect.gen(function*() {
     const outcome = yield* endDecided(c, run, pid)
     switch (outcome._tag) {
       case "Decided":
-        return
+        return undefined
       case "Failed": {
         const pause = Math.min(30_000, 1000 * 2 ** failures)
         yield* c.host.log({ watcher: pid, run, did: [`failed: ${firstLine(outcome.error)}; decided again in ${pause / 1000} s`] })
         yield* Effect.sleep(pause)
-        return yield* decideGone(c, run, pid, failures + 1)
+        return failures + 1
       }
       case "HeldBack":
         yield* Ref.update(c.held, (s) => new Set(s).add(run))
         yield* Effect.sleep(outcome.ms).pipe(Effect.ensuring(Ref.update(c.held, (s) => setWithout(s, run))))
-        return yield* decideGone(c, run, pid, failures)
+        return failures
       case "StillHeld":
         // a new watcher took the run meanwhile (the fiber follows it), or a write of the old one is landing
-        if ((yield* note(c, run, "lock", false)) === "added" || holderOf(c.host.care, run) !== pid) return
+        if ((yield* note(c, run, "lock", false)) === "added" || holderOf(c.host.care, run) !== pid) return undefined
         yield* Effect.sleep(lookEveryMs)
-        return yield* decideGone(c, run, pid, failures)
+        return failures
     }
   })
 
-/** The run's fiber: follows whoever the roll holds for the run, until nobody does. */
-const follow = (c: RollCtx, run: string): Effect.Effect<void> =>
+/**
+ * A gone watcher's run decided, again after a pause while that fails, while its minute is full, or
+ * while its lock is held (a loop, not a recursion: a fiber's frames would grow with each try).
+ */
+const decideGone = (c: RollCtx, run: string, pid: number): Effect.Effect<void> =>
+  Effect.asVoid(Effect.iterate<number | undefined, never, never>(0, { while: (f) => f !== undefined, body: (f) => decideGoneOnce(c, run, pid, f ?? 0) }))
+
+/** One look of the run's fiber: whether it goes on (its watcher lives, or its end was decided and someone may hold the run now). */
+const followOnce = (c: RollCtx, run: string): Effect.Effect<boolean> =>
   Effect.gen(function*() {
     const watcher = yield* Ref.modify(c.state, (s): readonly [Known | undefined, RollState] => {
       const w = s.known.get(run)
       return w !== undefined ? [w, s] : [undefined, { ...s, followed: setWithout(s.followed, run) }]
     })
-    if (watcher === undefined) return
+    if (watcher === undefined) return false
     if (processStartTime(watcher.pid) === watcher.started) {
       yield* Effect.sleep(lookEveryMs)
-      return yield* follow(c, run)
+      return true
     }
     yield* Ref.update(c.state, (s) => ({ ...s, known: without(s.known, run, watcher.pid) }))
     yield* c.host.changed
     yield* decideGone(c, run, watcher.pid)
-    return yield* follow(c, run)
+    return true
   })
+
+/** The run's fiber: follows whoever the roll holds for the run, until nobody does. */
+const follow = (c: RollCtx, run: string): Effect.Effect<void> =>
+  Effect.asVoid(Effect.iterate(true, { while: (on) => on, body: () => followOnce(c, run) }))
 
 /** The run's fiber started, unless it has one (a fiber that found the roll empty has ended, or is ending: replaced). */
 const followed = (c: RollCtx, run: string) =>

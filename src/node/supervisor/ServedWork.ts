@@ -168,16 +168,23 @@ const roundDone = (s: Served) =>
     }
     const tries = yield* Ref.getAndUpdate(s.tries, (n) => n + 1)
     const dueAt = Date.now() + Math.min(firstAgainMs * 2 ** tries, mostAgainMs)
-    const look = (wasShort: boolean): Effect.Effect<void> =>
+    // each second: undefined once the round is asked for or nothing waits, else whether ROOT was short
+    const look = (wasShort: boolean): Effect.Effect<boolean | undefined> =>
       Effect.gen(function*() {
         yield* Effect.sleep(roundAgainEveryMs)
-        if (!asked(waits, true)) return yield* Ref.set(s.tries, 0)
-        if (asked(() => holdsBack(diskRoom(config.root)), false)) return yield* look(true)
+        if (!asked(waits, true)) {
+          yield* Ref.set(s.tries, 0)
+          return undefined
+        }
+        if (asked(() => holdsBack(diskRoom(config.root)), false)) return true
         // room came back: the runs held back are started now, not after the backoff
-        if (wasShort || Date.now() >= dueAt) return yield* Queue.offer(s.shell.queue, NodeEvent.RoundDue())
-        return yield* look(wasShort)
+        if (wasShort || Date.now() >= dueAt) {
+          yield* Queue.offer(s.shell.queue, NodeEvent.RoundDue())
+          return undefined
+        }
+        return wasShort
       })
-    yield* FiberHandle.run(s.retryTimer, look(false))
+    yield* FiberHandle.run(s.retryTimer, Effect.iterate<boolean | undefined, never, never>(false, { while: (w) => w !== undefined, body: (w) => look(w ?? false) }))
   })
 
 /** One batch of the node's events, done in order; a failure is said and the next batch comes. */
