@@ -48,7 +48,8 @@
 #define LAUNCH_PATH "/.proxy/launch.json"
 #define MEMORY_EVENTS_PATH "/.proxy/memory-events"
 #define MAX_MESSAGE (256u * 1024 * 1024)
-#define MAX_HTTP 64
+/* the program's requests at once; one more is closed unanswered */
+#define MAX_HTTP 1024
 #define MAX_SCOPES 256
 
 /* frame types (docs/containers.md section 1) */
@@ -479,6 +480,7 @@ struct http {
   int fd;
   struct buf in, out;
   int parsed;          /* its request read whole */
+  int continued;       /* 100 Continue sent, for a client that waits for it before its body */
   int waiting;         /* 1 /begin, 2 /secrets, 3 an ask waiting for the begin */
   uint32_t channel;    /* the ask's channel, while it is answered */
   int closing;         /* close once what waits was written */
@@ -875,6 +877,15 @@ static long dechunk(const uint8_t *p, size_t n, struct buf *out) {
   }
 }
 
+/* curl asks before sending a larger body (Expect: 100-continue) and waits a second unless answered: answered at once, as Node's server does */
+static void continueBody(struct http *h, const char *head) {
+  char value[64];
+  if (h->continued || headerValue(head, "Expect", value, sizeof value) == 0 || strcasecmp(value, "100-continue") != 0) return;
+  const char *go = "HTTP/1.1 100 Continue\r\n\r\n";
+  buf_put(&h->out, go, strlen(go));
+  h->continued = 1;
+}
+
 static void httpRead(struct http *h) {
   for (;;) {
     buf_reserve(&h->in, 65536);
@@ -907,6 +918,7 @@ static void httpRead(struct http *h) {
   else memcpy(h->path, "/too-long", 10);
   char value[64];
   struct buf body = {0};
+  continueBody(h, head);
   if (headerValue(head, "Transfer-Encoding", value, sizeof value) > 0 && strcasestr(value, "chunked") != NULL) {
     long took = dechunk(headEnd + 4, len - headLength, &body);
     if (took == 0) return free(head), buf_free(&body);
@@ -1291,8 +1303,8 @@ int main(int argc, char **argv) {
   apiListen = listenOn("127.0.0.1", PROGRAM_PORT);
   wsListen = listenOn("0.0.0.0", PROXY_PORT);
   say("listening on ws://127.0.0.1:%d", PROXY_PORT);
-  struct pollfd fds[MAX_HTTP + 8];
-  struct http *of[MAX_HTTP + 8];
+  static struct pollfd fds[MAX_HTTP + 8];
+  static struct http *of[MAX_HTTP + 8];
   for (;;) {
     int n = 0;
     fds[n] = (struct pollfd){.fd = childPipe[0], .events = POLLIN};

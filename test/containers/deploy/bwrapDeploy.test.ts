@@ -223,6 +223,24 @@ describe("the bubblewrap deployer", () => {
     expect(later).toEqual(["6 the program /bin/no-such-program could not be started: spawn /bin/no-such-program ENOENT"])
   })
 
+  it("takes the program's ask with a chunked body and Expect: 100-continue (as curl sends a larger one), answering 100 Continue first", async () => {
+    const request = "POST /ask/16 HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nExpect: 100-continue\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n5\\r\\nhello\\r\\n6\\r\\n world\\r\\n0\\r\\n\\r\\n"
+    const image = sh(`printf '${request}' | nc 127.0.0.1 14978 > /tmp/out; wget -q -O /dev/null --post-data "$(head -c 25 /tmp/out | tr -d '\\r\\n')" ${api}/ask/17`)
+    const w = await world(image)
+    const client = await w.client()
+    const asks: Array<string> = []
+    const run = client.run(runRequest(image.digest), {
+      onAsk: (channel: PeerChannel) => {
+        asks.push(`${channel.request[0]} ${channel.request.subarray(1).toString("utf8")}`)
+        channel.respond(Buffer.from("ok"))
+        channel.finish()
+      }
+    })
+    expect((await run.first).kind).toBe("id")
+    await run.finished
+    expect(asks).toEqual(["16 hello world", "17 HTTP/1.1 100 Continue"])
+  })
+
   it("an idle container adds under 4 MiB proportional beyond its program: its relay, bubblewrap's processes and the proxy, no Node", async () => {
     const image = sh(`wget -q -O /dev/null --post-data up ${api}/ask/16; exec sleep 1000`)
     const w = await world(image)
