@@ -10,7 +10,11 @@
  * server's one dial needs no retry while the container starts; it prints "reached" once it relays
  * one. On the line "gone" on its standard input (the container ended) every connection waiting
  * and every later one is answered HTTP 503: there is no proxy to wait for. It ends when its
- * standard input does: the server that started it is gone.
+ * standard input does: the server that started it is gone; and then it kills the container's
+ * first process (PID of NETNS, the sandbox's init: the whole container goes with it), through a
+ * pidfd opened as it started, so a pid used again meanwhile is never signalled. Bubblewrap's
+ * --die-with-parent should have done that already, but a bubblewrap whose parent died around its
+ * start was seen to live on.
  *
  * Built by bin/fusemountfd.mjs with `gcc -static` into dist/ocx2-container-relay.
  */
@@ -27,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -117,6 +122,8 @@ int main(int argc, char **argv) {
   }
   signal(SIGPIPE, SIG_IGN);
   port = atoi(argv[3]);
+  int container = -1, pid;
+  if (sscanf(argv[1], "/proc/%d/ns/net", &pid) == 1) container = (int)syscall(SYS_pidfd_open, pid, 0);
   int ns = open(argv[1], O_RDONLY | O_CLOEXEC);
   if (ns < 0 || setns(ns, CLONE_NEWNET) != 0) {
     fprintf(stderr, "ocx2-container-relay: cannot join the network namespace %s: %s\n", argv[1], strerror(errno));
@@ -168,7 +175,10 @@ int main(int argc, char **argv) {
     if (fds[0].revents) {
       char line[256];
       ssize_t got = read(0, line, sizeof line - 1);
-      if (got <= 0) return 0;
+      if (got <= 0) {
+        if (container >= 0) syscall(SYS_pidfd_send_signal, container, SIGKILL, NULL, 0);
+        return 0;
+      }
       line[got] = 0;
       if (strstr(line, "gone") != NULL) gone = 1;
     }
