@@ -129,6 +129,22 @@ const readLines = (file: string, offset: number, limit: number, most: number): R
 }
 
 /**
+ * Watches the inbox itself (inotify), made empty first if no round has appended to it yet: a watch
+ * of the care directory woke every watcher of the node at each line appended to any inbox, each
+ * round's deliveries to S sessions S times S wake-ups (bench/sessions). Undefined where it cannot.
+ */
+const watchInbox = (file: string, changed: () => void): Fs.FSWatcher | undefined => {
+  try {
+    Fs.closeSync(Fs.openSync(file, "a", 0o600))
+    const watcher = Fs.watch(file, { persistent: false }, changed)
+    watcher.on("error", () => {})
+    return watcher
+  } catch {
+    return undefined
+  }
+}
+
+/**
  * Calls `handle` with each entry as it is appended, forever (the caller's scope ends it): each
  * stop as soon as it lands; each delivery in order, the next only once `handle` returned for the
  * one before (so a handler that waits for the process to read holds the rest back on disk). The
@@ -152,19 +168,7 @@ export const followInbox = <R>(
     // a name the care directory would refuse names no inbox: nothing ever arrives
     if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/.test(run)) return yield* Effect.never
     yield* Effect.acquireRelease(
-      Effect.sync(() => {
-        try {
-          // the inbox itself is watched, made empty first if no round has appended to it yet: a
-          // watch of the care directory woke every watcher of the node at each line appended to any
-          // inbox, each round's deliveries to S sessions S times S wake-ups (bench/sessions)
-          Fs.closeSync(Fs.openSync(file, "a", 0o600))
-          const watcher = Fs.watch(file, { persistent: false }, () => Queue.unsafeOffer(changed, undefined))
-          watcher.on("error", () => {})
-          return watcher
-        } catch {
-          return undefined
-        }
-      }),
+      Effect.sync(() => watchInbox(file, () => Queue.unsafeOffer(changed, undefined))),
       (watcher) => Effect.sync(() => watcher?.close())
     )
     /** how far the arrivals cursor has read: the deliveries cursor reads nothing it has not */
