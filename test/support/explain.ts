@@ -88,8 +88,9 @@ export const processesIn = (dir: string): ReadonlyArray<string> => {
     const age = Number.isFinite(started) ? `${(now - started).toFixed(1)} s` : "?"
     // its own CPU time, user and system (clock ticks): a process busy on a slow machine, or one that does nothing
     const cpu = (Number(fields[11]) + Number(fields[12])) / 100
+    // whole up to 1000 characters: a watcher's Node flags and paths come before the run it names
     const command = cmdline.split("\0").filter((a) => a !== "").join(" ")
-    rows.push(`${entry} ppid ${ppid} ${state} age ${age} cpu ${Number.isFinite(cpu) ? `${cpu.toFixed(2)} s` : "?"} cwd ${cwd === "" ? "?" : cwd}: ${clip(command, 300)}`)
+    rows.push(`${entry} ppid ${ppid} ${state} age ${age} cpu ${Number.isFinite(cpu) ? `${cpu.toFixed(2)} s` : "?"} cwd ${cwd === "" ? "?" : cwd}: ${clip(command, 1000)}`)
   }
   return rows
 }
