@@ -31,17 +31,16 @@ export const watcherOf = (root: string): string => {
  *   threshold for mapping a block apart as large blocks are freed): large blocks are mapped apart
  *   and given back (a fixed threshold), with two arenas at most;
  * - V8's heap: a 1 MB young generation, no optimizing compiler (a watcher waits on its process and
- *   files, as the supervisor does), one thread for V8's work, a heap sized for memory over speed,
- *   and bytecode flushed once a function has not run since the last collection: the whole code
- *   cache gives every function its bytecode, and most run once; what the start leaves is
- *   collected once the process runs, and after bursts of deliveries (src/watcher/Collect.ts).
+ *   files, as the supervisor does), one thread for V8's work, a heap sized for memory over speed;
+ *   what the start leaves is collected once the process runs, and after bursts of deliveries,
+ *   with the bytecode of what has not run since (src/watcher/Collect.ts).
  * --jitless and --lite-mode would save a little more, but they turn WebAssembly off, and fetch's
  * HTTP parser (a clone's watcher talks to its server through it) is WebAssembly. V8 rejects a code
  * cache written under other flags: the watcher's is written by the first watcher started with these
  * that exits (a run of the program by hand with others rewrites it; the next watcher writes it back).
  */
 export const watcherNodeFlags: ReadonlyArray<string> = [
-  "--max-semi-space-size=1", "--no-opt", "--single-threaded", "--v8-pool-size=1", "--optimize-for-size", "--bytecode-old-age=1"
+  "--max-semi-space-size=1", "--no-opt", "--single-threaded", "--v8-pool-size=1", "--optimize-for-size"
 ]
 export const watcherEnvironment: Readonly<Record<string, string>> = {
   MALLOC_ARENA_MAX: "2",

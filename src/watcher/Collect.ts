@@ -21,6 +21,23 @@ export const collectGarbage = (): void => {
   }
 }
 
+/**
+ * Two full collections that flush the bytecode of every function not run since the first: the
+ * whole code cache gave every function of the watcher its bytecode, and most run once. V8 flushes
+ * bytecode unused over --bytecode-old-age collections (5); 1 is set for these two alone, so that a
+ * spare's collection after its rehearsal keeps what the run it takes will call, and set back
+ * before anything else runs (a code cache is stamped with the flags of the process writing it).
+ */
+const collectFlushingBytecode = (): void => {
+  V8.setFlagsFromString("--bytecode-old-age=1")
+  try {
+    collectGarbage()
+    collectGarbage()
+  } finally {
+    V8.setFlagsFromString("--bytecode-old-age=5")
+  }
+}
+
 /** How much V8's heap may grow past what the last collection left before it is collected again. */
 const grownBytes = 2 * 1024 * 1024
 
@@ -35,10 +52,7 @@ export const collectWhenGrown = (every: `${number} seconds`) =>
     for (;;) {
       yield* Effect.sleep(every)
       if (V8.getHeapStatistics().used_heap_size - left < grownBytes) continue
-      // twice: V8 flushes the bytecode of a function not run since the collection before
-      // (--bytecode-old-age=1, HandOff.ts), and the code cache gave every function its bytecode
-      collectGarbage()
-      collectGarbage()
+      collectFlushingBytecode()
       left = V8.getHeapStatistics().used_heap_size
     }
   })
