@@ -179,7 +179,7 @@ const supervise = (config: NodeConfig, files: SupervisorFiles, lockFd: number, h
       stoppedWords: "stopped, and its spare watcher with it: the hook does the node's rounds itself again"
     })
     // the hook's wake-up heard before the info file tells the hook whom to wake (SIGUSR1's default ends a process)
-    yield* feed(shell.queue, signals("SIGUSR1"), () => NodeEvent.RoundDue())
+    yield* feed(shell.queue, signals("SIGUSR1"), () => NodeEvent.RoundDue()).pipe(Effect.orDie)
     yield* shell.writeInfo
     yield* shell.log({ did: [`supervising ${config.nodeUser} on ${config.repository} from ${config.root}`] })
     return yield* Effect.scoped(served(config, care, shell)).pipe(

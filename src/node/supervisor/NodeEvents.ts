@@ -7,7 +7,7 @@
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import type * as Exit from "effect/Exit"
+import * as Exit from "effect/Exit"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -45,16 +45,18 @@ export const EndOutcome = Data.taggedEnum<EndOutcome>()
 
 /**
  * A source of the node's events: a Stream that, once it listens (its fs.watch or signal listener
- * registered, or its registration failed), runs `listening`. `feed` waits for it, so that nothing
- * the supervisor says it hears (its info file, read by the hook before it sends SIGUSR1) comes
- * before it does.
+ * registered), completes `listening`, or fails it when it cannot listen. `feed` waits for it, so
+ * that nothing the supervisor says it hears (its info file, read by the hook before it sends
+ * SIGUSR1) comes before it does, and a watch that cannot be made (EMFILE: the host's inotify
+ * instances all taken) ends the supervisor at its start, as it did before, for its service to start
+ * it again.
  */
-export type Source<A> = (listening: Effect.Effect<void>) => Stream.Stream<A>
+export type Source<A> = (listening: Deferred.Deferred<void, Error>) => Stream.Stream<A>
 
 /**
  * The names written in `dir` (fs.watch, inotify), as long as the stream is read; the watch is closed
- * when its scope closes. A failure of the watch is said through `onError` and ends the stream: the
- * other sources still reach the node.
+ * when its scope closes. A failure of the watch once made is said through `onError` and ends the
+ * stream: the other sources still reach the node.
  */
 export const namesWritten = (dir: string, onError: (e: Error) => Effect.Effect<void>): Source<string> => (listening) =>
   Stream.asyncScoped<string, Error>((emit) =>
@@ -67,7 +69,10 @@ export const namesWritten = (dir: string, onError: (e: Error) => Effect.Effect<v
         catch: (e) => (e instanceof Error ? e : new Error(String(e)))
       }),
       (watcher) => Effect.sync(() => watcher.close())
-    ).pipe(Effect.ensuring(listening)), "unbounded").pipe(Stream.catchAll((e) => Stream.execute(onError(e))))
+    ).pipe(Effect.tapBoth({ onFailure: (e) => Deferred.fail(listening, e), onSuccess: () => Deferred.succeed(listening, undefined) })), "unbounded")
+    .pipe(Stream.catchAll((e) =>
+      // said only when the watch had been made: one that could not be is its feed's failure
+      Stream.execute(Effect.flatMap(Effect.exit(Deferred.await(listening)), (made) => (Exit.isSuccess(made) ? onError(e) : Effect.void)))))
 
 /** Each time the process receives `signal`, while the stream is read; the listener is removed when its scope closes. */
 export const signals = (signal: NodeJS.Signals): Source<NodeJS.Signals> => (listening) =>
@@ -76,22 +81,22 @@ export const signals = (signal: NodeJS.Signals): Source<NodeJS.Signals> => (list
     return Effect.acquireRelease(
       Effect.sync(() => process.on(signal, heard)),
       () => Effect.sync(() => process.off(signal, heard))
-    ).pipe(Effect.ensuring(listening))
+    ).pipe(Effect.zipRight(Deferred.succeed(listening, undefined)))
   }, "unbounded")
 
 /**
  * Every element of `source` turned into `f`'s effect (for most, an event offered to the node's
- * queue), on a fiber of the scope; it returns once the source listens.
+ * queue), on a fiber of the scope; it returns once the source listens, and fails when it cannot.
  */
-export const listen = <A>(source: Source<A>, f: (a: A) => Effect.Effect<void>): Effect.Effect<void, never, Scope.Scope> =>
+export const listen = <A>(source: Source<A>, f: (a: A) => Effect.Effect<void>): Effect.Effect<void, Error, Scope.Scope> =>
   Effect.gen(function*() {
-    const listening = yield* Deferred.make<void>()
-    yield* Effect.forkScoped(Stream.runForEach(source(Deferred.succeed(listening, undefined)), f))
+    const listening = yield* Deferred.make<void, Error>()
+    yield* Effect.forkScoped(Stream.runForEach(source(listening), f))
     yield* Deferred.await(listening)
   })
 
-/** Every element of `source` made an event and offered to the node's queue; it returns once the source listens. */
-export const feed = <A>(queue: Queue.Enqueue<NodeEvent>, source: Source<A>, toEvent: (a: A) => NodeEvent | undefined): Effect.Effect<void, never, Scope.Scope> =>
+/** Every element of `source` made an event and offered to the node's queue; it returns once the source listens, and fails when it cannot. */
+export const feed = <A>(queue: Queue.Enqueue<NodeEvent>, source: Source<A>, toEvent: (a: A) => NodeEvent | undefined): Effect.Effect<void, Error, Scope.Scope> =>
   listen(source, (a) => {
     const event = toEvent(a)
     return event === undefined ? Effect.void : Queue.offer(queue, event)

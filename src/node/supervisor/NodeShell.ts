@@ -74,8 +74,11 @@ export const makeShell = (options: ShellOptions): Effect.Effect<NodeShell, never
     const queue = yield* Queue.unbounded<NodeEvent>()
     const stopping = yield* Deferred.make<number>()
     const stop = (code: number) => Effect.asVoid(Deferred.succeed(stopping, code))
-    yield* listen(signals("SIGTERM"), () => stop(0))
-    yield* listen(signals("SIGINT"), () => stop(130))
+    yield* listen(signals("SIGTERM"), () => stop(0)).pipe(Effect.orDie)
+    yield* listen(signals("SIGINT"), () => stop(130)).pipe(Effect.orDie)
+    // the process kept alive for as long as the scope is open, whatever it listens to: a supervisor
+    // waiting on its queue alone (its watches failed) would otherwise leave Node's loop empty and end
+    yield* Effect.acquireRelease(Effect.sync(() => setInterval(() => undefined, 2 ** 31 - 1)), (keepAlive) => Effect.sync(() => clearInterval(keepAlive)))
 
     const since = new Date().toISOString()
     const started = processStartTime(process.pid) ?? ""
