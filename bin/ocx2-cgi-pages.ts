@@ -6,7 +6,7 @@ import * as ReleaseRootFs from "../layers/ReleaseRootFs.js"
 import { ReleaseRoot } from "../services/ReleaseRoot.js"
 import { runCgi } from "../src/adapters/Cgi.js"
 import { tools } from "../src/tools/Registry.js"
-import { runStreamServer } from "../src/watch/StreamServer.js"
+import { runStreamServer } from "../src/follow/StreamServer.js"
 
 /** Answers the CGI request in this process's environment with every tool the web offers. */
 export const runPages = (program: string | undefined = process.argv[1]): Promise<void> => runCgi(tools, ReleaseRootFs.layer, process.env, program)

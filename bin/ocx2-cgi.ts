@@ -1,6 +1,6 @@
 // Served from Fossil's extension root (see docs in src/adapters/Cgi.ts). Fossil clears the
 // environment, so the executable in the extension root names node by its full path.
-// `ocx2-cgi --stream-server` is the node's stream server (src/watch/StreamServer.ts), which the
+// `ocx2-cgi --stream-server` is the node's stream server (src/follow/StreamServer.ts), which the
 // run page starts when it needs one: the root is its own program's, never a request's.
 //
 // This program only chooses which bundle beside it answers: a receipt question (PATH_INFO

@@ -34,7 +34,7 @@ import { endTree } from "../src/sandbox/ProcessTree.js"
 import { checkSpecForm } from "../src/sandbox/SpecCheck.js"
 import { noteEnding, openStatusFile } from "../src/sandbox/StatusFile.js"
 import { TerminalChild } from "../src/sandbox/TerminalChild.js"
-import { openStreamWriter } from "../src/watch/StreamFile.js"
+import { openStreamWriter } from "../src/follow/StreamFile.js"
 import { releasePaths } from "../src/release/ReleasePaths.js"
 
 export interface BwrapSandboxOptions {

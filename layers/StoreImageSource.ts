@@ -4,7 +4,7 @@ import * as Fs from "node:fs"
 import { ImageError, ImageSource, type ClientImages, type ObtainedImage } from "../services/ImageSource.js"
 import { ImageStore, type BlobSink } from "../src/containers/ImageStore.js"
 import { isDigest, layerCompression, parseConfig, parseManifest, sha256, verifyBlob, type Descriptor } from "../src/containers/OciImage.js"
-import { fetchBlob, fetchManifest, readRegistryPolicy, TokenCache, type RegistryPlace, type SignIn } from "../src/containers/Registry.js"
+import { fetchBlob, fetchManifest, readRegistryPolicy, TokenCache, type RegistryPlace, type SignIn } from "../src/containers/RegistryPolicy.js"
 import { readCredentials, registryHost } from "../src/containers/RegistryCredentials.js"
 import { unpackLayers, UnpackError } from "../src/containers/Unpack.js"
 

@@ -34,7 +34,7 @@ export interface LaunchSpec {
    *  DIR/stdout.log and DIR/stderr.log, rewritten for each process */
   readonly logDir?: string | undefined
   /** when given (ROOT/care/RUN.stream), every chunk either stream prints is appended to it as it is read,
-   *  for the people following the run (src/watch/StreamFile.ts) */
+   *  for the people following the run (src/follow/StreamFile.ts) */
   readonly streamFile?: string | undefined
   /**
    * present: the process runs on a pseudo-terminal the launcher holds, this size (2.10 "With a

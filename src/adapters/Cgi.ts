@@ -37,7 +37,7 @@ import { leadHtml, ocxPage, problemPage, TOOLS, toolPage } from "./Html.js"
 import { fieldsOf } from "../tools/Fields.js"
 import { FORMAT, fromForm, fromObject, type Decoded } from "./Input.js"
 import { answerFor, redactText, seesServerPaths } from "./Redact.js"
-import { isNoRun } from "../watch/Follow.js"
+import { isNoRun } from "../follow/Follow.js"
 import { isNothingNamed } from "../tools/support/NothingNamed.js"
 
 export interface CgiRequest {

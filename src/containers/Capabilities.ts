@@ -1,4 +1,4 @@
-import type { VolumeMode } from "./Paths.js"
+import type { VolumeMode } from "./ContainerNames.js"
 
 /** what this server allows for one volume mode (docs/containers.md section 6) */
 export interface Capability {

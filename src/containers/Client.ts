@@ -1,7 +1,7 @@
 import { WebSocket } from "ws"
 import { FrameConnection, type Channel, type PeerChannel, type Scope } from "./FrameConnection.js"
 import { tagged } from "./Frames.js"
-import { memberText } from "./JsonText.js"
+import { memberText } from "./VerbatimMember.js"
 import { fuseAskTag } from "./fuse/Ask.js"
 import { answerFuseAsk, type FuseHandler } from "./fuse/Handler.js"
 import { ClientChannel, decodeVolumeRefusal, Endpoint, ServerChannel, Answer } from "./Wire.js"

@@ -1,6 +1,6 @@
 import type { WebSocket } from "ws"
 import { decodeFrame, empty, encodeFrame, FrameType, type Frame } from "./Frames.js"
-import { Inbox } from "./Inbox.js"
+import { StreamInbox } from "./StreamInbox.js"
 import { WireSocket } from "./WebSocketWire.js"
 
 /**
@@ -17,7 +17,7 @@ export type Arrival = Buffer
 
 export class Channel {
   /** the responses, ended by the finish or by the scope or connection ending */
-  readonly responses = new Inbox<Arrival>()
+  readonly responses = new StreamInbox<Arrival>()
   finished = false
   constructor(
     readonly scope: Scope,
@@ -56,9 +56,9 @@ export class PeerChannel {
 
 export class Scope {
   /** opener: the main stream's responses; ended by the finish */
-  readonly responses = new Inbox<Arrival>()
+  readonly responses = new StreamInbox<Arrival>()
   /** channels the other side opens on this scope */
-  readonly peerOpened = new Inbox<PeerChannel>()
+  readonly peerOpened = new StreamInbox<PeerChannel>()
   readonly channels = new Map<number, Channel>()
   readonly peerChannels = new Map<number, PeerChannel>()
   lastChannel = 0

@@ -2,7 +2,7 @@ import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import type { Deployment } from "../../services/Deployer.js"
-import { isIdentity } from "./Paths.js"
+import { isIdentity } from "./ContainerNames.js"
 
 /**
  * A container program's standard output and error (docs/containers.md section 11, "A program's

@@ -1,5 +1,5 @@
-import { containerComponents, isInside, isVolumeMode, isVolumePath, type VolumeMode } from "./Paths.js"
-import { memberText } from "./JsonText.js"
+import { containerComponents, isInside, isVolumeMode, isVolumePath, type VolumeMode } from "./ContainerNames.js"
+import { memberText } from "./VerbatimMember.js"
 
 /** A decoded `tools::run` request (docs/containers.md section 4). */
 export interface RunRequest {

@@ -1,6 +1,6 @@
 import { FrameConnection, type Scope } from "./FrameConnection.js"
 import { readOutput, type OutputStream } from "./ProgramOutput.js"
-import { RunTool } from "./RunTool.js"
+import { ContainerRun } from "./ContainerRun.js"
 import type { ServerParts } from "./ServerParts.js"
 import type { WireSocket } from "./WebSocketWire.js"
 import { serveVolumeEndpoint } from "./VolumeEndpoints.js"
@@ -18,7 +18,7 @@ export const serverVersion = "ocx2-containers 1"
 export const serveConnection = (
   socket: WireSocket,
   parts: ServerParts,
-  runs: Set<RunTool>,
+  runs: Set<ContainerRun>,
   identityOf: (token: Buffer) => string | undefined,
   onClose: () => void = () => {}
 ): FrameConnection => {
@@ -34,10 +34,10 @@ export const serveConnection = (
   })
 }
 
-const serveScope = (parts: ServerParts, identity: string, scope: Scope, runs: Set<RunTool>): void => {
+const serveScope = (parts: ServerParts, identity: string, scope: Scope, runs: Set<ContainerRun>): void => {
   const tag = scope.request[0]
   if (tag === Endpoint.toolsRun) {
-    const run = new RunTool(parts, identity, scope)
+    const run = new ContainerRun(parts, identity, scope)
     runs.add(run)
     // a run that sent its id goes on after `run` returns: it leaves the set when it ends
     void run.finished.then(() => runs.delete(run))

@@ -3,8 +3,8 @@ import * as Fs from "node:fs"
 import type * as Http from "node:http"
 import * as Path from "node:path"
 import type { FrameConnection } from "./FrameConnection.js"
-import { isIdentity } from "./Paths.js"
-import type { RunTool } from "./RunTool.js"
+import { isIdentity } from "./ContainerNames.js"
+import type { ContainerRun } from "./ContainerRun.js"
 import { serveConnection } from "./ServeConnection.js"
 import type { ServerParts } from "./ServerParts.js"
 import { warmUpRunPath } from "./WarmUp.js"
@@ -27,7 +27,7 @@ export interface ContainersServerOptions {
 
 export interface ContainersServer {
   readonly port: number
-  readonly runs: ReadonlySet<RunTool>
+  readonly runs: ReadonlySet<ContainerRun>
   readonly close: () => Promise<void>
 }
 
@@ -66,7 +66,7 @@ export const maxMessage = 256 * 1024 * 1024
 export const startContainersServer = async (options: ContainersServerOptions): Promise<ContainersServer> => {
   // the server's own path to the id gone through once before it listens (WarmUp.ts); never waited on for long
   await Promise.race([warmUpRunPath(options.parts.capabilities), new Promise<void>((resolve) => setTimeout(resolve, 2000).unref())])
-  const runs = new Set<RunTool>()
+  const runs = new Set<ContainerRun>()
   const http = options.server ?? webSocketHttpServer()
   const sockets = new Map<FrameConnection, WireSocket>()
   acceptWebSocket(http, (socket) => {

@@ -1,5 +1,5 @@
 import type { Capabilities } from "./Capabilities.js"
-import type { VolumeMode } from "./Paths.js"
+import type { VolumeMode } from "./ContainerNames.js"
 
 /**
  * Who holds which volume, in the server's memory (docs/containers.md section 6): runs (shared),

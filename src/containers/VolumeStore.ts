@@ -1,6 +1,6 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { isVolumeMode, isVolumeName, isVolumePath, type VolumeMode } from "./Paths.js"
+import { isVolumeMode, isVolumeName, isVolumePath, type VolumeMode } from "./ContainerNames.js"
 
 /**
  * The volumes of every identity on disk: ROOT/volumes/IDENTITY/NAME/{mode,data/}

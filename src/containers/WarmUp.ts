@@ -11,7 +11,7 @@ import { FrameConnection } from "./FrameConnection.js"
 import { tagged } from "./Frames.js"
 import { listenProxy, proxyScopes, refuseScope } from "./proxy/ProxySide.js"
 import { Running } from "./Running.js"
-import type { RunTool } from "./RunTool.js"
+import type { ContainerRun } from "./ContainerRun.js"
 import { acceptWebSocket, webSocketHttpServer } from "./WebSocketWire.js"
 import { serveConnection } from "./ServeConnection.js"
 import type { ServerParts } from "./ServerParts.js"
@@ -71,7 +71,7 @@ export const warmUpRunPath = async (capabilities: Capabilities): Promise<boolean
     const token = Crypto.randomBytes(16)
     const http = webSocketHttpServer()
     closing.push(() => http.close())
-    const runs = new Set<RunTool>()
+    const runs = new Set<ContainerRun>()
     acceptWebSocket(http, (socket) => {
       const connection = serveConnection(socket, parts, runs, (given) => (given.equals(token) ? "warm-up" : undefined))
       closing.push(() => connection.close())

@@ -10,7 +10,7 @@ import * as Fs from "node:fs"
 import { sparePid } from "../care/SpareFiles.js"
 import { runningSupervisor } from "../root/SupervisorFiles.js"
 import type { NodeConfig } from "../root/NodeConfig.js"
-import { runningServer } from "../watch/StreamServer.js"
+import { runningServer } from "../follow/StreamServer.js"
 import { pollersOfKind } from "./HookInstall.js"
 import { holderOf, runOfLockFile } from "./WatcherRoll.js"
 

@@ -4,16 +4,16 @@ import * as Os from "node:os"
 import * as Schema from "effect/Schema"
 import type { ReleaseRoot } from "../../services/ReleaseRoot.js"
 import { releasePaths } from "../release/ReleasePaths.js"
-import { followThroughServer } from "../watch/AskServer.js"
-import { eventOut, WatchEventOut } from "../watch/EventOut.js"
-import { follow, readRunSummary, type WatchEvent } from "../watch/Follow.js"
+import { followThroughServer } from "../follow/AskServer.js"
+import { eventOut, WatchEventOut } from "../follow/EventOut.js"
+import { follow, readRunSummary, type WatchEvent } from "../follow/Follow.js"
 import { PostOut, read, RunOut } from "./read.js"
 import { RunRow, rowOf } from "./runs.js"
 import { runTool } from "./RunTool.js"
 import { CallRefused, finish, recording, refuse } from "../operations/Operations.js"
 import { repositoryFile, type RepositoryFile } from "./support/RepositoryFile.js"
-import { ensureStreamServer, streamSettings } from "../watch/StreamServer.js"
-import { newNonce, signGrant, streamSecret, TOKEN_MS } from "../watch/StreamToken.js"
+import { ensureStreamServer, streamSettings } from "../follow/StreamServer.js"
+import { newNonce, signGrant, streamSecret, TOKEN_MS } from "../follow/StreamToken.js"
 import * as Path from "node:path"
 import { defineTool, type ToolContext } from "./Tool.js"
 import { mayReadRun } from "./support/Permissions.js"
@@ -32,7 +32,7 @@ export const WatchInput = Schema.Struct({
 })
 export type WatchInput = typeof WatchInput.Type
 
-// an event as the answer gives it is the follower's (src/watch/EventOut.ts), which the stream server gives too
+// an event as the answer gives it is the follower's (src/follow/EventOut.ts), which the stream server gives too
 export { eventOut, WatchEventOut }
 
 export const WatchOutput = Schema.Struct({

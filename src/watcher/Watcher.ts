@@ -48,8 +48,8 @@ import {
   sendUnversioned, untilServerAnswers, type OutboxReport
 } from "./Outbox.js"
 import { deliveryBound, makeSessionInbox, sessionOf, startEach } from "./Session.js"
-import { runPagePath } from "../watch/RunPageLink.js"
-import { runStreamFile } from "../watch/StreamFile.js"
+import { runPagePath } from "../follow/RunPageLink.js"
+import { runStreamFile } from "../follow/StreamFile.js"
 import { decideHeld, formOf } from "./HeldDecision.js"
 import { collectWhenGrown } from "./Collect.js"
 import { launchOrRefuse } from "./LaunchFailures.js"

@@ -42,7 +42,7 @@ describe("the CGI's bundles", () => {
     const tools = modules.filter((m) => /^src\/tools\/[a-z][A-Za-z]*\.ts$/.test(m))
     expect(tools).toEqual(["src/tools/receipt.ts"])
     const foreign = modules.filter((m) =>
-      ["src/tools/Registry.ts", "src/watch/StreamServer.ts", "src/adapters/Mcp.ts", "src/node/Round.ts"].includes(m) || m.startsWith("src/adapters/cli/")
+      ["src/tools/Registry.ts", "src/follow/StreamServer.ts", "src/adapters/Mcp.ts", "src/node/Round.ts"].includes(m) || m.startsWith("src/adapters/cli/")
     )
     expect(foreign).toEqual([])
   })
@@ -50,6 +50,6 @@ describe("the CGI's bundles", () => {
   it("the pages' bundle holds every tool (a request for any other page runs it)", () => {
     const modules = bundledModules("ocx2-cgi-pages")
     expect(modules).toContain("src/tools/Registry.ts")
-    expect(modules).toContain("src/watch/StreamServer.ts")
+    expect(modules).toContain("src/follow/StreamServer.ts")
   })
 })

@@ -104,11 +104,11 @@ const upward: ReadonlyArray<readonly [string, string]> = [
   ["layers", "src/tools"],
   ["layers", "src/adapters"],
   ["services", "layers"],
-  ["src/watch", "src/tools"],
-  ["src/watch", "src/adapters"],
-  ["src/watch", "src/node"],
-  ["src/watch", "src/watcher"],
-  ["src/watch", "src/pickup"],
+  ["src/follow", "src/tools"],
+  ["src/follow", "src/adapters"],
+  ["src/follow", "src/node"],
+  ["src/follow", "src/watcher"],
+  ["src/follow", "src/pickup"],
   ["src/runs", "src/tools"],
   ["src/runs", "src/adapters"],
   ["src/runs", "src/node"],
@@ -122,7 +122,7 @@ const upward: ReadonlyArray<readonly [string, string]> = [
  * floor above them.
  */
 const lowerParts: ReadonlyArray<string> = [
-  "src/protocol", "src/fossil", "src/sandbox", "src/runs", "src/watch", "src/operations", "src/care", "src/root", "src/pickup"
+  "src/protocol", "src/fossil", "src/sandbox", "src/runs", "src/follow", "src/operations", "src/care", "src/root", "src/pickup"
 ]
 const releaseLayout = "src/release/ReleasePaths.ts"
 

@@ -2,7 +2,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { parseChallenges, TokenCache } from "../../src/containers/Registry.js"
+import { parseChallenges, TokenCache } from "../../src/containers/RegistryPolicy.js"
 import { parseCredentials, readCredentials } from "../../src/containers/RegistryCredentials.js"
 
 /** The sign-in's parts on their own: challenges, the token cache's lifetimes, the credentials file. */

@@ -3,7 +3,7 @@ import type { ToolRun } from "../../src/containers/Client.js"
 import type { PeerChannel } from "../../src/containers/FrameConnection.js"
 import { tagged } from "../../src/containers/Frames.js"
 import type { ProxyBehaviour } from "../../src/containers/InProcessProxy.js"
-import type { RunTool } from "../../src/containers/RunTool.js"
+import type { ContainerRun } from "../../src/containers/ContainerRun.js"
 import { Answer, ProxyScope } from "../../src/containers/Wire.js"
 import { images, makeImage, makeWorld, request, type World } from "./world.js"
 
@@ -156,7 +156,7 @@ describe("orderings under randomized schedules", () => {
         // channel. What reaches the proxy is judged by the server's side: the proxy may read the
         // server's next frame before the client reads the id (two sockets, no order between them)
         let idSent = false
-        const runsBefore = new Set<RunTool>(world.server.runs)
+        const runsBefore = new Set<ContainerRun>(world.server.runs)
         const serverSentId = () => [...world.server.runs].some((r) => !runsBefore.has(r) && r.state === "running")
         const feedsBeforeId: Array<string> = []
         const deployed = world.deploys.length

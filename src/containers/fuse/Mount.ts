@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url"
 import type { Scope } from "../FrameConnection.js"
 import { askPrefix, decodeAnswer, encodeAsk, Errno } from "./Ask.js"
 import { Requests } from "./Requests.js"
-import { Session } from "./Session.js"
+import { Session } from "./FuseSession.js"
 
 /**
  * A FUSE mount made by JavaScript on /dev/fuse (docs/containers.md, "FUSE mounts"): the container

@@ -2,7 +2,7 @@
  * What arrives on one stream (a scope's main stream, a channel), in order, until its end.
  * A consumer either takes items one by one or listens; items that came before are given first.
  */
-export class Inbox<T> {
+export class StreamInbox<T> {
   private readonly items: Array<T> = []
   private ended = false
   private waiter: ((item: T | undefined) => void) | undefined

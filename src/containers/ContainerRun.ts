@@ -3,7 +3,7 @@ import type { Deployment, ResolvedMount } from "../../services/Deployer.js"
 import type { ClientImages, ObtainedImage } from "../../services/ImageSource.js"
 import { connectionHighWater, FrameConnection, scopeHighWater, type Channel, type PeerChannel, type Scope } from "./FrameConnection.js"
 import { tagged } from "./Frames.js"
-import { memberText } from "./JsonText.js"
+import { memberText } from "./VerbatimMember.js"
 import { KeptOutput } from "./ProgramOutput.js"
 import { dialProxy } from "./ProxyDial.js"
 import { decodeRunRequest, mountPathsProblem, refusal, type FuseMount, type RunRequest } from "./RunRequest.js"
@@ -37,7 +37,7 @@ const utf8 = new TextDecoder("utf-8", { fatal: true })
 /** what each await of the run resolves to when the client's connection ended meanwhile */
 const gone = Symbol("gone")
 
-export class RunTool {
+export class ContainerRun {
   state: RunState = "decoding"
   private request: RunRequest | undefined
   private hold: RunHold | undefined
