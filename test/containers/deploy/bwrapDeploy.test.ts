@@ -225,7 +225,12 @@ describe("the bubblewrap deployer", () => {
 
   it("takes the program's ask with a chunked body and Expect: 100-continue (as curl sends a larger one), answering 100 Continue first", async () => {
     const request = "POST /ask/16 HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nExpect: 100-continue\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n5\\r\\nhello\\r\\n6\\r\\n world\\r\\n0\\r\\n\\r\\n"
-    const image = sh(`printf '${request}' | nc 127.0.0.1 14978 > /tmp/out; wget -q -O /dev/null --post-data "$(head -c 25 /tmp/out | tr -d '\\r\\n')" ${api}/ask/17`)
+    // nc's input stays open until the answer's 200 has come (at most 20 s): nc ending at its input's
+    // end closed the connection with the 100 Continue unread, a reset that could lose the ask itself
+    const image = sh(
+      `( printf '${request}'; i=0; while [ $i -lt 400 ] && ! grep -q 'HTTP/1.1 200' /tmp/out 2>/dev/null; do sleep 0.05; i=$((i+1)); done ) | ` +
+        `nc 127.0.0.1 14978 > /tmp/out; wget -q -O /dev/null --post-data "$(head -c 25 /tmp/out | tr -d '\\r\\n')" ${api}/ask/17`
+    )
     const w = await world(image)
     const client = await w.client()
     const asks: Array<string> = []
