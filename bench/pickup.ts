@@ -129,6 +129,9 @@ const cpuMsOf = (pid: number) => {
 }
 const peakRssOf = (pid: number) => Number(/VmHWM:\s+(\d+) kB/.exec(Fs.readFileSync(`/proc/${pid}/status`, "utf8"))![1]) / 1024
 
+/** what the supervisor's #! line gives it (environment and Node's options), read from the build measured */
+const shippedLine = () => Fs.readFileSync(Path.join(dist, "ocx2-supervise.mjs"), "utf8").split("\n")[0]!.replace(/^#!\/usr\/bin\/env -S /, "")
+
 /** the host's load average now: the figures beside it are read against it (a shared machine) */
 const loadNow = () => Os.loadavg().map((l) => l.toFixed(1)).join(", ")
 
@@ -161,7 +164,7 @@ if (parts.includes("supervisor")) {
   // ---- the supervisor as shipped (Node's options from its #! line) and, as the baseline, run by a bare
   // `node` (V8's defaults, as it ran before its #! line gave it options): each in a fast-mode world of its own
   const variants = [
-    { name: "as shipped (its #! line: --max-semi-space-size=1 --no-opt)", nodeOptions: undefined },
+    { name: `as shipped (its #! line: ${shippedLine()})`, nodeOptions: undefined },
     { name: "baseline (a bare node: V8's defaults)", nodeOptions: [] as ReadonlyArray<string> }
   ]
   for (const variant of variants) {

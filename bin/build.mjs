@@ -29,12 +29,27 @@ const externals = process.argv.slice(2).filter((a) => a.startsWith("--external:"
 /**
  * Node's options a program's #! line gives it (through env -S). The node's supervisor is resident:
  * no optimizing compiler (TurboFan's compilations are what grew it past 80 MB in a burst, and the
- * rounds it runs wait on files and processes, not on JavaScript) and a 1 MB young generation.
+ * rounds it runs wait on files and processes, not on JavaScript) and a 1 MB young generation. As an
+ * Effect program (one fiber per run's watcher) its short-lived objects outlive the 1 MB young
+ * generation and pile up in the old one until a full collection: 39 MB of heap at the peak of
+ * bench/pickup's burst, 14 MB once collected. --optimize-for-size collects the old generation sooner;
+ * --single-threaded and --v8-pool-size=1 leave out the GC's and the platform's helper threads and
+ * what malloc keeps for each (the watchers' options, src/pickup/HandOff.ts).
  */
 const nodeOptions = {
-  "ocx2-supervise": "--max-semi-space-size=1 --no-opt",
+  "ocx2-supervise": "--max-semi-space-size=1 --no-opt --single-threaded --v8-pool-size=1 --optimize-for-size",
   // the fleet's listener is resident too, and holds a few objects per waiting node: a small young generation
   "ocx2-listen": "--max-semi-space-size=1"
+}
+
+/**
+ * glibc's malloc settings a program's #! line gives it (env -S NAME=VALUE before node), the watchers'
+ * (src/pickup/HandOff.ts): two arenas, and freed memory given back to the system. Set in the line
+ * itself, so that every starter of the supervisor (its systemd unit, init's detached start, a
+ * person's shell) gives them, and no start is spent on a re-exec.
+ */
+const nodeEnvironment = {
+  "ocx2-supervise": "MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=65536 MALLOC_TRIM_THRESHOLD_=65536"
 }
 
 /** Programs run through the code cache; every other bin/*.ts is a plain ES module bundle. */
@@ -217,7 +232,8 @@ if (!upToDate) {
   for (const name of plainNames) {
     const code = esmCode.get(name)
     if (code === undefined) throw new Error(`esbuild made no ${name}.mjs`)
-    const banner = `#!/usr/bin/env ${nodeOptions[name] !== undefined ? `-S node ${nodeOptions[name]}` : "node"}\nimport { createRequire as __ocx2CreateRequire } from 'node:module'; const require = __ocx2CreateRequire(import.meta.url); globalThis.__ocx2Import ??= (url) => import(url);\n`
+    const environment = nodeEnvironment[name] !== undefined ? `${nodeEnvironment[name]} ` : ""
+    const banner = `#!/usr/bin/env ${nodeOptions[name] !== undefined ? `-S ${environment}node ${nodeOptions[name]}` : "node"}\nimport { createRequire as __ocx2CreateRequire } from 'node:module'; const require = __ocx2CreateRequire(import.meta.url); globalThis.__ocx2Import ??= (url) => import(url);\n`
     place(Path.join(dist, `${name}.mjs`), banner + code, 0o755)
     written.push(Path.join(dist, `${name}.mjs`))
     Fs.rmSync(Path.join(dist, `${name}.cjs`), { force: true })

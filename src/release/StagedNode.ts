@@ -31,12 +31,14 @@ export const thisNode = (): NodeOfRelease => {
 
 /**
  * A bundle's text with its first line naming `node` by path in place of the Node found on PATH
- * (`#!/usr/bin/env node`, or `#!/usr/bin/env -S node OPTIONS` where it takes options of its own):
+ * (`#!/usr/bin/env node`, or `#!/usr/bin/env -S [NAME=VALUE ...] node OPTIONS` where it takes options
+ * and an environment of its own):
  * Fossil runs an extension's program with no PATH at all, and a service's PATH may find an older
  * Node (Debian 12's 18 in /usr/bin) than the one that staged the release.
  */
 export const namingNode = (text: string, node: string): string =>
-  text.replace(/^#!\/usr\/bin\/env node\n/, `#!${node}\n`).replace(/^#!\/usr\/bin\/env -S node /, `#!/usr/bin/env -S ${node} `)
+  text.replace(/^#!\/usr\/bin\/env node\n/, `#!${node}\n`)
+    .replace(/^#!\/usr\/bin\/env -S ((?:[A-Za-z_][A-Za-z0-9_]*=\S* )*)node /, (_line, environment: string) => `#!/usr/bin/env -S ${environment}${node} `)
 
 const major = (version: string) => version.replace(/^v/, "").split(".")[0]
 
