@@ -36,9 +36,20 @@ export const thisNode = (): NodeOfRelease => {
  * Fossil runs an extension's program with no PATH at all, and a service's PATH may find an older
  * Node (Debian 12's 18 in /usr/bin) than the one that staged the release.
  */
-export const namingNode = (text: string, node: string): string =>
-  text.replace(/^#!\/usr\/bin\/env node\n/, `#!${node}\n`)
+export const namingNode = (text: string, node: string): string => {
+  const named = text.replace(/^#!\/usr\/bin\/env node\n/, `#!${node}\n`)
     .replace(/^#!\/usr\/bin\/env -S ((?:[A-Za-z_][A-Za-z0-9_]*=\S* )*)node /, (_line, environment: string) => `#!/usr/bin/env -S ${environment}${node} `)
+  // the kernel reads 255 bytes of a #! line and refuses (or cuts) a longer one: a program that would
+  // not start is refused here, at staging, where the fix is known
+  const first = named.startsWith("#!") ? Buffer.byteLength(named.slice(0, named.indexOf("\n"))) : 0
+  if (first > maxFirstLine) {
+    throw new Error(`a staged program's first line would be ${first} bytes with Node at ${node}, past the ${maxFirstLine} the kernel reads: stage with a Node at a shorter path`)
+  }
+  return named
+}
+
+/** what Linux reads of a #! line (BINPRM_BUF_SIZE 256, less its end) */
+export const maxFirstLine = 255
 
 const major = (version: string) => version.replace(/^v/, "").split(".")[0]
 

@@ -3,7 +3,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
-import { nodeMismatch, stagedNodeProblem, thisNode } from "../../src/release/StagedNode.js"
+import { maxFirstLine, namingNode, nodeMismatch, stagedNodeProblem, thisNode } from "../../src/release/StagedNode.js"
 import { lastHookLogEntry } from "../../src/root/HookFiles.js"
 import { hook } from "../../src/tools/hook.js"
 import { users } from "../support/nodeWorld.js"
@@ -99,3 +99,13 @@ describe("status from a checkout, when the active release's Node is gone from th
   }, 120_000)
 })
 
+
+describe("a staged program's first line", () => {
+  it("names the staging Node, keeps the environment before it, and refuses a line the kernel would not read whole", () => {
+    expect(namingNode("#!/usr/bin/env node\nx\n", "/opt/node/bin/node")).toBe("#!/opt/node/bin/node\nx\n")
+    expect(namingNode("#!/usr/bin/env -S A=1 B=2 node --no-opt\nx\n", "/opt/node/bin/node"))
+      .toBe("#!/usr/bin/env -S A=1 B=2 /opt/node/bin/node --no-opt\nx\n")
+    const long = `/${"n".repeat(maxFirstLine)}/node`
+    expect(() => namingNode("#!/usr/bin/env -S A=1 node --no-opt\nx\n", long)).toThrow(/past the 255 the kernel reads/)
+  })
+})
