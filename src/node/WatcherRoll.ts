@@ -32,7 +32,8 @@ export const runOfCareFile = (name: string): { readonly run: string; readonly ki
   return run !== undefined ? { run, kind: "lock" } : undefined
 }
 
-const pidIn = (file: string): number | undefined => {
+/** The pid a care file (a lock or a hand-off) names first, if any. */
+export const pidIn = (file: string): number | undefined => {
   try {
     const n = Number.parseInt(Fs.readFileSync(file, "utf8").trim(), 10)
     return Number.isSafeInteger(n) && n > 0 ? n : undefined

@@ -32,7 +32,7 @@ import { processUserFileName } from "../../care/ProcessUserFiles.js"
 import { wakeWaitingOf } from "../Round.js"
 import { decideEnded, lastLogLine, rehandWaitMs, type RollNeeds, wroteEnded } from "../RollKeeper.js"
 import { firstLine } from "../SupervisorLog.js"
-import { holderOf, runOfCareFile, runOfLockFile } from "../WatcherRoll.js"
+import { holderOf, pidIn, runOfCareFile, runOfLockFile } from "../WatcherRoll.js"
 import { EndOutcome, NodeEvent } from "./NodeEvents.js"
 
 /** How often a run's fiber looks whether its watcher still lives: the bound on seeing one end. */
@@ -83,15 +83,6 @@ export interface Roll {
   readonly handedOn: (run: string) => Effect.Effect<void>
 }
 
-const readPid = (file: string): number | undefined => {
-  try {
-    const n = Number.parseInt(Fs.readFileSync(file, "utf8").trim(), 10)
-    return Number.isSafeInteger(n) && n > 0 ? n : undefined
-  } catch {
-    return undefined
-  }
-}
-
 /** The holder a care file names for the run: its lock's pid, or its hand-off's pid and start time. */
 const holderNamed = (care: string, run: string, kind: "lock" | "handoff"): { readonly pid: number; readonly since?: string } | undefined => {
   if (kind === "lock") {
@@ -101,7 +92,7 @@ const holderNamed = (care: string, run: string, kind: "lock" | "handoff"): { rea
   const file = handOffFileOf(care, run)
   try {
     const since = Fs.readFileSync(file, "utf8").trim().split(" ")[1]
-    const pid = readPid(file)
+    const pid = pidIn(file)
     return pid === undefined ? undefined : since === undefined ? { pid } : { pid, since }
   } catch {
     return undefined
