@@ -18,17 +18,22 @@ const { sh, world } = deployCases("program-output")
 
 const runRequest = (digest: string) => JSON.stringify({ image: digest, template: "tmpl-1", memory: 256 * 1024 * 1024, disk: 32 * 1024 * 1024 })
 
+/** Runs `script` as alice's container to its end: the world, alice's client, the run and the container's id. */
+const ranToEnd = async (script: string) => {
+  const image = sh(script)
+  const w = await world([image])
+  const alice = await w.client()
+  const run = alice.run(runRequest(image.digest))
+  const first = await run.first
+  expect(first).toMatchObject({ kind: "id" })
+  await run.finished
+  return { w, alice, run, id: (first as { id: string }).id }
+}
+
 describe("a container program's output", () => {
   it("is kept, stdout and stderr apart, and read by the identity that ran it only", async () => {
-    const image = sh("echo to stdout; echo to stderr >&2; echo more to stdout; exit 3")
-    const w = await world([image])
-    const alice = await w.client()
-    const run = alice.run(runRequest(image.digest))
-    const first = await run.first
-    expect(first).toMatchObject({ kind: "id" })
-    await run.finished
+    const { w, alice, run, id } = await ranToEnd("echo to stdout; echo to stderr >&2; echo more to stdout; exit 3")
     expect(run.later.map((p) => p.subarray(1).toString("utf8"))).toEqual(["the program ended with exit status 3"])
-    const id = (first as { id: string }).id
     // the run ended: its container was stopped, so both streams reached their end
     expect((await alice.output(id, "stdout")).toString("utf8")).toBe("to stdout\nmore to stdout\n")
     expect((await alice.output(id, "stderr")).toString("utf8")).toBe("to stderr\n")
@@ -42,14 +47,7 @@ describe("a container program's output", () => {
   })
 
   it("is printed by `ocx2 containers output ID` for the identity that ran it, stdout or --stream stderr, byte for byte", async () => {
-    const image = sh("printf 'no newline at the end'; printf 'line one\\nline two\\n' >&2")
-    const w = await world([image])
-    const alice = await w.client()
-    const run = alice.run(runRequest(image.digest))
-    const first = await run.first
-    expect(first).toMatchObject({ kind: "id" })
-    await run.finished
-    const id = (first as { id: string }).id
+    const { w, id } = await ranToEnd("printf 'no newline at the end'; printf 'line one\\nline two\\n' >&2")
     const dir = tempDir("output-cli")
     try {
       const tokenOf = (identity: string) => {
